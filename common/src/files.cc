@@ -1,0 +1,172 @@
+#include "enclave/common/files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+namespace enclave {
+namespace {
+
+constexpr size_t kWriteBuffer = 1 << 20;
+
+std::string DirectoryOf(const std::string& path) {
+  std::filesystem::path p(path);
+  auto parent = p.parent_path();
+  return parent.empty() ? std::string(".") : parent.string();
+}
+
+Status WriteAll(int fd, const uint8_t* data, size_t size, const std::string& name) {
+  while (size > 0) {
+    ssize_t n = ::write(fd, data, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("writing " + name, errno);
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path, size_t max_bytes) {
+  ASSIGN_OR_RETURN(FileReader reader, FileReader::Open(path));
+  if (reader.size() > max_bytes) {
+    return InvalidInput(path + ": file is " + std::to_string(reader.size()) +
+                        " bytes, more than the limit of " + std::to_string(max_bytes));
+  }
+  std::vector<uint8_t> bytes(reader.size());
+  RETURN_IF_ERROR(reader.ReadAt(0, bytes.data(), bytes.size()));
+  return bytes;
+}
+
+Result<AtomicOutputFile> AtomicOutputFile::Create(const std::string& path, bool allow_overwrite) {
+  if (!allow_overwrite && ::access(path.c_str(), F_OK) == 0) {
+    return AlreadyExists(path + ": output file exists (refusing to overwrite)");
+  }
+  std::random_device rd;
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    std::string temp = DirectoryOf(path) + "/." + std::filesystem::path(path).filename().string() +
+                       ".tmp-" + std::to_string(rd());
+    int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) return AtomicOutputFile(path, temp, fd, allow_overwrite);
+    if (errno != EEXIST) return ErrnoStatus("creating temporary file for " + path, errno);
+  }
+  return IoError("could not create a temporary file beside " + path);
+}
+
+AtomicOutputFile::AtomicOutputFile(AtomicOutputFile&& other) noexcept
+    : path_(std::move(other.path_)),
+      temp_(std::move(other.temp_)),
+      fd_(std::exchange(other.fd_, -1)),
+      allow_overwrite_(other.allow_overwrite_),
+      buffer_(std::move(other.buffer_)) {
+  other.temp_.clear();
+}
+
+AtomicOutputFile::~AtomicOutputFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!temp_.empty()) ::unlink(temp_.c_str());
+}
+
+Status AtomicOutputFile::FlushBuffer() {
+  if (buffer_.empty()) return OkStatus();
+  RETURN_IF_ERROR(WriteAll(fd_, buffer_.data(), buffer_.size(), path_));
+  buffer_.clear();
+  return OkStatus();
+}
+
+Status AtomicOutputFile::Write(const void* data, size_t size) {
+  if (fd_ < 0) return FailedPrecondition(path_ + ": write after commit");
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  if (buffer_.size() + size > kWriteBuffer) {
+    RETURN_IF_ERROR(FlushBuffer());
+    if (size >= kWriteBuffer) return WriteAll(fd_, bytes, size, path_);
+  }
+  buffer_.insert(buffer_.end(), bytes, bytes + size);
+  return OkStatus();
+}
+
+Status AtomicOutputFile::Commit() {
+  if (fd_ < 0) return FailedPrecondition(path_ + ": committed twice");
+  RETURN_IF_ERROR(FlushBuffer());
+  if (::fsync(fd_) != 0) return ErrnoStatus("fsync " + path_, errno);
+  if (::close(std::exchange(fd_, -1)) != 0) return ErrnoStatus("close " + path_, errno);
+  if (allow_overwrite_) {
+    if (::rename(temp_.c_str(), path_.c_str()) != 0) return ErrnoStatus("rename to " + path_, errno);
+  } else {
+    // link() fails if the name appeared meanwhile: never replace someone else's file.
+    if (::link(temp_.c_str(), path_.c_str()) != 0) return ErrnoStatus("creating " + path_, errno);
+    ::unlink(temp_.c_str());
+  }
+  temp_.clear();
+  int dir = ::open(DirectoryOf(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    int rc = ::fsync(dir);
+    int err = errno;
+    ::close(dir);
+    if (rc != 0) return ErrnoStatus("fsync directory of " + path_, err);
+  }
+  return OkStatus();
+}
+
+Result<FileReader> FileReader::Open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(path, errno);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return ErrnoStatus(path, err);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return InvalidInput(path + ": not a regular file");
+  }
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  return FileReader(path, fd, static_cast<uint64_t>(st.st_size));
+}
+
+FileReader::FileReader(FileReader&& other) noexcept
+    : path_(std::move(other.path_)), fd_(std::exchange(other.fd_, -1)), size_(other.size_) {}
+
+FileReader::~FileReader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status FileReader::ReadAt(uint64_t offset, void* out, size_t size) const {
+  auto* dst = static_cast<uint8_t*>(out);
+  while (size > 0) {
+    ssize_t n = ::pread(fd_, dst, size, static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("reading " + path_, errno);
+    }
+    if (n == 0) return InvalidInput(path_ + ": unexpected end of file at byte " + std::to_string(offset));
+    dst += n;
+    offset += static_cast<uint64_t>(n);
+    size -= static_cast<size_t>(n);
+  }
+  return OkStatus();
+}
+
+Status FileReader::Read(void* out, size_t size, size_t* got) {
+  *got = 0;
+  while (true) {
+    ssize_t n = ::read(fd_, out, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("reading " + path_, errno);
+    }
+    *got = static_cast<size_t>(n);
+    return OkStatus();
+  }
+}
+
+}  // namespace enclave

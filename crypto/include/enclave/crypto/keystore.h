@@ -1,0 +1,62 @@
+// The tenant keystore (docs/formats/keystore.md): one JSON file holding the tenant
+// key-encryption key (KEK), wrapped under a key derived from a passphrase with Argon2id,
+// and every data key (DEK), wrapped by the KEK with its dataset id and key id as
+// associated data. Updates are atomic (write, fsync, rename) under a lock file.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "enclave/common/status.h"
+#include "enclave/crypto/aead.h"
+#include "enclave/crypto/sealed_file.h"
+#include "enclave/crypto/secret_bytes.h"
+
+namespace enclave::crypto {
+
+struct KdfParams {
+  uint64_t opslimit = 3;
+  uint64_t memlimit_bytes = 128ull << 20;
+};
+// Floors below which init refuses (OWASP's Argon2id minimum: 2 passes, 19 MiB).
+inline constexpr uint64_t kMinOpslimit = 2;
+inline constexpr uint64_t kMinMemlimitBytes = 19ull << 20;
+inline constexpr size_t kMinPassphraseBytes = 12;
+
+struct DataKeyEntry {
+  std::string dataset_id;
+  Id128 key_id{};
+  Suite suite = Suite::kAes256Gcm;
+  std::string created;  // RFC 3339 UTC
+};
+
+class Keystore {
+ public:
+  // Creates a new keystore file with a fresh KEK. Fails if the file exists.
+  static Status Init(const std::string& path, const SecretBytes& passphrase, const KdfParams& kdf);
+  // Reads the file and unwraps the KEK; a wrong passphrase is kPermissionDenied.
+  static Result<Keystore> Unlock(const std::string& path, const SecretBytes& passphrase);
+
+  const Id128& id() const { return id_; }
+  const std::vector<DataKeyEntry>& entries() const { return entries_; }
+
+  // Makes a fresh DEK for `dataset_id`, stores it wrapped (durably) and returns it.
+  Result<SecretBytes> CreateDataKey(const std::string& dataset_id, Suite suite, Id128* key_id);
+  // Unwraps the DEK of (dataset_id, key_id): what a sealed header names.
+  Result<SecretBytes> GetDataKey(const std::string& dataset_id, const Id128& key_id) const;
+
+ private:
+  struct WrappedEntry {
+    DataKeyEntry entry;
+    std::vector<uint8_t> nonce, wrapped;
+  };
+  Keystore() = default;
+  std::string path_;
+  Id128 id_{};
+  SecretBytes kek_;
+  std::vector<DataKeyEntry> entries_;
+  std::vector<WrappedEntry> wrapped_;
+};
+
+}  // namespace enclave::crypto

@@ -1,0 +1,298 @@
+#include "enclave/crypto/keystore.h"
+
+#include <fcntl.h>
+#include <sodium.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "enclave/common/bytes.h"
+#include "enclave/common/files.h"
+
+namespace enclave::crypto {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kFormat = "enclave-keystore";
+constexpr int kVersion = 1;
+constexpr size_t kMaxKeystoreBytes = 64u << 20;
+// Caps on what a keystore file may ask of Argon2id, so a hostile file cannot exhaust memory.
+constexpr uint64_t kMaxOpslimit = 64;
+constexpr uint64_t kMaxMemlimitBytes = 4ull << 30;
+constexpr size_t kWrapNonceBytes = crypto_aead_xchacha20poly1305_ietf_NPUBBYTES;  // 24
+constexpr size_t kWrapTagBytes = crypto_aead_xchacha20poly1305_ietf_ABYTES;       // 16
+constexpr size_t kSaltBytes = crypto_pwhash_SALTBYTES;                            // 16
+
+std::vector<uint8_t> KekAad(const Id128& id, const KdfParams& kdf, ByteSpan salt) {
+  ByteWriter w;
+  w.Bytes("enclave keystore v1 kek");
+  w.Bytes(id);
+  w.U64(kdf.opslimit);
+  w.U64(kdf.memlimit_bytes);
+  w.Bytes(salt);
+  return std::move(w.bytes());
+}
+
+std::vector<uint8_t> DekAad(const Id128& keystore_id, const DataKeyEntry& e) {
+  ByteWriter w;
+  w.Bytes("enclave keystore v1 dek");
+  w.Bytes(keystore_id);
+  w.Bytes(e.key_id);
+  w.U16(static_cast<uint16_t>(e.suite));
+  w.U16(static_cast<uint16_t>(e.dataset_id.size()));
+  w.Bytes(e.dataset_id);
+  return std::move(w.bytes());
+}
+
+// XChaCha20-Poly1305 (libsodium) key wrapping with a random 192-bit nonce.
+void Wrap(const SecretBytes& kek, const SecretBytes& key, ByteSpan aad, std::vector<uint8_t>* nonce,
+          std::vector<uint8_t>* wrapped) {
+  nonce->resize(kWrapNonceBytes);
+  randombytes_buf(nonce->data(), nonce->size());
+  wrapped->resize(key.size() + kWrapTagBytes);
+  unsigned long long len = 0;
+  crypto_aead_xchacha20poly1305_ietf_encrypt(wrapped->data(), &len, key.ExposeSecret().data(), key.size(),
+                                             aad.data(), aad.size(), nullptr, nonce->data(),
+                                             kek.ExposeSecret().data());
+}
+
+Result<SecretBytes> Unwrap(const SecretBytes& kek, ByteSpan nonce, ByteSpan wrapped, ByteSpan aad) {
+  if (nonce.size() != kWrapNonceBytes || wrapped.size() != 32 + kWrapTagBytes) {
+    return InvalidInput("wrapped key has the wrong size");
+  }
+  ASSIGN_OR_RETURN(SecretBytes key, SecretBytes::Create(32));
+  unsigned long long len = 0;
+  if (crypto_aead_xchacha20poly1305_ietf_decrypt(key.ExposeSecretMutable().data(), &len, nullptr,
+                                                 wrapped.data(), wrapped.size(), aad.data(), aad.size(),
+                                                 nonce.data(), kek.ExposeSecret().data()) != 0) {
+    return AuthFailed("key unwrapping failed");
+  }
+  return key;
+}
+
+Result<SecretBytes> PassphraseKey(const SecretBytes& passphrase, ByteSpan salt, const KdfParams& kdf) {
+  ASSIGN_OR_RETURN(SecretBytes key, SecretBytes::Create(32));
+  auto p = passphrase.ExposeSecret();
+  if (crypto_pwhash(key.ExposeSecretMutable().data(), key.size(), reinterpret_cast<const char*>(p.data()),
+                    p.size(), salt.data(), kdf.opslimit, static_cast<size_t>(kdf.memlimit_bytes),
+                    crypto_pwhash_ALG_ARGON2ID13) != 0) {
+    return Internal("crypto_pwhash(argon2id) failed: out of memory?");
+  }
+  return key;
+}
+
+std::string NowRfc3339() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// Field accessors that name the field in their error.
+Result<std::string> GetString(const json& j, const char* field) {
+  auto it = j.find(field);
+  if (it == j.end() || !it->is_string()) return InvalidInput(std::string("missing string field '") + field + "'");
+  return it->get<std::string>();
+}
+Result<uint64_t> GetU64(const json& j, const char* field) {
+  auto it = j.find(field);
+  if (it == j.end() || !it->is_number_unsigned()) {
+    return InvalidInput(std::string("missing unsigned field '") + field + "'");
+  }
+  return it->get<uint64_t>();
+}
+Result<std::vector<uint8_t>> GetHex(const json& j, const char* field, size_t expected) {
+  ASSIGN_OR_RETURN(std::string s, GetString(j, field));
+  auto b = HexDecode(s);
+  if (!b.ok() || b->size() != expected) {
+    return InvalidInput(std::string("field '") + field + "' must be " + std::to_string(expected) + " bytes of hex");
+  }
+  return std::move(b).value();
+}
+Result<const json*> GetObject(const json& j, const char* field) {
+  auto it = j.find(field);
+  if (it == j.end() || !it->is_object()) return InvalidInput(std::string("missing object '") + field + "'");
+  return &*it;
+}
+
+struct LockFile {
+  int fd = -1;
+  ~LockFile() {
+    if (fd >= 0) ::close(fd);  // closing releases the flock
+  }
+};
+
+Status AcquireLock(const std::string& keystore_path, LockFile* lock) {
+  std::string path = keystore_path + ".lock";
+  lock->fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock->fd < 0) return ErrnoStatus("opening lock file " + path, errno);
+  if (::flock(lock->fd, LOCK_EX) != 0) return ErrnoStatus("locking " + path, errno);
+  return OkStatus();
+}
+
+Status WriteJson(const std::string& path, const json& doc, bool overwrite) {
+  std::string text = doc.dump(2) + "\n";
+  ASSIGN_OR_RETURN(AtomicOutputFile out, AtomicOutputFile::Create(path, overwrite));
+  RETURN_IF_ERROR(out.Write(text.data(), text.size()));
+  return out.Commit();
+}
+
+Result<json> ReadJson(const std::string& path) {
+  ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadWholeFile(path, kMaxKeystoreBytes));
+  json doc = json::parse(bytes.begin(), bytes.end(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) return InvalidInput(path + ": not a JSON keystore");
+  auto format = GetString(doc, "format");
+  if (!format.ok() || *format != kFormat) return InvalidInput(path + ": not an enclave keystore");
+  auto version = GetU64(doc, "version");
+  if (!version.ok()) return InvalidInput(path + ": keystore has no version");
+  if (*version != kVersion) {
+    return Unsupported(path + ": keystore version " + std::to_string(*version) + " is not supported");
+  }
+  return doc;
+}
+
+}  // namespace
+
+Status Keystore::Init(const std::string& path, const SecretBytes& passphrase, const KdfParams& kdf) {
+  RETURN_IF_ERROR(InitCrypto());
+  if (passphrase.size() < kMinPassphraseBytes) {
+    return InvalidInput("passphrase must be at least " + std::to_string(kMinPassphraseBytes) + " bytes");
+  }
+  if (kdf.opslimit < kMinOpslimit || kdf.memlimit_bytes < kMinMemlimitBytes || kdf.opslimit > kMaxOpslimit ||
+      kdf.memlimit_bytes > kMaxMemlimitBytes) {
+    return InvalidInput("Argon2id parameters outside 2..64 passes and 19 MiB..4 GiB");
+  }
+  Id128 id;
+  RandomBytes(id);
+  std::vector<uint8_t> salt(kSaltBytes);
+  RandomBytes(salt);
+  ASSIGN_OR_RETURN(SecretBytes pass_key, PassphraseKey(passphrase, salt, kdf));
+  ASSIGN_OR_RETURN(SecretBytes kek, SecretBytes::Random(32));
+  std::vector<uint8_t> nonce, wrapped;
+  Wrap(pass_key, kek, KekAad(id, kdf, salt), &nonce, &wrapped);
+  json doc = {
+      {"format", kFormat},
+      {"version", kVersion},
+      {"keystore_id", HexEncode(id)},
+      {"kdf",
+       {{"algorithm", "argon2id13"},
+        {"opslimit", kdf.opslimit},
+        {"memlimit_bytes", kdf.memlimit_bytes},
+        {"salt", HexEncode(salt)}}},
+      {"kek", {{"algorithm", "xchacha20-poly1305"}, {"nonce", HexEncode(nonce)}, {"wrapped", HexEncode(wrapped)}}},
+      {"data_keys", json::array()},
+  };
+  return WriteJson(path, doc, /*overwrite=*/false);
+}
+
+Result<Keystore> Keystore::Unlock(const std::string& path, const SecretBytes& passphrase) {
+  RETURN_IF_ERROR(InitCrypto());
+  ASSIGN_OR_RETURN(json doc, ReadJson(path));
+  auto parse = [&](Keystore* ks) -> Status {
+    ASSIGN_OR_RETURN(std::vector<uint8_t> id, GetHex(doc, "keystore_id", 16));
+    std::copy(id.begin(), id.end(), ks->id_.begin());
+    ASSIGN_OR_RETURN(const json* kdf_json, GetObject(doc, "kdf"));
+    ASSIGN_OR_RETURN(std::string alg, GetString(*kdf_json, "algorithm"));
+    if (alg != "argon2id13") return Unsupported("unknown KDF '" + alg + "'");
+    KdfParams kdf;
+    ASSIGN_OR_RETURN(kdf.opslimit, GetU64(*kdf_json, "opslimit"));
+    ASSIGN_OR_RETURN(kdf.memlimit_bytes, GetU64(*kdf_json, "memlimit_bytes"));
+    if (kdf.opslimit < 1 || kdf.opslimit > kMaxOpslimit || kdf.memlimit_bytes < 8192 ||
+        kdf.memlimit_bytes > kMaxMemlimitBytes) {
+      return InvalidInput("KDF parameters out of range");
+    }
+    ASSIGN_OR_RETURN(std::vector<uint8_t> salt, GetHex(*kdf_json, "salt", kSaltBytes));
+    ASSIGN_OR_RETURN(const json* kek_json, GetObject(doc, "kek"));
+    ASSIGN_OR_RETURN(std::string kek_alg, GetString(*kek_json, "algorithm"));
+    if (kek_alg != "xchacha20-poly1305") return Unsupported("unknown key wrapping '" + kek_alg + "'");
+    ASSIGN_OR_RETURN(std::vector<uint8_t> nonce, GetHex(*kek_json, "nonce", kWrapNonceBytes));
+    ASSIGN_OR_RETURN(std::vector<uint8_t> wrapped, GetHex(*kek_json, "wrapped", 32 + kWrapTagBytes));
+    auto entries = doc.find("data_keys");
+    if (entries == doc.end() || !entries->is_array()) return InvalidInput("missing array 'data_keys'");
+    for (size_t i = 0; i < entries->size(); ++i) {
+      const json& e = (*entries)[i];
+      WrappedEntry w;
+      auto field = [&](const Status& s) { return s.Annotate("data_keys[" + std::to_string(i) + "]"); };
+      auto ds = GetString(e, "dataset_id");
+      if (!ds.ok()) return field(ds.status());
+      w.entry.dataset_id = *ds;
+      if (Status s = ValidateObjectId(w.entry.dataset_id); !s.ok()) return field(s);
+      auto key_id = GetHex(e, "key_id", 16);
+      if (!key_id.ok()) return field(key_id.status());
+      std::copy(key_id->begin(), key_id->end(), w.entry.key_id.begin());
+      auto suite_name = GetString(e, "suite");
+      if (!suite_name.ok()) return field(suite_name.status());
+      auto suite = ParseSuite(*suite_name);
+      if (!suite.ok()) return field(suite.status());
+      w.entry.suite = *suite;
+      auto created = GetString(e, "created");
+      if (!created.ok()) return field(created.status());
+      w.entry.created = *created;
+      auto n = GetHex(e, "nonce", kWrapNonceBytes);
+      if (!n.ok()) return field(n.status());
+      auto wr = GetHex(e, "wrapped", 32 + kWrapTagBytes);
+      if (!wr.ok()) return field(wr.status());
+      w.nonce = std::move(n).value();
+      w.wrapped = std::move(wr).value();
+      ks->entries_.push_back(w.entry);
+      ks->wrapped_.push_back(std::move(w));
+    }
+    ASSIGN_OR_RETURN(SecretBytes pass_key, PassphraseKey(passphrase, salt, kdf));
+    auto kek = Unwrap(pass_key, nonce, wrapped, KekAad(ks->id_, kdf, salt));
+    if (!kek.ok()) return PermissionDenied("wrong passphrase (or the keystore's KDF or KEK fields were altered)");
+    ks->kek_ = std::move(kek).value();
+    return OkStatus();
+  };
+  Keystore ks;
+  ks.path_ = path;
+  if (Status s = parse(&ks); !s.ok()) return s.Annotate(path);
+  return ks;
+}
+
+Result<SecretBytes> Keystore::CreateDataKey(const std::string& dataset_id, Suite suite, Id128* key_id) {
+  RETURN_IF_ERROR(ValidateObjectId(dataset_id));
+  LockFile lock;
+  RETURN_IF_ERROR(AcquireLock(path_, &lock));
+  // Re-read under the lock: another process may have added keys since we unlocked.
+  ASSIGN_OR_RETURN(json doc, ReadJson(path_));
+  auto on_disk_id = GetString(doc, "keystore_id");
+  if (!on_disk_id.ok() || *on_disk_id != HexEncode(id_)) {
+    return FailedPrecondition(path_ + ": keystore was replaced by another one while in use");
+  }
+  WrappedEntry w;
+  w.entry.dataset_id = dataset_id;
+  w.entry.suite = suite;
+  w.entry.created = NowRfc3339();
+  RandomBytes(w.entry.key_id);
+  ASSIGN_OR_RETURN(SecretBytes dek, SecretBytes::Random(32));
+  Wrap(kek_, dek, DekAad(id_, w.entry), &w.nonce, &w.wrapped);
+  doc["data_keys"].push_back({{"dataset_id", dataset_id},
+                              {"key_id", HexEncode(w.entry.key_id)},
+                              {"suite", SuiteName(suite)},
+                              {"created", w.entry.created},
+                              {"nonce", HexEncode(w.nonce)},
+                              {"wrapped", HexEncode(w.wrapped)}});
+  RETURN_IF_ERROR(WriteJson(path_, doc, /*overwrite=*/true));
+  *key_id = w.entry.key_id;
+  entries_.push_back(w.entry);
+  wrapped_.push_back(std::move(w));
+  return dek;
+}
+
+Result<SecretBytes> Keystore::GetDataKey(const std::string& dataset_id, const Id128& key_id) const {
+  for (const WrappedEntry& w : wrapped_) {
+    if (w.entry.dataset_id != dataset_id || w.entry.key_id != key_id) continue;
+    auto dek = Unwrap(kek_, w.nonce, w.wrapped, DekAad(id_, w.entry));
+    if (!dek.ok()) return AuthFailed(path_ + ": data key of '" + dataset_id + "' failed to unwrap (entry altered)");
+    return dek;
+  }
+  return NotFound(path_ + ": no data key for dataset '" + dataset_id + "' with key id " + HexEncode(key_id));
+}
+
+}  // namespace enclave::crypto

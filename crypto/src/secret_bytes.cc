@@ -1,0 +1,74 @@
+#include "enclave/crypto/secret_bytes.h"
+
+#include <sodium.h>
+
+#include <cstring>
+#include <mutex>
+#include <utility>
+
+namespace enclave::crypto {
+
+Status InitCrypto() {
+  static int rc = sodium_init();  // thread-safe static init; returns 1 if already done
+  if (rc < 0) return Internal("sodium_init failed");
+  return OkStatus();
+}
+
+Result<SecretBytes> SecretBytes::Create(size_t size) {
+  RETURN_IF_ERROR(InitCrypto());
+  SecretBytes s;
+  if (size == 0) return s;
+  void* p = sodium_malloc(size);
+  if (p == nullptr) return Internal("sodium_malloc(" + std::to_string(size) + ") failed");
+  sodium_memzero(p, size);
+  s.data_ = static_cast<uint8_t*>(p);
+  s.size_ = size;
+  return s;
+}
+
+Result<SecretBytes> SecretBytes::Random(size_t size) {
+  ASSIGN_OR_RETURN(SecretBytes s, Create(size));
+  if (size > 0) randombytes_buf(s.data_, size);
+  return s;
+}
+
+Result<SecretBytes> SecretBytes::CopyFrom(std::span<const uint8_t> bytes) {
+  ASSIGN_OR_RETURN(SecretBytes s, Create(bytes.size()));
+  if (!bytes.empty()) std::memcpy(s.data_, bytes.data(), bytes.size());
+  return s;
+}
+
+Result<SecretBytes> SecretBytes::Clone() const { return CopyFrom(ExposeSecret()); }
+
+SecretBytes::SecretBytes(SecretBytes&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+
+SecretBytes& SecretBytes::operator=(SecretBytes&& other) noexcept {
+  if (this != &other) {
+    Release();
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+SecretBytes::~SecretBytes() { Release(); }
+
+void SecretBytes::Release() {
+  if (data_ != nullptr) sodium_free(data_);  // zeroizes and munlocks
+  data_ = nullptr;
+  size_ = 0;
+}
+
+bool ConstantTimeEquals(std::span<const uint8_t> a, std::span<const uint8_t> b) {
+  if (a.size() != b.size()) return false;  // lengths are public
+  if (a.empty()) return true;
+  return sodium_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+void RandomBytes(std::span<uint8_t> out) {
+  (void)InitCrypto();
+  randombytes_buf(out.data(), out.size());
+}
+
+}  // namespace enclave::crypto

@@ -1,0 +1,45 @@
+// A streaming RFC 4180 CSV reader: constant memory whatever the file size, quoted fields
+// (with "" escapes and embedded newlines), CRLF or LF, a UTF-8 byte-order mark skipped.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "enclave/common/files.h"
+#include "enclave/common/status.h"
+
+namespace enclave::dataset {
+
+inline constexpr size_t kMaxCsvRecordBytes = 16u << 20;
+
+class CsvReader {
+ public:
+  static Result<CsvReader> Open(const std::string& path);
+
+  // Reads the next record into `fields`; false at end of file. Blank lines are skipped.
+  Result<bool> Next(std::vector<std::string>* fields);
+  // 1-based line on which the last record returned began.
+  uint64_t record_line() const { return record_line_; }
+  uint64_t bytes_read() const { return consumed_; }
+  uint64_t file_size() const { return file_.size(); }
+  const std::string& path() const { return file_.path(); }
+
+ private:
+  explicit CsvReader(FileReader file) : file_(std::move(file)) {}
+  // Next byte, or -1 at end of file.
+  Result<int> Get();
+  Status Fill();
+
+  FileReader file_;
+  std::vector<char> buf_;
+  size_t pos_ = 0, end_ = 0;
+  uint64_t consumed_ = 0;
+  uint64_t line_ = 1, record_line_ = 0;
+  bool eof_ = false, started_ = false;
+};
+
+// Quotes a cell for CSV output when it needs quoting.
+std::string CsvEscape(const std::string& cell);
+
+}  // namespace enclave::dataset

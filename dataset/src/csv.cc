@@ -1,0 +1,126 @@
+#include "enclave/dataset/csv.h"
+
+namespace enclave::dataset {
+
+Result<CsvReader> CsvReader::Open(const std::string& path) {
+  ASSIGN_OR_RETURN(FileReader file, FileReader::Open(path));
+  CsvReader r(std::move(file));
+  r.buf_.resize(1 << 20);
+  return r;
+}
+
+Status CsvReader::Fill() {
+  size_t got = 0;
+  RETURN_IF_ERROR(file_.Read(buf_.data(), buf_.size(), &got));
+  pos_ = 0;
+  end_ = got;
+  if (got == 0) eof_ = true;
+  return OkStatus();
+}
+
+Result<int> CsvReader::Get() {
+  if (pos_ == end_) {
+    if (eof_) return -1;
+    RETURN_IF_ERROR(Fill());
+    if (eof_) return -1;
+  }
+  ++consumed_;
+  return static_cast<unsigned char>(buf_[pos_++]);
+}
+
+Result<bool> CsvReader::Next(std::vector<std::string>* fields) {
+  fields->clear();
+  if (!started_) {
+    started_ = true;
+    // Skip a UTF-8 byte-order mark.
+    ASSIGN_OR_RETURN(int c0, Get());
+    if (c0 == 0xEF) {
+      ASSIGN_OR_RETURN(int c1, Get());
+      ASSIGN_OR_RETURN(int c2, Get());
+      if (c1 != 0xBB || c2 != 0xBF) return InvalidInput(path() + ":1: invalid byte-order mark");
+    } else if (c0 >= 0) {
+      --pos_;
+      --consumed_;
+    }
+  }
+  std::string field;
+  size_t record_bytes = 0;
+  bool in_quotes = false, quoted = false, any = false;
+  record_line_ = line_;
+  while (true) {
+    ASSIGN_OR_RETURN(int c, Get());
+    if (c < 0) {
+      if (in_quotes) return InvalidInput(path() + ":" + std::to_string(record_line_) + ": unterminated quoted field");
+      if (!any && field.empty()) return false;
+      fields->push_back(std::move(field));
+      return true;
+    }
+    if (++record_bytes > kMaxCsvRecordBytes) {
+      return InvalidInput(path() + ":" + std::to_string(record_line_) + ": record longer than 16 MiB");
+    }
+    if (in_quotes) {
+      if (c == '"') {
+        ASSIGN_OR_RETURN(int next, Get());
+        if (next == '"') {
+          field.push_back('"');
+          continue;
+        }
+        in_quotes = false;
+        if (next < 0) continue;
+        c = next;  // fall through to handle the byte after the closing quote
+      } else {
+        if (c == '\n') ++line_;
+        field.push_back(static_cast<char>(c));
+        continue;
+      }
+    }
+    if (c == '"') {
+      if (!field.empty() || quoted) {
+        return InvalidInput(path() + ":" + std::to_string(line_) + ": stray quote inside an unquoted field");
+      }
+      in_quotes = quoted = true;
+      any = true;
+      continue;
+    }
+    if (c == ',') {
+      fields->push_back(std::move(field));
+      field.clear();
+      quoted = false;
+      any = true;
+      continue;
+    }
+    if (c == '\r') {
+      ASSIGN_OR_RETURN(int next, Get());
+      if (next != '\n') return InvalidInput(path() + ":" + std::to_string(line_) + ": bare carriage return");
+      c = '\n';
+    }
+    if (c == '\n') {
+      ++line_;
+      if (!any && field.empty()) {  // blank line
+        record_line_ = line_;
+        record_bytes = 0;
+        continue;
+      }
+      fields->push_back(std::move(field));
+      return true;
+    }
+    if (quoted) {
+      return InvalidInput(path() + ":" + std::to_string(line_) + ": text after a closing quote");
+    }
+    field.push_back(static_cast<char>(c));
+    any = true;
+  }
+}
+
+std::string CsvEscape(const std::string& cell) {
+  if (cell.find_first_of(",\"\r\n") == std::string::npos && !cell.empty()) return cell;
+  std::string out = "\"";
+  for (char c : cell) {
+    if (c == '"') out += "\"\"";
+    else out.push_back(c);
+  }
+  out += "\"";
+  return out;
+}
+
+}  // namespace enclave::dataset

@@ -1,0 +1,79 @@
+#include "enclave/common/files.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+namespace enclave {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path TempDir() {
+  fs::path dir = fs::temp_directory_path() / ("enclave-files-test-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir;
+}
+
+TEST(AtomicOutputFile, AppearsOnlyOnCommit) {
+  fs::path out = TempDir() / "a.txt";
+  fs::remove(out);
+  {
+    auto f = AtomicOutputFile::Create(out.string(), false);
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE(f->Write("hello", 5).ok());
+    EXPECT_FALSE(fs::exists(out));
+    ASSERT_TRUE(f->Commit().ok());
+  }
+  EXPECT_EQ(fs::file_size(out), 5u);
+}
+
+TEST(AtomicOutputFile, AbandonedLeavesNothing) {
+  fs::path dir = TempDir() / "abandon";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  {
+    auto f = AtomicOutputFile::Create((dir / "b.txt").string(), false);
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE(f->Write("partial", 7).ok());
+  }
+  EXPECT_TRUE(fs::is_empty(dir));
+}
+
+TEST(AtomicOutputFile, RefusesToOverwriteUnlessAllowed) {
+  fs::path out = TempDir() / "c.txt";
+  fs::remove(out);
+  {
+    auto f = AtomicOutputFile::Create(out.string(), false);
+    ASSERT_TRUE(f->Write("1", 1).ok());
+    ASSERT_TRUE(f->Commit().ok());
+  }
+  auto again = AtomicOutputFile::Create(out.string(), false);
+  EXPECT_EQ(again.status().code(), Code::kAlreadyExists);
+  auto forced = AtomicOutputFile::Create(out.string(), true);
+  ASSERT_TRUE(forced.ok());
+  ASSERT_TRUE(forced->Write("22", 2).ok());
+  ASSERT_TRUE(forced->Commit().ok());
+  EXPECT_EQ(fs::file_size(out), 2u);
+}
+
+TEST(FileReader, ReadAtPastEndIsAnError) {
+  fs::path p = TempDir() / "d.txt";
+  fs::remove(p);
+  {
+    auto f = AtomicOutputFile::Create(p.string(), false);
+    ASSERT_TRUE(f->Write("abcd", 4).ok());
+    ASSERT_TRUE(f->Commit().ok());
+  }
+  auto r = FileReader::Open(p.string());
+  ASSERT_TRUE(r.ok());
+  char buf[8];
+  EXPECT_TRUE(r->ReadAt(1, buf, 3).ok());
+  EXPECT_EQ(std::string(buf, 3), "bcd");
+  EXPECT_FALSE(r->ReadAt(2, buf, 3).ok());
+  EXPECT_EQ(FileReader::Open((TempDir() / "missing").string()).status().code(), Code::kNotFound);
+}
+
+}  // namespace
+}  // namespace enclave
