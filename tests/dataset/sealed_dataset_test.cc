@@ -1,0 +1,197 @@
+#include "enclave/dataset/sealed_dataset.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "test_files.h"
+
+namespace enclave::dataset {
+namespace {
+
+namespace fs = std::filesystem;
+using crypto::Keystore;
+using crypto::SecretBytes;
+
+SecretBytes Passphrase() { return *SecretBytes::CopyFrom(AsBytes("correct horse battery staple")); }
+
+class SealedDatasetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::TestDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    keystore_path_ = (dir_ / "keystore.json").string();
+    ASSERT_TRUE(Keystore::Init(keystore_path_, Passphrase(), {2, 19ull << 20}).ok());
+    auto ks = Keystore::Unlock(keystore_path_, Passphrase());
+    ASSERT_TRUE(ks.ok()) << ks.status().ToString();
+    keystore_ = std::make_unique<Keystore>(std::move(ks).value());
+  }
+
+  SealOptions Options(const std::string& csv_text, const std::string& label) {
+    SealOptions o;
+    o.csv_path = testing::WriteFile(dir_ / "in.csv", csv_text);
+    o.out_path = (dir_ / "out.sealed").string();
+    o.label.column = label;
+    o.dataset_id = "test-ds";
+    return o;
+  }
+
+  // Seals, expects failure with kInvalidInput naming `where`, and no output file.
+  void ExpectRejected(SealOptions o, const std::string& where) {
+    auto r = SealCsv(o, *keystore_);
+    ASSERT_FALSE(r.ok()) << "sealing should have failed";
+    EXPECT_EQ(r.status().code(), Code::kInvalidInput) << r.status().ToString();
+    EXPECT_NE(r.status().message().find(where), std::string::npos) << r.status().message();
+    EXPECT_FALSE(fs::exists(o.out_path));
+    for (auto& e : fs::directory_iterator(dir_)) {
+      EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << "temporary left: " << e.path();
+    }
+  }
+
+  fs::path dir_;
+  std::string keystore_path_;
+  std::unique_ptr<Keystore> keystore_;
+};
+
+TEST_F(SealedDatasetTest, MedicalSampleRoundTripsByteForByte) {
+  for (auto suite : {crypto::Suite::kAes256Gcm, crypto::Suite::kChaCha20Poly1305}) {
+    SealOptions o;
+    o.csv_path = std::string(ENCLAVE_SAMPLE_DATA) + "/breast_cancer_wisconsin.csv";
+    o.out_path = (dir_ / "bcw.sealed").string();
+    o.label = {"diagnosis", "malignant", {}};
+    o.suite = suite;
+    o.dataset_id = "bcw";
+    o.overwrite = true;
+    auto info = SealCsv(o, *keystore_);
+    ASSERT_TRUE(info.ok()) << info.status().ToString();
+    EXPECT_EQ(info->rows, 569u);
+    EXPECT_EQ(info->schema.feature_count(), 30u);
+    EXPECT_EQ(info->schema.classes, (std::vector<std::string>{"benign", "malignant"}));
+
+    auto inspected = InspectSealed(o.out_path);
+    ASSERT_TRUE(inspected.ok()) << inspected.status().ToString();
+    EXPECT_EQ(inspected->file_digest, info->file_digest);
+    EXPECT_EQ(inspected->header.params.suite, suite);
+
+    ASSERT_TRUE(VerifySealed(o.out_path, *keystore_).ok());
+    std::string out = (dir_ / "bcw.csv").string();
+    fs::remove(out);
+    ASSERT_TRUE(OpenSealedToCsv(o.out_path, *keystore_, out, false).ok());
+    EXPECT_EQ(testing::ReadFile(out), testing::ReadFile(o.csv_path));
+  }
+}
+
+TEST_F(SealedDatasetTest, FinancialSampleHasYesNoColumnsAndRoundTrips) {
+  SealOptions o;
+  o.csv_path = std::string(ENCLAVE_SAMPLE_DATA) + "/credit_card_applications.csv";
+  o.out_path = (dir_ / "cc.sealed").string();
+  o.label = {"card", "yes", {}};
+  o.dataset_id = "cc";
+  auto info = SealCsv(o, *keystore_);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->rows, 1319u);
+  EXPECT_EQ(info->schema.feature_count(), 11u);
+  for (const Column& c : info->schema.columns) {
+    ColumnKind expected = c.name == "card"                           ? ColumnKind::kLabel
+                          : (c.name == "owner" || c.name == "selfemp") ? ColumnKind::kYesNo
+                                                                       : ColumnKind::kNumeric;
+    EXPECT_EQ(c.kind, expected) << c.name;
+  }
+  std::string out = (dir_ / "cc.csv").string();
+  ASSERT_TRUE(OpenSealedToCsv(o.out_path, *keystore_, out, false).ok());
+  EXPECT_EQ(testing::ReadFile(out), testing::ReadFile(o.csv_path));
+}
+
+TEST_F(SealedDatasetTest, RecordsHoldFeaturesThenClassIndex) {
+  SealOptions o = Options("x,label,flag\n1.5,b,yes\n-2,a,no\n3e2,c,YES\n", "label");
+  o.chunk_records = 2;  // two chunks: 2 records + 1 record
+  auto info = SealCsv(o, *keystore_);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->header.chunk_count, 2u);
+  EXPECT_EQ(info->schema.classes, (std::vector<std::string>{"a", "b", "c"}));
+  auto reader = SealedDatasetReader::Open(o.out_path, *keystore_);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  std::vector<float> all;
+  ASSERT_TRUE(reader
+                  ->ForEachChunk([&](std::span<const float> rec, uint64_t, uint64_t) {
+                    all.insert(all.end(), rec.begin(), rec.end());
+                    return OkStatus();
+                  })
+                  .ok());
+  // Per record: x, flag (features in column order), then the label's class index.
+  EXPECT_EQ(all, (std::vector<float>{1.5f, 1.0f, 1.0f, -2.0f, 0.0f, 0.0f, 300.0f, 1.0f, 2.0f}));
+}
+
+TEST_F(SealedDatasetTest, NumericLabelsSortNumerically) {
+  auto info = SealCsv(Options("f,y\n1,10\n2,9\n3,2\n", "y"), *keystore_);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->schema.classes, (std::vector<std::string>{"2", "9", "10"}));
+}
+
+TEST_F(SealedDatasetTest, BadCsvIsRejectedWithFileAndLine) {
+  ExpectRejected(Options("", "y"), "empty CSV");
+  ExpectRejected(Options("f,y\n", "y"), "no data rows");
+  ExpectRejected(Options("f,y\n1,a\n2\n", "y"), "in.csv:3: 1 fields, header has 2");
+  ExpectRejected(Options("f,y\n1,a\n2,b,3\n", "y"), "in.csv:3: 3 fields, header has 2");
+  ExpectRejected(Options("f,y\n1,a\nabc,b\n", "y"), "in.csv:3: column 'f': non-numeric");
+  ExpectRejected(Options("f,y\n1,a\n,b\n", "y"), "in.csv:3: column 'f': empty cell");
+  ExpectRejected(Options("f,y\n1,a\nnan,b\n", "y"), "in.csv:3: column 'f'");
+  ExpectRejected(Options("f,y\n1,a\n1e999,b\n", "y"), "in.csv:3: column 'f'");
+  ExpectRejected(Options("f,y\nyes,a\n2,b\n", "y"), "in.csv:3: column 'f': expected yes or no");
+  ExpectRejected(Options("f,y\n1,a\n", "label"), "label column 'label' not in header");
+  ExpectRejected(Options("f,f,y\n1,2,a\n", "y"), "duplicate column name 'f'");
+  ExpectRejected(Options("f,y\n1,a\n2,\n", "y"), "in.csv:3: column 'y': empty label");
+  ExpectRejected(Options("f,y\n1,a\n2,a\n", "y"), "2..65536 classes, has 1");
+}
+
+TEST_F(SealedDatasetTest, UnknownLabelValuesAreRejected) {
+  SealOptions positive = Options("f,y\n1,yes\n2,no\n3,maybe\n", "y");
+  positive.label.positive = "yes";
+  ExpectRejected(positive, "in.csv:4: column 'y': unknown label value");
+  SealOptions absent = Options("f,y\n1,a\n2,b\n", "y");
+  absent.label.positive = "c";
+  ExpectRejected(absent, "positive label value 'c' never occurs");
+  SealOptions fixed = Options("f,y\n1,a\n2,b\n3,z\n", "y");
+  fixed.label.classes = {"a", "b"};
+  ExpectRejected(fixed, "in.csv:4: column 'y': unknown label value 'z'");
+}
+
+TEST_F(SealedDatasetTest, WrongKeystoreIsNotFound) {
+  auto info = SealCsv(Options("f,y\n1,a\n2,b\n", "y"), *keystore_);
+  ASSERT_TRUE(info.ok());
+  std::string other = (dir_ / "other.json").string();
+  ASSERT_TRUE(Keystore::Init(other, Passphrase(), {2, 19ull << 20}).ok());
+  auto other_ks = Keystore::Unlock(other, Passphrase());
+  ASSERT_TRUE(other_ks.ok());
+  auto r = VerifySealed((dir_ / "out.sealed").string(), *other_ks);
+  EXPECT_EQ(r.status().code(), Code::kNotFound);
+  EXPECT_NE(r.status().message().find("not with this keystore"), std::string::npos);
+}
+
+TEST_F(SealedDatasetTest, TamperedOrTruncatedFileFailsAndOpenLeavesNoOutput) {
+  SealOptions o = Options("f,y\n1,a\n2,b\n3,a\n4,b\n", "y");
+  o.chunk_records = 1;
+  ASSERT_TRUE(SealCsv(o, *keystore_).ok());
+  std::string bytes = testing::ReadFile(o.out_path);
+  std::string out = (dir_ / "opened.csv").string();
+
+  std::string flipped = bytes;
+  flipped[flipped.size() - 20] ^= 0x01;  // inside the last chunk
+  testing::WriteFile(o.out_path, flipped);
+  auto r = OpenSealedToCsv(o.out_path, *keystore_, out, false);
+  EXPECT_EQ(r.code(), Code::kAuthFailed) << r.ToString();
+  EXPECT_NE(r.message().find("chunk 3 failed authentication"), std::string::npos) << r.message();
+  EXPECT_FALSE(fs::exists(out));
+
+  testing::WriteFile(o.out_path, bytes.substr(0, bytes.size() - 24));  // drop the last chunk
+  auto t = VerifySealed(o.out_path, *keystore_);
+  EXPECT_EQ(t.status().code(), Code::kAuthFailed);
+  EXPECT_NE(t.status().message().find("truncated"), std::string::npos) << t.status().message();
+
+  std::string future = bytes;
+  future[8] = 2;  // format version 2
+  testing::WriteFile(o.out_path, future);
+  EXPECT_EQ(InspectSealed(o.out_path).status().code(), Code::kUnsupported);
+}
+
+}  // namespace
+}  // namespace enclave::dataset
