@@ -158,15 +158,17 @@ Result<crypto::SecretBytes> ReadPassphrase(int fd, const std::string& prompt, bo
   auto read_line = [&](int from, size_t* len) -> Status {
     *len = 0;
     auto b = buf.ExposeSecretMutable();
-    while (*len < kMax) {
+    while (true) {
       char c;
       ssize_t n = ::read(from, &c, 1);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return ErrnoStatus("reading passphrase", errno);
-      if (n == 0 || c == '\n') return OkStatus();
+      if (n == 0 || c == '\n') break;
+      if (*len == kMax) return InvalidInput("passphrase longer than 1024 bytes");
       b[(*len)++] = static_cast<uint8_t>(c);
     }
-    return InvalidInput("passphrase longer than 1024 bytes");
+    if (*len > 0 && b[*len - 1] == '\r') --*len;  // a passphrase file written with CRLF
+    return OkStatus();
   };
   size_t len = 0;
   if (fd >= 0) {

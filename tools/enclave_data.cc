@@ -43,9 +43,11 @@ json SchemaJson(const dataset::DatasetSchema& schema) {
   return {{"columns", cols}, {"classes", schema.classes}, {"features", schema.feature_count()}};
 }
 
-json InfoJson(const std::string& path, const dataset::DatasetInfo& info) {
+// `authenticated`: whether the header was checked with the data key (not so for inspect).
+json InfoJson(const std::string& path, const dataset::DatasetInfo& info, bool authenticated) {
   const auto& h = info.header;
   return {{"ok", true},
+          {"authenticated", authenticated},
           {"file", path},
           {"format_version", h.version},
           {"dataset_id", h.params.object_id},
@@ -84,6 +86,7 @@ void PrintInfo(const std::string& path, const dataset::DatasetInfo& info) {
   for (size_t i = 0; i < info.schema.classes.size(); ++i) {
     std::printf("  %zu = %s\n", i, info.schema.classes[i].c_str());
   }
+  std::printf("(header read without a key: not authenticated; `verify` authenticates it)\n");
 }
 
 Status KeystoreInit(const Args& args) {
@@ -129,7 +132,11 @@ std::vector<std::string> SplitComma(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);
   std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(item);
+  while (std::getline(ss, item, ',')) {
+    size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
+    out.push_back(b == std::string::npos ? std::string() : item.substr(b, e - b + 1));
+  }
+  if (!s.empty() && s.back() == ',') out.push_back("");  // an empty last class, refused by validation
   return out;
 }
 
@@ -156,7 +163,7 @@ Status Seal(const Args& args) {
   ASSIGN_OR_RETURN(dataset::DatasetInfo info, dataset::SealCsv(o, ks));
   if (bar) bar->Finish();
   if (args.json()) {
-    json j = InfoJson(o.out_path, info);
+    json j = InfoJson(o.out_path, info, true);
     cli::PrintJson(j);
   } else {
     std::printf("sealed %llu rows x %u features of %s into %s (%s, %llu chunks)\nsha256 %s\n",
@@ -170,7 +177,7 @@ Status Seal(const Args& args) {
 Status Inspect(const Args& args) {
   const std::string path = args.positional()[0];
   ASSIGN_OR_RETURN(dataset::DatasetInfo info, dataset::InspectSealed(path));
-  if (args.json()) cli::PrintJson(InfoJson(path, info));
+  if (args.json()) cli::PrintJson(InfoJson(path, info, false));
   else PrintInfo(path, info);
   return OkStatus();
 }
@@ -183,7 +190,7 @@ Status Verify(const Args& args) {
   ASSIGN_OR_RETURN(dataset::DatasetInfo info, dataset::VerifySealed(path, ks, Progress(args, &real)));
   real.Finish();
   if (args.json()) {
-    json j = InfoJson(path, info);
+    json j = InfoJson(path, info, true);
     j["verified_chunks"] = info.header.chunk_count;
     cli::PrintJson(j);
   } else {

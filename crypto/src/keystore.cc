@@ -255,8 +255,20 @@ Result<Keystore> Keystore::Unlock(const std::string& path, const SecretBytes& pa
   return ks;
 }
 
-Result<SecretBytes> Keystore::CreateDataKey(const std::string& dataset_id, Suite suite, Id128* key_id) {
+Result<PendingDataKey> Keystore::NewDataKey(const std::string& dataset_id, Suite suite) const {
   RETURN_IF_ERROR(ValidateObjectId(dataset_id));
+  PendingDataKey key;
+  key.entry.dataset_id = dataset_id;
+  key.entry.suite = suite;
+  key.entry.created = NowRfc3339();
+  RandomBytes(key.entry.key_id);
+  ASSIGN_OR_RETURN(key.dek, SecretBytes::Random(32));
+  return key;
+}
+
+Status Keystore::AddDataKey(const PendingDataKey& key) {
+  RETURN_IF_ERROR(ValidateObjectId(key.entry.dataset_id));
+  if (key.dek.size() != 32) return InvalidInput("data key must be 32 bytes");
   LockFile lock;
   RETURN_IF_ERROR(AcquireLock(path_, &lock));
   // Re-read under the lock: another process may have added keys since we unlocked.
@@ -266,23 +278,25 @@ Result<SecretBytes> Keystore::CreateDataKey(const std::string& dataset_id, Suite
     return FailedPrecondition(path_ + ": keystore was replaced by another one while in use");
   }
   WrappedEntry w;
-  w.entry.dataset_id = dataset_id;
-  w.entry.suite = suite;
-  w.entry.created = NowRfc3339();
-  RandomBytes(w.entry.key_id);
-  ASSIGN_OR_RETURN(SecretBytes dek, SecretBytes::Random(32));
-  Wrap(kek_, dek, DekAad(id_, w.entry), &w.nonce, &w.wrapped);
-  doc["data_keys"].push_back({{"dataset_id", dataset_id},
+  w.entry = key.entry;
+  Wrap(kek_, key.dek, DekAad(id_, w.entry), &w.nonce, &w.wrapped);
+  doc["data_keys"].push_back({{"dataset_id", w.entry.dataset_id},
                               {"key_id", HexEncode(w.entry.key_id)},
-                              {"suite", SuiteName(suite)},
+                              {"suite", SuiteName(w.entry.suite)},
                               {"created", w.entry.created},
                               {"nonce", HexEncode(w.nonce)},
                               {"wrapped", HexEncode(w.wrapped)}});
   RETURN_IF_ERROR(WriteJson(path_, doc, /*overwrite=*/true));
-  *key_id = w.entry.key_id;
   entries_.push_back(w.entry);
   wrapped_.push_back(std::move(w));
-  return dek;
+  return OkStatus();
+}
+
+Result<SecretBytes> Keystore::CreateDataKey(const std::string& dataset_id, Suite suite, Id128* key_id) {
+  ASSIGN_OR_RETURN(PendingDataKey key, NewDataKey(dataset_id, suite));
+  RETURN_IF_ERROR(AddDataKey(key));
+  *key_id = key.entry.key_id;
+  return std::move(key.dek);
 }
 
 Result<SecretBytes> Keystore::GetDataKey(const std::string& dataset_id, const Id128& key_id) const {

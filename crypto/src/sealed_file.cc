@@ -200,7 +200,7 @@ Result<SealedFileKey> SealedFileKey::Unlock(const SealedHeader& header, const Se
 }
 
 Status SealedFileKey::OpenChunk(uint64_t index, ByteSpan in, std::span<uint8_t> out) {
-  const SealedHeader& h = *header_;
+  const SealedHeader& h = header_;
   if (index >= h.chunk_count) return InvalidInput("chunk index " + std::to_string(index) + " out of range");
   if (in.size() != h.ChunkPlaintextSize(index) + kAeadTagBytes || out.size() + kAeadTagBytes != in.size()) {
     return InvalidInput("chunk " + std::to_string(index) + " has the wrong size");
@@ -288,8 +288,8 @@ Result<std::unique_ptr<SealedFileReader>> SealedFileReader::Open(const std::stri
   auto header_length = PeekHeaderLength(prefix);
   if (!header_length.ok()) return header_length.status().Annotate(path);
   if (*header_length > size) {
-    return InvalidInput(path + ": file ends inside the header (" + std::to_string(size) + " of " +
-                        std::to_string(*header_length) + " bytes)");
+    return AuthFailed(path + ": file ends inside the header (" + std::to_string(size) + " of " +
+                      std::to_string(*header_length) + " bytes): truncated");
   }
   r->header_bytes_.resize(*header_length);
   RETURN_IF_ERROR(r->file_.ReadAt(0, r->header_bytes_.data(), *header_length));

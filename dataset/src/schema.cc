@@ -30,7 +30,7 @@ Status DatasetSchema::Validate() const {
   }
   std::set<std::string> class_names;
   for (const std::string& c : classes) {
-    if (c.size() > kMaxNameBytes) return InvalidInput("class name longer than 1024 bytes");
+    if (c.empty() || c.size() > kMaxNameBytes) return InvalidInput("class name must be 1..1024 bytes");
     if (!class_names.insert(c).second) return InvalidInput("duplicate class '" + c + "'");
   }
   return OkStatus();

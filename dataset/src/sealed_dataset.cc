@@ -43,9 +43,22 @@ bool ParseFloat(const std::string& cell, float* out) {
   std::string v = Trim(cell);
   if (v.empty()) return false;
   const char* begin = v.data();
-  if (*begin == '+') ++begin;  // from_chars rejects a leading plus
-  auto [ptr, ec] = std::from_chars(begin, v.data() + v.size(), *out);
-  return ec == std::errc() && ptr == v.data() + v.size() && std::isfinite(*out);
+  const char* end = v.data() + v.size();
+  if (*begin == '+') {  // from_chars rejects a leading plus; accept one, not "+-1"
+    ++begin;
+    if (begin == end || *begin == '-' || *begin == '+') return false;
+  }
+  auto [ptr, ec] = std::from_chars(begin, end, *out);
+  if (ptr != end) return false;
+  if (ec == std::errc::result_out_of_range) {
+    // Underflow rounds to zero or a subnormal, as a float conversion does; overflow is an error.
+    double wide = 0;
+    auto [wptr, wec] = std::from_chars(begin, end, wide);
+    if (wec != std::errc() || wptr != end || std::fabs(wide) >= 1.0) return false;
+    *out = static_cast<float>(wide);
+    return true;
+  }
+  return ec == std::errc() && std::isfinite(*out);
 }
 
 std::string CellError(const CsvReader& csv, const std::string& column, const std::string& what,
@@ -256,7 +269,11 @@ Result<DatasetInfo> SealCsv(const SealOptions& options, crypto::Keystore& keysto
   params.chunk_size = records_per_chunk * record_bytes;
   params.payload_length = scan.rows * record_bytes;
   params.metadata = EncodeSchema(schema);
-  ASSIGN_OR_RETURN(crypto::SecretBytes dek, keystore.CreateDataKey(options.dataset_id, options.suite, &params.key_id));
+  // The key enters the keystore only once the sealed file is complete, just before the
+  // file is committed: a failed seal leaves neither a file nor an orphan key.
+  ASSIGN_OR_RETURN(crypto::PendingDataKey key, keystore.NewDataKey(options.dataset_id, options.suite));
+  params.key_id = key.entry.key_id;
+  const crypto::SecretBytes& dek = key.dek;
 
   crypto::FileSink file_sink(&out);
   HashingSink sink(&file_sink);
@@ -284,6 +301,7 @@ Result<DatasetInfo> SealCsv(const SealOptions& options, crypto::Keystore& keysto
   }
   if (rows != scan.rows) return InvalidInput(options.csv_path + ": changed while sealing (fewer rows)");
   RETURN_IF_ERROR(writer->Finish());
+  RETURN_IF_ERROR(keystore.AddDataKey(key));
   RETURN_IF_ERROR(out.Commit());
   if (options.progress) options.progress(csv.file_size(), csv.file_size());
   DatasetInfo info;
@@ -327,6 +345,12 @@ Result<SealedDatasetReader> SealedDatasetReader::Open(const std::string& path, c
                     HexEncode(keystore.id()) + ")");
   }
   ASSIGN_OR_RETURN(crypto::SecretBytes dek, keystore.GetDataKey(h.params.object_id, h.params.key_id));
+  for (const crypto::DataKeyEntry& e : keystore.entries()) {
+    if (e.dataset_id == h.params.object_id && e.key_id == h.params.key_id && e.suite != h.params.suite) {
+      return AuthFailed(path + ": header says suite " + std::string(crypto::SuiteName(h.params.suite)) +
+                        ", the keystore entry says " + std::string(crypto::SuiteName(e.suite)));
+    }
+  }
   RETURN_IF_ERROR(r.reader_->Unlock(dek));
   // The schema is trusted only now that the header is authenticated.
   auto schema = DecodeSchema(h.params.metadata);

@@ -195,3 +195,29 @@ TEST_F(SealedDatasetTest, TamperedOrTruncatedFileFailsAndOpenLeavesNoOutput) {
 
 }  // namespace
 }  // namespace enclave::dataset
+
+namespace enclave::dataset {
+namespace {
+
+TEST_F(SealedDatasetTest, NumberEdgeCases) {
+  SealOptions ok = Options("f,y\n+1.5,a\n1e-50,b\n-0,a\n", "y");
+  ok.out_path = (dir_ / "ok.sealed").string();
+  auto info = SealCsv(ok, *keystore_);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();  // underflow rounds to zero, as in a float cast
+  ExpectRejected(Options("f,y\n1,a\n+-1,b\n", "y"), "in.csv:3: column 'f': non-numeric");
+  ExpectRejected(Options("f,y\n1,a\n++1,b\n", "y"), "in.csv:3: column 'f': non-numeric");
+  ExpectRejected(Options("f,y\n1,a\n1e39,b\n", "y"), "in.csv:3: column 'f': non-numeric or out-of-range");
+}
+
+TEST_F(SealedDatasetTest, FailedSealLeavesNoKeyInKeystore) {
+  // Pass one succeeds; the output directory does not exist, so nothing can be written.
+  SealOptions o = Options("f,y\n1,a\n2,b\n", "y");
+  o.out_path = (dir_ / "missing-dir" / "x.sealed").string();
+  EXPECT_FALSE(SealCsv(o, *keystore_).ok());
+  auto reopened = crypto::Keystore::Unlock(keystore_path_, Passphrase());
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_TRUE(reopened->entries().empty());
+}
+
+}  // namespace
+}  // namespace enclave::dataset

@@ -31,6 +31,12 @@ struct DataKeyEntry {
   std::string created;  // RFC 3339 UTC
 };
 
+// A data key made but not yet stored (see Keystore::NewDataKey).
+struct PendingDataKey {
+  DataKeyEntry entry;
+  SecretBytes dek;
+};
+
 class Keystore {
  public:
   // Creates a new keystore file with a fresh KEK. Fails if the file exists.
@@ -41,7 +47,11 @@ class Keystore {
   const Id128& id() const { return id_; }
   const std::vector<DataKeyEntry>& entries() const { return entries_; }
 
-  // Makes a fresh DEK for `dataset_id`, stores it wrapped (durably) and returns it.
+  // Makes a fresh DEK and key id for `dataset_id`, in memory only.
+  Result<PendingDataKey> NewDataKey(const std::string& dataset_id, Suite suite) const;
+  // Stores a pending key wrapped by the KEK, durably, under the keystore lock.
+  Status AddDataKey(const PendingDataKey& key);
+  // NewDataKey + AddDataKey.
   Result<SecretBytes> CreateDataKey(const std::string& dataset_id, Suite suite, Id128* key_id);
   // Unwraps the DEK of (dataset_id, key_id): what a sealed header names.
   Result<SecretBytes> GetDataKey(const std::string& dataset_id, const Id128& key_id) const;

@@ -85,11 +85,12 @@ class SealedFileKey {
   static Result<SealedFileKey> Unlock(const SealedHeader& header, const SecretBytes& dek);
   // in: ciphertext || tag of chunk `index`; out: its plaintext size.
   Status OpenChunk(uint64_t index, ByteSpan in, std::span<uint8_t> out);
-  const SealedHeader& header() const { return *header_; }
+  const SealedHeader& header() const { return header_; }
 
  private:
-  SealedFileKey(const SealedHeader& h, std::unique_ptr<Aead> aead) : header_(&h), aead_(std::move(aead)) {}
-  const SealedHeader* header_;
+  // A copy: the header it authenticated cannot change under it.
+  SealedFileKey(SealedHeader h, std::unique_ptr<Aead> aead) : header_(std::move(h)), aead_(std::move(aead)) {}
+  SealedHeader header_;
   std::unique_ptr<Aead> aead_;
 };
 

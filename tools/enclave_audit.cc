@@ -1,0 +1,457 @@
+// enclave-audit: the compliance officer's CLI. Verifies the audit log offline with the log's
+// public key, shows timelines, proves single entries to third parties; `init` and `append`
+// create and feed a log for tests and demos (the broker appends through the library).
+// Thin: the work is in audit/. Exit codes: docs/formats/audit-log.md, "enclave-audit".
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "cli.h"
+#include "enclave/audit/log_writer.h"
+#include "enclave/audit/verify.h"
+#include "enclave/common/files.h"
+
+namespace enclave {
+namespace {
+
+using cli::Args;
+using cli::FlagSpec;
+using nlohmann::json;
+using namespace audit;
+
+const FlagSpec kJson{"json", "", "print the result as JSON"};
+const FlagSpec kLog{"log", "DIR", "audit log directory (holds audit.log)", true};
+const FlagSpec kKey{"key", "LOG.pub", "the log's public key file (obtained out of band)", true};
+const FlagSpec kSigningKey{"signing-key", "LOG.key", "the log's Ed25519 signing key file (mode 0600)", true};
+
+std::string Short(const std::string& hex) { return hex.size() > 12 ? hex.substr(0, 12) : hex; }
+
+std::string StripDigest(std::string s) {
+  if (s.rfind("sha256:", 0) == 0) s.erase(0, 7);
+  return s;
+}
+
+std::string Field(const json& f, const char* name) {
+  auto it = f.find(name);
+  return it != f.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// --- init / append ---
+
+Status Init(const Args& args) {
+  ASSIGN_OR_RETURN(LogSigningKey key, LogSigningKey::Generate());
+  RETURN_IF_ERROR(key.Save(args.Get("signing-key")));
+  RETURN_IF_ERROR(key.public_key().Save(args.Get("public-key"), false));
+  RETURN_IF_ERROR(LogWriter::Create(args.Get("log"), key));
+  const std::string id = HexEncode(key.public_key().log_id);
+  if (args.json()) {
+    cli::PrintJson({{"ok", true}, {"log", args.Get("log")}, {"log_id", id}, {"public_key", args.Get("public-key")},
+                    {"signing_key", args.Get("signing-key")}});
+  } else {
+    std::printf("created audit log %s (log id %s)\nsigning key %s (keep it with the broker, mode 0600)\n"
+                "public key  %s (give it to auditors)\n",
+                args.Get("log").c_str(), id.c_str(), args.Get("signing-key").c_str(), args.Get("public-key").c_str());
+  }
+  return OkStatus();
+}
+
+Status Append(const Args& args) {
+  if (args.Has("event") == args.Has("events-file")) return InvalidInput("give exactly one of --event and --events-file");
+  std::vector<std::string> lines;
+  if (args.Has("event")) {
+    lines.push_back(args.Get("event"));
+  } else {
+    const std::string path = args.Get("events-file");
+    std::ifstream file;
+    if (path != "-") {
+      file.open(path);
+      if (!file) return NotFound(path + ": cannot open");
+    }
+    std::istream& in = path == "-" ? std::cin : file;
+    std::string line;
+    while (std::getline(in, line)) {
+      if (!line.empty()) lines.push_back(line);
+    }
+  }
+  std::vector<Event> events;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string where = args.Has("event") ? "--event" : args.Get("events-file") + ":" + std::to_string(i + 1);
+    ASSIGN_OR_RETURN(json j, ParseStrictJson(lines[i], where));
+    auto e = EventFromJson(j);
+    if (!e.ok()) return e.status().Annotate(where);
+    events.push_back(std::move(*e));
+  }
+  ASSIGN_OR_RETURN(LogSigningKey key, LogSigningKey::Load(args.Get("signing-key")));
+  ASSIGN_OR_RETURN(auto writer, LogWriter::Open(args.Get("log"), std::move(key)));
+  if (writer->recovery().truncated_bytes > 0) {
+    std::fprintf(stderr, "enclave-audit append: recovered the log: cut %llu unacknowledged bytes (%s)\n",
+                 static_cast<unsigned long long>(writer->recovery().truncated_bytes),
+                 writer->recovery().detail.c_str());
+  }
+  json indexes = json::array();
+  for (Event& e : events) {
+    ASSIGN_OR_RETURN(uint64_t idx, writer->Append(std::move(e)));
+    indexes.push_back(idx);
+  }
+  const SignedTreeHead sth = writer->LatestTreeHead();
+  if (args.json()) {
+    cli::PrintJson({{"ok", true}, {"appended", indexes}, {"tree_head", sth.ToJson()}});
+  } else {
+    std::printf("appended %zu entr%s (%s); tree size now %llu, root %s\n", events.size(),
+                events.size() == 1 ? "y" : "ies", indexes.dump().c_str(),
+                static_cast<unsigned long long>(sth.head.tree_size), HexEncode(sth.head.root).c_str());
+  }
+  return OkStatus();
+}
+
+// --- verify ---
+
+Status Verify(const Args& args) {
+  ASSIGN_OR_RETURN(LogPublicKey key, LogPublicKey::Load(args.Get("key")));
+  std::optional<AuditorState> state;
+  const std::string state_path = args.Get("state");
+  if (args.Has("state")) {
+    ASSIGN_OR_RETURN(state, AuditorState::Load(state_path));
+  } else if (args.Has("no-update")) {
+    return InvalidInput("--no-update needs --state");
+  }
+  VerifyOptions opts;
+  if (state) opts.trusted = &*state;
+  const auto start = std::chrono::steady_clock::now();
+  ASSIGN_OR_RETURN(VerifyResult v, VerifyLog(args.Get("log"), key, opts));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  bool updated = false;
+  if (args.Has("state") && !args.Has("no-update")) {
+    const AuditorState next{key.log_id, v.latest};
+    RETURN_IF_ERROR(next.Save(state_path));
+    updated = true;
+  }
+  if (args.json()) {
+    cli::PrintJson({{"ok", true},
+                    {"log", v.path},
+                    {"log_id", HexEncode(key.log_id)},
+                    {"entries", v.entries},
+                    {"tree_heads", v.tree_heads.size()},
+                    {"file_bytes", v.file_bytes},
+                    {"latest_tree_head", v.latest.ToJson()},
+                    {"previously_accepted", v.previously_accepted ? v.previously_accepted->ToJson() : json(nullptr)},
+                    {"state_file", args.Has("state") ? json(state_path) : json(nullptr)},
+                    {"state_updated", updated},
+                    {"seconds", seconds}});
+    return OkStatus();
+  }
+  std::printf("OK: %s verified with log key %s\n", v.path.c_str(), Short(HexEncode(key.log_id)).c_str());
+  std::printf("  entries          %llu (every entry well-formed, in sequence)\n",
+              static_cast<unsigned long long>(v.entries));
+  std::printf("  tree heads       %zu, every signature valid, every root recomputed from the entries\n",
+              v.tree_heads.size());
+  std::printf("  latest head      size %llu, signed %s, root %s\n",
+              static_cast<unsigned long long>(v.latest.head.tree_size),
+              FormatTimestampMs(v.latest.head.timestamp_ms).c_str(), HexEncode(v.latest.head.root).c_str());
+  if (v.previously_accepted) {
+    std::printf("  consistency      extends the tree head accepted earlier (size %llu, signed %s): no edit, "
+                "deletion, rollback or fork\n",
+                static_cast<unsigned long long>(v.previously_accepted->head.tree_size),
+                FormatTimestampMs(v.previously_accepted->head.timestamp_ms).c_str());
+  } else if (args.Has("state")) {
+    std::printf("  consistency      first run with this state file: the latest head is trusted on first use\n");
+  } else {
+    std::printf("  consistency      not checked (no --state): truncation or a fork presented whole cannot be "
+                "seen without remembering an earlier tree head\n");
+  }
+  if (updated) std::printf("  state            %s now holds tree size %llu\n", state_path.c_str(),
+                           static_cast<unsigned long long>(v.latest.head.tree_size));
+  std::printf("  took             %.2f s for %llu bytes\n", seconds, static_cast<unsigned long long>(v.file_bytes));
+  return OkStatus();
+}
+
+// --- show ---
+
+std::string Details(const Entry& e) {
+  const json& f = e.event.fields;
+  switch (e.event.type) {
+    case EventType::kHostEnrolled: {
+      std::string s = "enrolled";
+      if (f.contains("ek_cert_sha256")) s += ", EK cert " + Short(StripDigest(Field(f, "ek_cert_sha256")));
+      if (f.contains("ak_public_sha256")) s += ", AK " + Short(StripDigest(Field(f, "ak_public_sha256")));
+      return s;
+    }
+    case EventType::kAttestationVerdict: {
+      std::string s = Field(f, "verdict") == "accepted" ? "ACCEPTED" : "REJECTED";
+      std::string failed;
+      for (const json& c : f["checks"]) {
+        if (!c["ok"].get<bool>()) failed += (failed.empty() ? "" : "; ") + c["check"].get<std::string>() + ": " +
+                                            c["reason"].get<std::string>();
+      }
+      if (!failed.empty()) s += " (" + failed + ")";
+      else s += " (" + std::to_string(f["checks"].size()) + " checks passed)";
+      return s;
+    }
+    case EventType::kKeyReleased: {
+      std::string s = "key for dataset " + Field(f, "dataset_id") + ", lease " + Field(f, "lease_id") + ", job " +
+                      Short(StripDigest(Field(f, "job_digest")));
+      if (f.contains("expires")) s += ", expires " + Field(f, "expires");
+      return s;
+    }
+    case EventType::kLeaseRenewed: return "lease " + Field(f, "lease_id") + " renewed until " + Field(f, "expires");
+    case EventType::kRevoked:
+      return "revoked " + Field(f, "subject") + " " + Field(f, "subject_id") + ": " + Field(f, "reason");
+    case EventType::kPolicyActivated:
+      return "policy " + Field(f, "policy_id") + " (" + Short(StripDigest(Field(f, "policy_digest"))) +
+             ") signed by " + Field(f, "signer");
+    case EventType::kJobStarted: {
+      std::string ds;
+      for (const json& d : f["datasets"]) ds += (ds.empty() ? "" : ",") + d.get<std::string>();
+      return "job " + Short(StripDigest(Field(f, "job_digest"))) + " started on datasets " + ds;
+    }
+    case EventType::kJobFinished: {
+      std::string s = "job " + Short(StripDigest(Field(f, "job_digest"))) + " finished, model " +
+                      Short(StripDigest(Field(f, "model_digest")));
+      if (f.contains("metrics")) {
+        for (auto it = f["metrics"].begin(); it != f["metrics"].end(); ++it) {
+          char buf[64];
+          std::snprintf(buf, sizeof buf, " %s=%.4g", it.key().c_str(), it.value().get<double>());
+          s += buf;
+        }
+      }
+      return s;
+    }
+  }
+  return "";
+}
+
+bool Matches(const Args& args, const Entry& e, int64_t since, int64_t until) {
+  const json& f = e.event.fields;
+  if (args.Has("type") && EventTypeName(e.event.type) != args.Get("type")) return false;
+  if (args.Has("since") && e.time_ms < since) return false;
+  if (args.Has("until") && e.time_ms >= until) return false;
+  const std::string subject = Field(f, "subject"), subject_id = Field(f, "subject_id");
+  if (args.Has("host")) {
+    const std::string h = args.Get("host");
+    if (Field(f, "host") != h && !(subject == "host" && subject_id == h)) return false;
+  }
+  if (args.Has("dataset")) {
+    const std::string d = args.Get("dataset");
+    bool hit = Field(f, "dataset_id") == d || (subject == "dataset" && subject_id == d);
+    if (f.contains("datasets")) {
+      for (const json& x : f["datasets"]) hit = hit || x == d;
+    }
+    if (!hit) return false;
+  }
+  if (args.Has("job")) {
+    const std::string j = StripDigest(args.Get("job"));
+    const std::string have = StripDigest(Field(f, "job_digest"));
+    const bool by_subject = subject == "job" && subject_id == args.Get("job");
+    if (!by_subject && (have.empty() || have.rfind(j, 0) != 0)) return false;
+  }
+  return true;
+}
+
+Status Show(const Args& args) {
+  if (args.Has("job") && args.Get("job").empty()) return InvalidInput("--job needs a digest (or a prefix of one)");
+  if (args.Has("type")) RETURN_IF_ERROR(ParseEventType(args.Get("type")).status());
+  int64_t since = 0, until = 0;
+  if (args.Has("since")) {
+    auto t = ParseRfc3339Utc(args.Get("since"));
+    if (!t.ok()) return t.status().Annotate("--since");
+    since = *t;
+  }
+  if (args.Has("until")) {
+    auto t = ParseRfc3339Utc(args.Get("until"));
+    if (!t.ok()) return t.status().Annotate("--until");
+    until = *t;
+  }
+  ASSIGN_OR_RETURN(LogPublicKey key, LogPublicKey::Load(args.Get("key")));
+  struct Row {
+    uint64_t index;
+    Entry entry;
+    std::string raw;
+  };
+  std::vector<Row> rows;
+  VerifyOptions opts;
+  opts.on_entry = [&](uint64_t index, uint64_t, ByteSpan bytes, const Entry& e) -> Status {
+    if (Matches(args, e, since, until)) rows.push_back({index, e, std::string(bytes.begin(), bytes.end())});
+    return OkStatus();
+  };
+  // Fail-closed: nothing is shown from a log that does not verify.
+  ASSIGN_OR_RETURN(VerifyResult v, VerifyLog(args.Get("log"), key, opts));
+  if (args.json()) {
+    json entries = json::array();
+    for (const Row& r : rows) {
+      entries.push_back({{"index", r.index}, {"entry", json::parse(r.raw)}});
+    }
+    cli::PrintJson({{"ok", true}, {"verified", true}, {"total_entries", v.entries},
+                    {"latest_tree_head", v.latest.ToJson()}, {"shown", rows.size()}, {"entries", entries}});
+    return OkStatus();
+  }
+  std::printf("%s: %llu entries, verified (latest signed tree head: size %llu, %s)\n\n", v.path.c_str(),
+              static_cast<unsigned long long>(v.entries), static_cast<unsigned long long>(v.latest.head.tree_size),
+              FormatTimestampMs(v.latest.head.timestamp_ms).c_str());
+  std::printf("%6s  %-24s  %-19s  %-22s  %-18s  %s\n", "INDEX", "TIME (UTC)", "EVENT", "ACTOR", "HOST", "DETAILS");
+  for (const Row& r : rows) {
+    std::string host = Field(r.entry.event.fields, "host");
+    std::printf("%6llu  %-24s  %-19s  %-22s  %-18s  %s\n", static_cast<unsigned long long>(r.index),
+                r.entry.event.time.c_str(), std::string(EventTypeName(r.entry.event.type)).c_str(),
+                r.entry.event.actor.c_str(), host.empty() ? "-" : host.c_str(), Details(r.entry).c_str());
+  }
+  std::printf("\n%zu of %llu entries shown\n", rows.size(), static_cast<unsigned long long>(v.entries));
+  return OkStatus();
+}
+
+// --- prove / verify-proof ---
+
+Status Prove(const Args& args) {
+  ASSIGN_OR_RETURN(LogPublicKey key, LogPublicKey::Load(args.Get("key")));
+  ASSIGN_OR_RETURN(uint64_t index, args.GetU64("entry", 0));
+  std::optional<uint64_t> size;
+  if (args.Has("tree-size")) {
+    ASSIGN_OR_RETURN(uint64_t s, args.GetU64("tree-size", 0));
+    size = s;
+  }
+  ASSIGN_OR_RETURN(InclusionBundle b, ProveEntry(args.Get("log"), key, index, size));
+  const std::string text = b.ToJson().dump(2) + "\n";
+  if (args.Has("out")) {
+    ASSIGN_OR_RETURN(AtomicOutputFile out, AtomicOutputFile::Create(args.Get("out"), args.Has("force")));
+    RETURN_IF_ERROR(out.Write(text.data(), text.size()));
+    RETURN_IF_ERROR(out.Commit());
+    if (args.json()) {
+      cli::PrintJson({{"ok", true}, {"out", args.Get("out")}, {"entry_index", index},
+                      {"tree_size", b.tree_head.head.tree_size}, {"path_length", b.path.size()}});
+    } else {
+      std::printf("wrote the inclusion proof of entry %llu in the tree of size %llu (%zu hashes) to %s\n",
+                  static_cast<unsigned long long>(index), static_cast<unsigned long long>(b.tree_head.head.tree_size),
+                  b.path.size(), args.Get("out").c_str());
+    }
+  } else {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+  }
+  return OkStatus();
+}
+
+Status VerifyProof(const Args& args) {
+  ASSIGN_OR_RETURN(LogPublicKey key, LogPublicKey::Load(args.Get("key")));
+  const std::string path = args.Get("proof");
+  ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadWholeFile(path, 16u << 20));
+  ASSIGN_OR_RETURN(json j, ParseStrictJson(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()),
+                                           path));
+  ASSIGN_OR_RETURN(InclusionBundle b, InclusionBundle::FromJson(j, path));
+  auto entry = VerifyInclusionBundle(b, key);
+  if (!entry.ok()) return entry.status().Annotate(path);
+  if (args.json()) {
+    cli::PrintJson({{"ok", true}, {"entry_index", b.index}, {"tree_head", b.tree_head.ToJson()},
+                    {"entry", json::parse(b.entry)}});
+    return OkStatus();
+  }
+  std::printf("OK: entry %llu is in log %s: included in the tree of size %llu signed %s (root %s)\n",
+              static_cast<unsigned long long>(b.index), Short(HexEncode(key.log_id)).c_str(),
+              static_cast<unsigned long long>(b.tree_head.head.tree_size),
+              FormatTimestampMs(b.tree_head.head.timestamp_ms).c_str(), HexEncode(b.tree_head.head.root).c_str());
+  std::printf("  %s  %s  %s  %s\n", entry->event.time.c_str(), std::string(EventTypeName(entry->event.type)).c_str(),
+              entry->event.actor.c_str(), Details(*entry).c_str());
+  return OkStatus();
+}
+
+// --- bench ---
+
+Status Bench(const Args& args) {
+  ASSIGN_OR_RETURN(uint64_t entries, args.GetU64("entries", 20000));
+  ASSIGN_OR_RETURN(uint64_t threads, args.GetU64("threads", 64));
+  if (entries == 0 || threads == 0 || threads > 1024) return InvalidInput("--entries > 0 and 1 <= --threads <= 1024");
+  const std::string dir = args.Get("dir");
+  ASSIGN_OR_RETURN(LogSigningKey key, LogSigningKey::Generate());
+  const LogPublicKey pub = key.public_key();
+  RETURN_IF_ERROR(LogWriter::Create(dir, key));
+  ASSIGN_OR_RETURN(auto writer, LogWriter::Open(dir, std::move(key)));
+  Event e = KeyReleased("broker@bench", "dataset-1", "lease-1", "gpu-host-1", std::string(64, 'c'),
+                        "2030-01-01T00:00:00Z");
+  std::atomic<uint64_t> next{0};
+  std::atomic<bool> failed{false};
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> pool;
+  for (uint64_t t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      while (next.fetch_add(1) < entries) {
+        if (!writer->Append(e).ok()) failed = true;
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  const double append_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (failed) return IoError("an append failed during the benchmark");
+  const WriterStats stats = writer->stats();
+  writer.reset();
+  const auto t1 = std::chrono::steady_clock::now();
+  ASSIGN_OR_RETURN(VerifyResult v, VerifyLog(dir, pub));
+  const double verify_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+  const size_t proof_len = v.entries > 0 ? InclusionProof(v.leaf_hashes, v.entries / 2, v.entries)->size() : 0;
+  const json out = {{"ok", true},
+                    {"entries", entries},
+                    {"threads", threads},
+                    {"append_seconds", append_s},
+                    {"durable_appends_per_second", static_cast<double>(entries) / append_s},
+                    {"fdatasyncs", stats.batches},
+                    {"mean_batch", static_cast<double>(entries) / static_cast<double>(stats.batches)},
+                    {"verify_seconds", verify_s},
+                    {"file_bytes", v.file_bytes},
+                    {"inclusion_proof_hashes", proof_len},
+                    {"inclusion_proof_bytes", proof_len * 32}};
+  if (args.json()) {
+    cli::PrintJson(out);
+  } else {
+    std::printf("%llu durable appends from %llu threads in %.3f s: %.0f appends/s, %llu fdatasyncs (mean batch %.1f)\n"
+                "verify: %.3f s for %llu entries (%llu bytes); inclusion proof: %zu hashes (%zu bytes)\n",
+                static_cast<unsigned long long>(entries), static_cast<unsigned long long>(threads), append_s,
+                static_cast<double>(entries) / append_s, static_cast<unsigned long long>(stats.batches),
+                static_cast<double>(entries) / static_cast<double>(stats.batches), verify_s,
+                static_cast<unsigned long long>(v.entries), static_cast<unsigned long long>(v.file_bytes), proof_len,
+                proof_len * 32);
+  }
+  return OkStatus();
+}
+
+}  // namespace
+}  // namespace enclave
+
+int main(int argc, char** argv) {
+  using namespace enclave;
+  cli::Program p;
+  p.name = "enclave-audit";
+  p.summary = "verify the tamper-evident audit log offline, show its timeline, prove single entries";
+  p.holds_keys = true;  // init, append and bench hold the log signing key
+  p.verbs = {
+      {"verify", "recompute the Merkle tree, check every signed tree head and consistency with --state", "", 0,
+       {kLog, kKey, {"state", "FILE", "auditor state: the last accepted tree head (created on first use, then updated)"},
+        {"no-update", "", "check against --state but do not advance it"}, kJson},
+       Verify},
+      {"show", "print the verified log as a timeline, filtered", "", 0,
+       {kLog, kKey, {"job", "DIGEST", "entries of this job (job digest or a prefix of it)"},
+        {"host", "HOST", "entries about this host"}, {"dataset", "ID", "entries about this dataset"},
+        {"type", "TYPE", "one event type (host.enrolled, attestation.verdict, key.released, ...)"},
+        {"since", "TIME", "entries at or after this RFC 3339 UTC time"},
+        {"until", "TIME", "entries before this RFC 3339 UTC time"}, kJson},
+       Show},
+      {"prove", "write an inclusion proof of one entry against a signed tree head", "", 0,
+       {kLog, kKey, {"entry", "N", "entry index (0-based)", true},
+        {"tree-size", "S", "prove against the signed tree head of this size (default: the latest)"},
+        {"out", "FILE", "write the proof here (default: stdout)"}, {"force", "", "overwrite --out"}, kJson},
+       Prove},
+      {"verify-proof", "check an inclusion proof with only the log's public key", "", 0,
+       {{"proof", "FILE", "inclusion proof from `prove`", true}, kKey, kJson}, VerifyProof},
+      {"init", "create a log and its key pair (tests, demos; the broker does this in production)", "", 0,
+       {{"log", "DIR", "new log directory", true}, {"signing-key", "LOG.key", "new signing key file (mode 0600)", true},
+        {"public-key", "LOG.pub", "new public key file", true}, kJson},
+       Init},
+      {"append", "append events given as JSON (tests, demos; the broker appends through the library)", "", 0,
+       {kLog, kSigningKey, {"event", "JSON", "one event: {\"type\":..., \"actor\":..., fields...}"},
+        {"events-file", "FILE", "one JSON event per line ('-': stdin)"}, kJson},
+       Append},
+      {"bench", "measure durable appends/s with group commit, verification time and proof size", "", 0,
+       {{"dir", "DIR", "new scratch log directory", true}, {"entries", "N", "appends (default 20000)"},
+        {"threads", "T", "concurrent appenders (default 64)"}, kJson},
+       Bench},
+  };
+  return cli::Main(p, argc, argv);
+}
