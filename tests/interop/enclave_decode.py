@@ -1,0 +1,693 @@
+#!/usr/bin/python3
+"""An independent decoder for enclave sealed datasets and tenant keystores.
+
+Written from docs/formats/sealed-dataset.md and docs/formats/keystore.md alone (it shares
+no code with the C++ implementation), so that the documents are proven complete: the
+interop test (tests/interop/CMakeLists.txt) seals files with `enclave-data`, decodes them
+here and compares the CSV with `enclave-data open` byte for byte.
+
+Run it with Debian's /usr/bin/python3: it needs `cryptography` and `nacl` (PyNaCl).
+
+  enclave_decode.py decode SEALED --keystore K --passphrase-fd N --out OUT.csv
+  enclave_decode.py inspect SEALED                 (header and schema as JSON; no key)
+  enclave_decode.py explain SEALED --keystore K --passphrase-fd N
+                                                   (markdown tables for the worked example)
+
+Exit codes follow docs/exit-codes.md: 3 invalid input, 4 authentication failed,
+5 wrong passphrase, 6 not found, 9 unsupported.
+"""
+
+import argparse
+import hashlib
+import hmac
+import json
+import os
+import struct
+import sys
+from fractions import Fraction
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+import nacl.bindings
+import nacl.exceptions
+import nacl.pwhash
+
+EXIT_INVALID_INPUT = 3
+EXIT_AUTH_FAILED = 4
+EXIT_PERMISSION_DENIED = 5
+EXIT_NOT_FOUND = 6
+EXIT_UNSUPPORTED = 9
+
+
+class DecodeError(Exception):
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+def invalid(msg):
+    return DecodeError(EXIT_INVALID_INPUT, msg)
+
+
+def auth_failed(msg):
+    return DecodeError(EXIT_AUTH_FAILED, msg)
+
+
+# ---------------------------------------------------------------- keystore (keystore.md)
+
+KEYSTORE_MAX_BYTES = 64 << 20
+KDF_OPSLIMIT_RANGE = (1, 64)
+KDF_MEMLIMIT_RANGE = (8192, 4 << 30)
+SUITE_NAMES = {'aes-256-gcm': 1, 'chacha20-poly1305': 2}
+SUITE_BY_ID = {v: k for k, v in SUITE_NAMES.items()}
+HEX_DIGITS = frozenset('0123456789abcdefABCDEF')
+
+
+def _hex_field(obj, name, size):
+    v = obj.get(name)
+    if not isinstance(v, str) or len(v) != 2 * size or any(c not in HEX_DIGITS for c in v):
+        raise invalid("field '%s' must be %d bytes of hex" % (name, size))
+    return bytes.fromhex(v)
+
+
+def _uint_field(obj, name):
+    v = obj.get(name)
+    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+        raise invalid("missing unsigned field '%s'" % name)
+    return v
+
+
+def _str_field(obj, name):
+    v = obj.get(name)
+    if not isinstance(v, str):
+        raise invalid("missing string field '%s'" % name)
+    return v
+
+
+def _obj_field(obj, name):
+    v = obj.get(name)
+    if not isinstance(v, dict):
+        raise invalid("missing object '%s'" % name)
+    return v
+
+
+def kek_aad(keystore_id, opslimit, memlimit, salt):
+    return b'enclave keystore v1 kek' + keystore_id + struct.pack('<QQ', opslimit, memlimit) + salt
+
+
+def dek_aad(keystore_id, key_id, suite_id, dataset_id):
+    ds = dataset_id.encode()
+    return b'enclave keystore v1 dek' + keystore_id + key_id + struct.pack('<HH', suite_id, len(ds)) + ds
+
+
+def xchacha_open(key, nonce, ciphertext, aad):
+    return nacl.bindings.crypto_aead_xchacha20poly1305_ietf_decrypt(ciphertext, aad, nonce, key)
+
+
+class Keystore:
+    """An unlocked keystore: its id, the KEK, and the wrapped data-key entries."""
+
+    def __init__(self, path, passphrase):
+        with open(path, 'rb') as f:
+            raw = f.read(KEYSTORE_MAX_BYTES + 1)
+        if len(raw) > KEYSTORE_MAX_BYTES:
+            raise invalid('%s: keystore larger than 64 MiB' % path)
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            raise invalid('%s: not a JSON keystore' % path) from None
+        if not isinstance(doc, dict) or doc.get('format') != 'enclave-keystore':
+            raise invalid('%s: not an enclave keystore' % path)
+        version = _uint_field(doc, 'version')
+        if version != 1:
+            raise DecodeError(EXIT_UNSUPPORTED, 'keystore version %d is not supported' % version)
+        self.id = _hex_field(doc, 'keystore_id', 16)
+        kdf = _obj_field(doc, 'kdf')
+        if _str_field(kdf, 'algorithm') != 'argon2id13':
+            raise DecodeError(EXIT_UNSUPPORTED, 'unknown KDF')
+        self.opslimit = _uint_field(kdf, 'opslimit')
+        self.memlimit = _uint_field(kdf, 'memlimit_bytes')
+        if not (KDF_OPSLIMIT_RANGE[0] <= self.opslimit <= KDF_OPSLIMIT_RANGE[1] and
+                KDF_MEMLIMIT_RANGE[0] <= self.memlimit <= KDF_MEMLIMIT_RANGE[1]):
+            raise invalid('KDF parameters out of range')
+        self.kdf_salt = _hex_field(kdf, 'salt', 16)
+        kek = _obj_field(doc, 'kek')
+        if _str_field(kek, 'algorithm') != 'xchacha20-poly1305':
+            raise DecodeError(EXIT_UNSUPPORTED, 'unknown key wrapping')
+        kek_nonce = _hex_field(kek, 'nonce', 24)
+        kek_wrapped = _hex_field(kek, 'wrapped', 48)
+        entries = doc.get('data_keys')
+        if not isinstance(entries, list):
+            raise invalid("missing array 'data_keys'")
+        self.entries = []
+        for i, e in enumerate(entries):
+            try:
+                if not isinstance(e, dict):
+                    raise invalid('not an object')
+                dataset_id = _str_field(e, 'dataset_id')
+                validate_object_id(dataset_id)
+                suite = _str_field(e, 'suite')
+                if suite not in SUITE_NAMES:
+                    raise invalid("unknown cipher suite '%s'" % suite)
+                self.entries.append({
+                    'dataset_id': dataset_id,
+                    'key_id': _hex_field(e, 'key_id', 16),
+                    'suite': suite,
+                    'created': _str_field(e, 'created'),
+                    'nonce': _hex_field(e, 'nonce', 24),
+                    'wrapped': _hex_field(e, 'wrapped', 48),
+                })
+            except DecodeError as err:
+                raise DecodeError(err.code, 'data_keys[%d]: %s' % (i, err)) from None
+        # Argon2id (crypto_pwhash ARGON2ID13), 32 bytes out.
+        self.passphrase_key = nacl.pwhash.argon2id.kdf(32, passphrase, self.kdf_salt,
+                                                       opslimit=self.opslimit, memlimit=self.memlimit)
+        try:
+            self.kek = xchacha_open(self.passphrase_key, kek_nonce, kek_wrapped,
+                                    kek_aad(self.id, self.opslimit, self.memlimit, self.kdf_salt))
+        except nacl.exceptions.CryptoError:
+            raise DecodeError(EXIT_PERMISSION_DENIED, 'wrong passphrase (or KDF/KEK fields altered)') from None
+
+    def data_key(self, dataset_id, key_id):
+        for e in self.entries:
+            if e['dataset_id'] != dataset_id or e['key_id'] != key_id:
+                continue
+            try:
+                return xchacha_open(self.kek, e['nonce'], e['wrapped'],
+                                    dek_aad(self.id, key_id, SUITE_NAMES[e['suite']], dataset_id))
+            except nacl.exceptions.CryptoError:
+                raise auth_failed("data key of '%s' failed to unwrap" % dataset_id) from None
+        raise DecodeError(EXIT_NOT_FOUND, "no data key for dataset '%s' with key id %s" % (dataset_id, key_id.hex()))
+
+
+# ----------------------------------------------------------- sealed file (sealed-dataset.md)
+
+MAGIC = b'ENCLSEAL'
+FIXED_PREFIX = 20
+MAX_HEADER = 17 << 20
+MAX_METADATA = 16 << 20
+MAX_CHUNK = 1 << 30
+MAX_OBJECT_ID = 128
+MAX_PAYLOAD = 1 << 56
+TAG = 16
+OBJECT_ID_CHARS = frozenset(b'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-:')
+INFO_PAYLOAD = b'enclave sealed-file v1 payload key'
+INFO_HEADER = b'enclave sealed-file v1 header key'
+INFO_COMMITMENT = b'enclave sealed-file v1 key commitment'
+
+
+def validate_object_id(s):
+    b = s.encode('utf-8', 'surrogatepass')
+    if not 1 <= len(b) <= MAX_OBJECT_ID or any(c not in OBJECT_ID_CHARS for c in b):
+        raise invalid('bad object id %r' % s)
+
+
+def chunk_count_for(payload_length, chunk_size):
+    if payload_length == 0:
+        return 1
+    return (payload_length + chunk_size - 1) // chunk_size
+
+
+class Reader:
+    """Bounds-checked little-endian reader that records each field's offset and bytes."""
+
+    def __init__(self, data):
+        self.data, self.pos, self.fields = data, 0, []
+
+    def take(self, name, n):
+        if n > len(self.data) - self.pos:
+            raise invalid("header field '%s' at offset %d needs %d bytes" % (name, self.pos, n))
+        b = self.data[self.pos:self.pos + n]
+        self.fields.append((self.pos, name, b))
+        self.pos += n
+        return b
+
+    def u8(self, name):
+        return self.take(name, 1)[0]
+
+    def u16(self, name):
+        return struct.unpack('<H', self.take(name, 2))[0]
+
+    def u32(self, name):
+        return struct.unpack('<I', self.take(name, 4))[0]
+
+    def u64(self, name):
+        return struct.unpack('<Q', self.take(name, 8))[0]
+
+
+def parse_header(data):
+    """Steps 1-3 of the reader's checks: magic, version, structure. `data` may run past the
+    header. Returns a dict with every field and the raw header bytes."""
+    if len(data) < FIXED_PREFIX:
+        raise invalid('too short to be a sealed file')
+    if data[:8] != MAGIC:
+        raise invalid('bad magic')
+    version, = struct.unpack_from('<H', data, 8)
+    if version != 1:
+        raise DecodeError(EXIT_UNSUPPORTED, 'format version %d' % version)
+    header_length, = struct.unpack_from('<I', data, 16)
+    if header_length > MAX_HEADER:
+        raise invalid('header length beyond 17 MiB')
+    if len(data) < header_length:
+        raise auth_failed('file ends inside the header: truncated')
+    r = Reader(data[:header_length])
+    h = {}
+    h['magic'] = r.take('magic', 8)
+    h['version'] = r.u16('version')
+    h['suite'] = r.u16('suite')
+    if h['suite'] not in SUITE_BY_ID:
+        raise DecodeError(EXIT_UNSUPPORTED, 'unknown suite %d' % h['suite'])
+    h['content_type'] = r.u16('content_type')
+    if r.u16('reserved') != 0:
+        raise invalid('reserved field not zero')
+    h['header_length'] = r.u32('header_length')
+    h['keystore_id'] = r.take('keystore_id', 16)
+    h['key_id'] = r.take('key_id', 16)
+    h['salt'] = r.take('salt', 32)
+    h['chunk_size'] = r.u32('chunk_size')
+    h['payload_length'] = r.u64('payload_length')
+    h['chunk_count'] = r.u64('chunk_count')
+    id_len = r.u16('object_id_length')
+    h['object_id'] = r.take('object_id', id_len).decode('latin-1')
+    meta_len = r.u32('metadata_length')
+    if meta_len > MAX_METADATA:
+        raise invalid('metadata beyond 16 MiB')
+    h['metadata'] = r.take('metadata', meta_len)
+    h['commitment'] = r.take('commitment', 32)
+    h['tag'] = r.take('header_tag', 32)
+    validate_object_id(h['object_id'])
+    if not 1 <= h['chunk_size'] <= MAX_CHUNK:
+        raise invalid('chunk size out of range')
+    if h['content_type'] != 1:
+        raise DecodeError(EXIT_UNSUPPORTED, 'unknown content type %d' % h['content_type'])
+    if r.pos != header_length:
+        raise invalid('header_length disagrees with the fields')
+    if h['chunk_count'] != chunk_count_for(h['payload_length'], h['chunk_size']):
+        raise invalid('chunk count does not match payload length')
+    if h['payload_length'] > MAX_PAYLOAD:
+        raise invalid('payload length beyond 2^56')
+    h['bytes'] = data[:header_length]
+    h['fields'] = r.fields
+    h['header_digest'] = hashlib.sha256(h['bytes']).digest()
+    return h
+
+
+def file_size_for(h):
+    return h['header_length'] + h['payload_length'] + TAG * h['chunk_count']
+
+
+def chunk_plain_size(h, i):
+    if i + 1 < h['chunk_count']:
+        return h['chunk_size']
+    return h['payload_length'] - (h['chunk_count'] - 1) * h['chunk_size']
+
+
+def chunk_offset(h, i):
+    return h['header_length'] + i * (h['chunk_size'] + TAG)
+
+
+def chunk_nonce(i, last):
+    return struct.pack('>Q', i) + b'\x00\x00\x00' + (b'\x01' if last else b'\x00')
+
+
+def hkdf(dek, salt, info):
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=salt, info=info).derive(dek)
+
+
+def derive_subkeys(dek, salt):
+    if len(dek) != 32:
+        raise invalid('data key must be 32 bytes')
+    return {'payload_key': hkdf(dek, salt, INFO_PAYLOAD),
+            'header_key': hkdf(dek, salt, INFO_HEADER),
+            'commitment': hkdf(dek, salt, INFO_COMMITMENT)}
+
+
+def authenticate_header(h, dek):
+    """Steps 5-6: key commitment, then header HMAC over every header byte before the tag."""
+    k = derive_subkeys(dek, h['salt'])
+    if not hmac.compare_digest(k['commitment'], h['commitment']):
+        raise auth_failed('key commitment mismatch: not this file\'s key')
+    tag = hmac.new(k['header_key'], h['bytes'][:-32], hashlib.sha256).digest()
+    if not hmac.compare_digest(tag, h['tag']):
+        raise auth_failed('header authentication failed')
+    return k
+
+
+def make_aead(suite, key):
+    return AESGCM(key) if suite == 1 else ChaCha20Poly1305(key)
+
+
+def open_chunks(data, h, payload_key):
+    """Step 7: every chunk, in order, authenticated. Yields plaintext bytes."""
+    aead = make_aead(h['suite'], payload_key)
+    n = h['chunk_count']
+    for i in range(n):
+        off, size = chunk_offset(h, i), chunk_plain_size(h, i) + TAG
+        try:
+            yield aead.decrypt(chunk_nonce(i, i + 1 == n), data[off:off + size], h['header_digest'])
+        except InvalidTag:
+            raise auth_failed('chunk %d failed authentication' % i) from None
+
+
+# ------------------------------------------------------------------------- tabular schema
+
+KIND_NAMES = {0: 'numeric', 1: 'yes/no', 2: 'label'}
+
+
+def decode_schema(meta):
+    r = Reader(meta)
+    n = r.u32('column_count')
+    if not 2 <= n <= (1 << 20) or n > (len(meta) - 4) // 4:
+        raise invalid('column count out of range')
+    columns = []
+    for _ in range(n):
+        kind = r.u8('kind')
+        if kind > 2:
+            raise invalid('unknown column kind %d' % kind)
+        name = r.take('name', r.u16('name_length')).decode('utf-8', 'surrogateescape')
+        columns.append((name, kind))
+    k = r.u32('class_count')
+    if k > (1 << 16) or k > (len(meta) - r.pos) // 2:
+        raise invalid('class count out of range')
+    classes = [r.take('class', r.u16('class_length')).decode('utf-8', 'surrogateescape') for _ in range(k)]
+    if r.pos != len(meta):
+        raise invalid('schema has trailing bytes')
+    names = [c[0] for c in columns]
+    if any(not 1 <= len(c.encode('utf-8', 'surrogateescape')) <= 1024 for c in names) or len(set(names)) != n:
+        raise invalid('bad column names')
+    if sum(1 for c in columns if c[1] == 2) != 1:
+        raise invalid('schema must have exactly one label column')
+    if not 2 <= k <= (1 << 16) or len(set(classes)) != k or \
+            any(len(c.encode('utf-8', 'surrogateescape')) > 1024 for c in classes):
+        raise invalid('bad class list')
+    return columns, classes
+
+
+# ------------------------------------------------- float32 -> text (as C++ std::to_chars)
+
+def _f32_value(bits):
+    return Fraction(struct.unpack('<f', struct.pack('<I', bits))[0])
+
+
+def _ilog10(x):
+    e = len(str(x.numerator)) - len(str(x.denominator))
+    while Fraction(10) ** e > x:
+        e -= 1
+    while Fraction(10) ** (e + 1) <= x:
+        e += 1
+    return e
+
+
+def _round_half_even(q):
+    n, r = divmod(q.numerator, q.denominator)
+    if 2 * r > q.denominator or (2 * r == q.denominator and n % 2 == 1):
+        n += 1
+    return n
+
+
+def _shortest_digits(bits):
+    """The shortest decimal digits that read back as this positive finite float32, the
+    closest such to its value: returns (digits, scale), value ~ int(digits) * 10**scale."""
+    x = _f32_value(bits)
+    up = _f32_value(bits + 1) if bits + 1 < 0x7F800000 else Fraction(2) ** 128
+    down = _f32_value(bits - 1) if bits > 0 else Fraction(0)
+    lo, hi = (down + x) / 2, (x + up) / 2
+    even = bits % 2 == 0
+    e = _ilog10(x)
+    for p in range(1, 10):
+        scale = e - p + 1
+        unit = Fraction(10) ** scale
+        n = _round_half_even(x / unit)
+        best = None
+        for c in (n - 1, n, n + 1):
+            d = c * unit
+            if c > 0 and (lo < d < hi or (even and (d == lo or d == hi))):
+                key = (abs(d - x), c % 2)
+                if best is None or key < best[0]:
+                    best = (key, c)
+        if best is not None:
+            c = best[1]
+            while c % 10 == 0:
+                c //= 10
+                scale += 1
+            return str(c), scale
+    raise AssertionError('no round-trip representation')
+
+
+_FORMAT_CACHE = {}
+
+
+def format_float32(bits):
+    """C++17 std::to_chars(float) without a format: the shortest round-trip form, fixed or
+    scientific (e+XX), whichever is shorter, fixed on a tie; integers print exactly."""
+    s = _FORMAT_CACHE.get(bits)
+    if s is not None:
+        return s
+    sign = '-' if bits & 0x80000000 else ''
+    mag = bits & 0x7FFFFFFF
+    if mag >= 0x7F800000:
+        raise invalid('non-finite value')
+    if mag == 0:
+        s = sign + '0'
+    else:
+        digits, scale = _shortest_digits(mag)
+        n = len(digits)
+        e10 = scale + n - 1
+        sci = digits[0] + ('.' + digits[1:] if n > 1 else '') + 'e' + ('-' if e10 < 0 else '+') + '%02d' % abs(e10)
+        if scale >= 0:
+            fixed = str(int(_f32_value(mag))) if scale > 0 else digits
+            fixed_len = n + scale
+        elif e10 >= 0:
+            fixed = digits[:e10 + 1] + '.' + digits[e10 + 1:]
+            fixed_len = len(fixed)
+        else:
+            fixed = '0.' + '0' * (-e10 - 1) + digits
+            fixed_len = len(fixed)
+        s = sign + (fixed if fixed_len <= len(sci) else sci)
+    _FORMAT_CACHE[bits] = s
+    return s
+
+
+def csv_escape(cell):
+    if cell and not any(c in cell for c in ',"\r\n'):
+        return cell
+    return '"' + cell.replace('"', '""') + '"'
+
+
+# --------------------------------------------------------------------------- whole files
+
+def read_file(path):
+    with open(path, 'rb') as f:
+        return f.read()
+
+
+def check_size(data, h):
+    """Step 4: the file size is fixed by the header."""
+    if len(data) != file_size_for(h):
+        raise auth_failed('file is %d bytes, header says %d' % (len(data), file_size_for(h)))
+
+
+def inspect(data):
+    h = parse_header(data)
+    check_size(data, h)
+    return h
+
+
+def decode_to_csv(data, keystore):
+    """All checks in the documented order; returns the CSV text (str)."""
+    h = inspect(data)
+    if h['keystore_id'] != keystore.id:
+        raise DecodeError(EXIT_NOT_FOUND, 'sealed with another keystore')
+    dek = keystore.data_key(h['object_id'], h['key_id'])
+    keys = authenticate_header(h, dek)
+    columns, classes = decode_schema(h['metadata'])
+    width = len(columns)
+    rec = 4 * width
+    if h['payload_length'] == 0 or h['payload_length'] % rec or h['chunk_size'] % rec:
+        raise invalid('chunks do not hold whole records')
+    out = [','.join(csv_escape(name) for name, _ in columns) + '\n']
+    row = 0
+    for plain in open_chunks(data, h, keys['payload_key']):
+        words = struct.unpack('<%dI' % (len(plain) // 4), plain)
+        for base in range(0, len(words), width):
+            r = words[base:base + width]
+            label = struct.unpack('<f', struct.pack('<I', r[-1]))[0]
+            if not (0 <= label < len(classes) and label == int(label)):
+                raise invalid('record %d: label is not a class index' % row)
+            cells, f = [], 0
+            for name, kind in columns:
+                if kind == 2:
+                    cells.append(csv_escape(classes[int(label)]))
+                    continue
+                bits = r[f]
+                f += 1
+                if kind == 1:
+                    if bits & 0x7FFFFFFF == 0:
+                        cells.append('no')
+                    elif bits == 0x3F800000:
+                        cells.append('yes')
+                    else:
+                        raise invalid('record %d: column %s is not 0 or 1' % (row, name))
+                else:
+                    cells.append(format_float32(bits))
+            out.append(','.join(cells) + '\n')
+            row += 1
+    return ''.join(out), h, keys, dek
+
+
+def read_passphrase_bytes(raw):
+    """A passphrase file's content: everything before the first newline."""
+    p = raw.split(b'\n', 1)[0]
+    if not p:
+        raise invalid('empty passphrase')
+    return p
+
+
+def read_passphrase(fd):
+    chunks = []
+    while True:
+        c = os.read(fd, 1)
+        if not c or c == b'\n':
+            break
+        chunks.append(c)
+    p = b''.join(chunks)
+    if not p:
+        raise invalid('empty passphrase')
+    return p
+
+
+def header_json(h):
+    columns, classes = decode_schema(h['metadata'])
+    return {
+        'format_version': h['version'], 'suite': SUITE_BY_ID[h['suite']], 'dataset_id': h['object_id'],
+        'keystore_id': h['keystore_id'].hex(), 'key_id': h['key_id'].hex(), 'chunk_bytes': h['chunk_size'],
+        'payload_bytes': h['payload_length'], 'chunks': h['chunk_count'], 'file_bytes': file_size_for(h),
+        'rows': h['payload_length'] // (4 * len(columns)),
+        'schema': {'columns': [{'name': n, 'kind': KIND_NAMES[k]} for n, k in columns], 'classes': classes,
+                   'features': len(columns) - 1},
+    }
+
+
+# ------------------------------------------- the worked example's tables (for the docs)
+
+def _spaced(b):
+    return ' '.join('%02x' % x for x in b)
+
+
+def _describe(name, b, h):
+    le = {1: '<B', 2: '<H', 4: '<I', 8: '<Q'}
+    if name == 'magic':
+        return '"%s"' % b.decode()
+    if name == 'suite':
+        return '%d = %s' % (h['suite'], SUITE_BY_ID[h['suite']])
+    if name == 'content_type':
+        return '%d = tabular dataset' % h['content_type']
+    if name in ('version', 'reserved', 'header_length', 'chunk_size', 'payload_length', 'chunk_count',
+                'object_id_length', 'metadata_length', 'column_count', 'name_length', 'class_count',
+                'class_length'):
+        return '%d' % struct.unpack(le[len(b)], b)[0]
+    if name == 'kind':
+        return '%d = %s' % (b[0], KIND_NAMES.get(b[0], '?'))
+    if name in ('object_id', 'name', 'class'):
+        return '"%s"' % b.decode()
+    return ''
+
+
+def explain(data, keystore, dataset_doc=True):
+    """Markdown for the worked examples: the annotated header and the derived values."""
+    csv_text, h, keys, dek = decode_to_csv(data, keystore)
+    lines = ['| offset | bytes (hex) | field | value |', '| --- | --- | --- | --- |']
+    for off, name, b in h['fields']:
+        if name == 'metadata':
+            sub = Reader(b)
+            columns, _ = decode_schema(b)
+            sub.u32('column_count')
+            for _ in columns:
+                sub.u8('kind')
+                sub.take('name', sub.u16('name_length'))
+            for _ in range(sub.u32('class_count')):
+                sub.take('class', sub.u16('class_length'))
+            for so, sname, sb in sub.fields:
+                lines.append('| 0x%04x | `%s` | metadata: %s | %s |' % (off + so, _spaced(sb), sname,
+                                                                      _describe(sname, sb, h)))
+            continue
+        for i in range(0, max(len(b), 1), 16):
+            part = b[i:i + 16]
+            label = name if i == 0 else '%s (cont.)' % name
+            lines.append('| 0x%04x | `%s` | %s | %s |' % (off + i, _spaced(part), label,
+                                                          _describe(name, b, h) if i == 0 else ''))
+    n = h['chunk_count']
+    values = [('dek', dek), ('salt', h['salt']), ('payload_key', keys['payload_key']),
+              ('header_key', keys['header_key']), ('commitment', keys['commitment']),
+              ('header_tag', h['tag']), ('header_digest', h['header_digest'])]
+    aead = make_aead(h['suite'], keys['payload_key'])
+    for i in range(n):
+        off, size = chunk_offset(h, i), chunk_plain_size(h, i)
+        nonce = chunk_nonce(i, i + 1 == n)
+        values += [('chunk%d_offset' % i, off), ('chunk%d_nonce' % i, nonce),
+                   ('chunk%d_ciphertext' % i, data[off:off + size]),
+                   ('chunk%d_tag' % i, data[off + size:off + size + TAG]),
+                   ('chunk%d_plaintext' % i, aead.decrypt(nonce, data[off:off + size + TAG], h['header_digest']))]
+    values += [('file_sha256', hashlib.sha256(data).digest()), ('file_bytes', len(data))]
+    vlines = ['| name | value |', '| --- | --- |']
+    for name, v in values:
+        vlines.append('| %s | `%s` |' % (name, v.hex() if isinstance(v, bytes) else v))
+    return '\n'.join(lines), '\n'.join(vlines), csv_text
+
+
+def example_values(data, keystore):
+    """name -> hex (or decimal) string for every value the docs quote about the example."""
+    _, vtable, _ = explain(data, keystore)
+    out = {}
+    for line in vtable.splitlines()[2:]:
+        name, value = [c.strip() for c in line.strip('|').split('|')]
+        out[name] = value.strip('`')
+    out['passphrase_key'] = keystore.passphrase_key.hex()
+    out['kek'] = keystore.kek.hex()
+    out['kek_aad'] = kek_aad(keystore.id, keystore.opslimit, keystore.memlimit, keystore.kdf_salt).hex()
+    h = parse_header(data)
+    e = [x for x in keystore.entries if x['dataset_id'] == h['object_id'] and x['key_id'] == h['key_id']][0]
+    out['dek_aad'] = dek_aad(keystore.id, e['key_id'], SUITE_NAMES[e['suite']], e['dataset_id']).hex()
+    return out
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('verb', choices=['decode', 'inspect', 'explain'])
+    ap.add_argument('sealed')
+    ap.add_argument('--keystore')
+    ap.add_argument('--passphrase-fd', type=int)
+    ap.add_argument('--out')
+    a = ap.parse_args(argv)
+    try:
+        data = read_file(a.sealed)
+        if a.verb == 'inspect':
+            h = inspect(data)
+            j = header_json(h)
+            j['sha256'] = hashlib.sha256(data).hexdigest()
+            print(json.dumps(j, indent=2))
+            return 0
+        if a.keystore is None or a.passphrase_fd is None:
+            print('enclave_decode: %s needs --keystore and --passphrase-fd' % a.verb, file=sys.stderr)
+            return 2
+        ks = Keystore(a.keystore, read_passphrase(a.passphrase_fd))
+        if a.verb == 'explain':
+            header, values, _ = explain(data, ks)
+            print(header + '\n\n' + values)
+            return 0
+        text, _, _, _ = decode_to_csv(data, ks)
+        if not a.out:
+            print('enclave_decode: decode needs --out', file=sys.stderr)
+            return 2
+        with open(a.out, 'w', encoding='utf-8', errors='surrogateescape', newline='') as f:
+            f.write(text)
+        return 0
+    except DecodeError as e:
+        print('enclave_decode: %s: %s' % (a.sealed, e), file=sys.stderr)
+        return e.code
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))
