@@ -1,0 +1,95 @@
+// The one writer of an audit log directory.
+//
+// Append() returns only when the entry and a signed tree head covering it are on disk
+// (write + fdatasync): an acknowledged entry survives a crash. Concurrent appenders are
+// batched (group commit): while one batch is being written and synced, the next one
+// collects, and a whole batch costs one write, one signature and one fdatasync.
+//
+// Open() recovers after a crash: bytes after the last complete tree-head record are
+// unacknowledged (a torn record, or entries whose batch never got its head) and are cut
+// off. Damage anywhere before that, or a bad record followed by valid ones, is not a torn
+// tail: Open() refuses to touch the file. An exclusive flock on the log file keeps a second
+// writer (another process, or another LogWriter in this one) out.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "enclave/audit/event.h"
+#include "enclave/audit/merkle.h"
+#include "enclave/audit/tree_head.h"
+#include "enclave/common/status.h"
+
+namespace enclave::audit {
+
+struct WriterOptions {
+  size_t max_batch = 8192;  // entries per group commit
+  // For tests: the clock that stamps entries and tree heads (Unix ms).
+  std::function<uint64_t()> clock_ms;
+};
+
+struct RecoveryReport {
+  uint64_t truncated_bytes = 0;   // cut off as a torn or unacknowledged tail
+  uint64_t dropped_entries = 0;   // complete entries after the last tree head (never acknowledged)
+  std::string detail;             // what was found at the tail, when something was cut
+};
+
+struct WriterStats {
+  uint64_t appended = 0;
+  uint64_t batches = 0;  // = fdatasync calls = tree heads written
+};
+
+class LogWriter {
+ public:
+  // Creates DIR (mode 0700) if needed and a new log with a signed head of the empty tree.
+  static Status Create(const std::string& dir, const LogSigningKey& key);
+  static Result<std::unique_ptr<LogWriter>> Open(const std::string& dir, LogSigningKey key, WriterOptions options = {});
+  ~LogWriter();
+  LogWriter(const LogWriter&) = delete;
+  LogWriter& operator=(const LogWriter&) = delete;
+
+  // Validates, appends, and returns the entry's index once it is durable and signed.
+  Result<uint64_t> Append(Event event);
+
+  SignedTreeHead LatestTreeHead() const;
+  const RecoveryReport& recovery() const { return recovery_; }
+  WriterStats stats() const;
+  const std::string& path() const { return path_; }
+
+ private:
+  struct Pending {
+    Event event;
+    uint64_t index = 0;
+    bool done = false;
+    Status status;
+  };
+  LogWriter(std::string path, int fd, LogSigningKey key, WriterOptions options)
+      : path_(std::move(path)), fd_(fd), key_(std::move(key)), options_(std::move(options)) {}
+  Status Recover();
+  Status WriteBatch(std::deque<Pending*>& batch);
+  uint64_t Now() const;
+
+  const std::string path_;
+  const int fd_;
+  const LogSigningKey key_;
+  const WriterOptions options_;
+  RecoveryReport recovery_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Pending*> queue_;
+  bool flushing_ = false;
+  Status failed_;  // set after an I/O failure: no more appends until reopened
+  // Owned by the flushing thread (flushing_ == true), read under mu_ otherwise.
+  uint64_t end_offset_ = 0;
+  CompactRange tree_;
+  SignedTreeHead latest_;
+  WriterStats stats_;
+};
+
+}  // namespace enclave::audit

@@ -1,0 +1,200 @@
+#include "enclave/audit/log_writer.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "enclave/audit/record.h"
+#include "enclave/common/files.h"
+
+namespace enclave::audit {
+namespace {
+
+std::string LogPath(const std::string& dir) { return dir + "/" + kLogFileName; }
+
+}  // namespace
+
+Status LogWriter::Create(const std::string& dir, const LogSigningKey& key) {
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoStatus("creating log directory " + dir, errno);
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return InvalidInput(dir + ": not a directory");
+  const std::string path = LogPath(dir);
+  std::vector<uint8_t> bytes = EncodeFileHeader(key.public_key().log_id);
+  ASSIGN_OR_RETURN(SignedTreeHead empty, SignTreeHead(key, TreeHead{0, NowMs(), EmptyTreeHash()}));
+  AppendRecord(RecordType::kTreeHead, EncodeTreeHead(empty), &bytes);
+  // Appears only complete (temporary file, fsync, link, directory fsync).
+  ASSIGN_OR_RETURN(AtomicOutputFile out, AtomicOutputFile::Create(path, /*allow_overwrite=*/false));
+  RETURN_IF_ERROR(out.Write(bytes.data(), bytes.size()));
+  return out.Commit();
+}
+
+Result<std::unique_ptr<LogWriter>> LogWriter::Open(const std::string& dir, LogSigningKey key, WriterOptions options) {
+  const std::string path = LogPath(dir);
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("opening audit log " + path, errno);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    ::close(fd);
+    if (err == EWOULDBLOCK) {
+      return FailedPrecondition(path + ": another writer holds the log's lock (flock); only one writer at a time");
+    }
+    return ErrnoStatus("flock " + path, err);
+  }
+  std::unique_ptr<LogWriter> w(new LogWriter(path, fd, std::move(key), std::move(options)));
+  RETURN_IF_ERROR(w->Recover());
+  return w;
+}
+
+LogWriter::~LogWriter() { ::close(fd_); }  // also releases the flock
+
+uint64_t LogWriter::Now() const { return options_.clock_ms ? options_.clock_ms() : NowMs(); }
+
+Status LogWriter::Recover() {
+  Hash log_id{};
+  ScanEnd end;
+  CompactRange tree;
+  uint64_t entries_after_head = 0;
+  bool have_head = false;
+  uint64_t committed_end = 0;
+  RETURN_IF_ERROR(ScanLogFile(
+      path_, &log_id,
+      [&](const RecordView& rec, uint64_t offset) -> Status {
+        if (rec.type == RecordType::kEntry) {
+          tree.Append(LeafHash(rec.payload));
+          ++entries_after_head;
+          return OkStatus();
+        }
+        auto sth = ParseTreeHead(rec.payload);
+        if (!sth.ok()) return sth.status().Annotate(path_ + ": tree head at offset " + std::to_string(offset));
+        if (sth->head.tree_size != tree.size() || sth->head.root != tree.Root()) {
+          return AuthFailed(path_ + ": tree head at offset " + std::to_string(offset) + " (size " +
+                            std::to_string(sth->head.tree_size) + ") does not match the " +
+                            std::to_string(tree.size()) +
+                            " entries before it; the log is damaged or was edited (run enclave-audit verify); "
+                            "refusing to write");
+        }
+        tree_ = tree;
+        latest_ = *sth;
+        have_head = true;
+        entries_after_head = 0;
+        committed_end = offset + rec.size;
+        return OkStatus();
+      },
+      &end));
+  if (log_id != key_.public_key().log_id) {
+    return PermissionDenied(path_ + ": log was created for log id " + HexEncode(log_id).substr(0, 16) +
+                            ", not for this signing key (" + HexEncode(key_.public_key().log_id).substr(0, 16) + ")");
+  }
+  if (!end.clean && end.next_valid_offset != 0) {
+    return AuthFailed(path_ + ": record at offset " + std::to_string(end.bad_offset) + " is unreadable (" + end.error +
+                      ") but a valid record follows at offset " + std::to_string(end.next_valid_offset) +
+                      ": damage inside the log, not a torn tail; refusing to truncate");
+  }
+  if (!have_head) return AuthFailed(path_ + ": no readable signed tree head; refusing to write");
+  RETURN_IF_ERROR(VerifyTreeHead(key_.public_key(), latest_).Annotate(path_ + ": latest tree head"));
+  end_offset_ = committed_end;
+  if (end.file_size > committed_end) {
+    recovery_.truncated_bytes = end.file_size - committed_end;
+    recovery_.dropped_entries = entries_after_head;
+    recovery_.detail = end.clean ? std::to_string(entries_after_head) + " complete entries without a tree head"
+                                 : std::to_string(entries_after_head) + " complete entries without a tree head, then " +
+                                       (end.incomplete ? "a torn record" : "an unreadable record") + " at offset " +
+                                       std::to_string(end.bad_offset) + " (" + end.error + ")";
+    if (::ftruncate(fd_, static_cast<off_t>(committed_end)) != 0) {
+      return ErrnoStatus("truncating the unacknowledged tail of " + path_, errno);
+    }
+    if (::fsync(fd_) != 0) return ErrnoStatus("fsync " + path_, errno);
+  }
+  return OkStatus();
+}
+
+Status LogWriter::WriteBatch(std::deque<Pending*>& batch) {
+  const uint64_t now = std::max(Now(), latest_.head.timestamp_ms);
+  const std::string now_text = FormatTimestampMs(now);
+  CompactRange tree = tree_;
+  std::vector<uint8_t> buf;
+  for (Pending* p : batch) {
+    if (p->event.time.empty()) p->event.time = now_text;
+    auto bytes = SerializeEntry(p->event, tree.size());
+    if (!bytes.ok()) {
+      p->status = bytes.status();
+      continue;
+    }
+    p->index = tree.size();
+    AppendRecord(RecordType::kEntry, *bytes, &buf);
+    tree.Append(LeafHash(*bytes));
+  }
+  if (buf.empty()) return OkStatus();
+  ASSIGN_OR_RETURN(SignedTreeHead sth, SignTreeHead(key_, TreeHead{tree.size(), now, tree.Root()}));
+  AppendRecord(RecordType::kTreeHead, EncodeTreeHead(sth), &buf);
+  size_t done = 0;
+  while (done < buf.size()) {
+    ssize_t n = ::pwrite(fd_, buf.data() + done, buf.size() - done, static_cast<off_t>(end_offset_ + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("appending to " + path_, errno);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fdatasync(fd_) != 0) return ErrnoStatus("fdatasync " + path_, errno);
+  tree_ = tree;
+  end_offset_ += buf.size();
+  std::lock_guard<std::mutex> lk(mu_);
+  latest_ = sth;
+  stats_.batches += 1;
+  return OkStatus();
+}
+
+Result<uint64_t> LogWriter::Append(Event event) {
+  RETURN_IF_ERROR(ValidateEvent(event));
+  Pending p;
+  p.event = std::move(event);
+  std::unique_lock<std::mutex> lk(mu_);
+  queue_.push_back(&p);
+  while (!p.done) {
+    if (flushing_) {
+      cv_.wait(lk);
+      continue;
+    }
+    flushing_ = true;
+    std::deque<Pending*> batch;
+    while (!queue_.empty() && batch.size() < std::max<size_t>(options_.max_batch, 1)) {
+      batch.push_back(queue_.front());
+      queue_.pop_front();
+    }
+    Status s = failed_;
+    if (s.ok()) {
+      lk.unlock();
+      s = WriteBatch(batch);
+      lk.lock();
+      if (!s.ok()) failed_ = s;
+    } else {
+      s = FailedPrecondition("the writer stopped after an earlier failure (" + failed_.message() +
+                             "); reopen the log to recover");
+    }
+    for (Pending* b : batch) {
+      if (!s.ok()) b->status = s;
+      else if (b->status.ok()) stats_.appended += 1;
+      b->done = true;
+    }
+    flushing_ = false;
+    cv_.notify_all();
+  }
+  if (!p.status.ok()) return p.status;
+  return p.index;
+}
+
+SignedTreeHead LogWriter::LatestTreeHead() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return latest_;
+}
+
+WriterStats LogWriter::stats() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return stats_;
+}
+
+}  // namespace enclave::audit

@@ -1,0 +1,151 @@
+// enclave-audit end to end: the documented exit codes and outputs of every verb.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "audit_test_util.h"
+
+namespace enclave::audit {
+namespace {
+
+using namespace testing;
+
+struct CmdResult {
+  int rc;
+  std::string out, err;
+};
+
+CmdResult Exec(const std::string& args, const fs::path& cwd) {
+  const std::string err_file = (cwd / "stderr.txt").string();
+  const std::string cmd = "cd '" + cwd.string() + "' && '" + std::string(ENCLAVE_AUDIT_BIN) + "' " + args + " 2>'" +
+                          err_file + "'";
+  CmdResult r{};
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return {-1, "", "popen failed"};
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int status = ::pclose(p);
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream e(err_file);
+  std::stringstream ss;
+  ss << e.rdbuf();
+  r.err = ss.str();
+  return r;
+}
+
+const char* kEvents[] = {
+    R"({"type":"policy.activated","actor":"custodian","time":"2024-05-01T08:00:00Z","policy_id":"p1","policy_digest":"sha256:1111111111111111111111111111111111111111111111111111111111111111","signer":"ciso"})",
+    R"({"type":"host.enrolled","actor":"broker","time":"2024-05-01T09:00:00Z","host":"gpu-07"})",
+    R"({"type":"attestation.verdict","actor":"broker","time":"2024-05-01T09:05:00Z","host":"gpu-07","verdict":"rejected","checks":[{"check":"pcr.4","ok":false,"reason":"boot loader not in policy"}]})",
+    R"({"type":"key.released","actor":"broker","time":"2024-05-01T09:30:00Z","dataset_id":"cardio","lease_id":"lease-1","host":"gpu-07","job_digest":"abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789"})",
+    R"({"type":"job.started","actor":"trainer","time":"2024-05-01T09:31:00Z","job_digest":"abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789","host":"gpu-07","datasets":["cardio","oncology"]})",
+    R"({"type":"key.released","actor":"broker","time":"2024-05-01T10:00:00Z","dataset_id":"oncology","lease_id":"lease-2","host":"gpu-08","job_digest":"9999999999999999999999999999999999999999999999999999999999999999"})",
+};
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ScratchDir("cli");
+    CmdResult r = Exec("init --log log --signing-key log.key --public-key log.pub", dir_);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    std::ofstream f(dir_ / "events.jsonl");
+    for (const char* e : kEvents) f << e << "\n";
+    f.close();
+    r = Exec("append --log log --signing-key log.key --events-file events.jsonl --json", dir_);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["appended"].size(), 6u);
+  }
+  size_t Shown(const std::string& filters) {
+    CmdResult r = Exec("show --log log --key log.pub --json " + filters, dir_);
+    EXPECT_EQ(r.rc, 0) << r.err;
+    return r.rc == 0 ? nlohmann::json::parse(r.out)["entries"].size() : 999;
+  }
+  fs::path dir_;
+};
+
+TEST_F(CliTest, VerifyAdvancesTheStateAndDetectsTampering) {
+  CmdResult r = Exec("verify --log log --key log.pub --state st.json", dir_);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("OK: "), std::string::npos);
+  EXPECT_NE(r.out.find("trusted on first use"), std::string::npos);
+  r = Exec("verify --log log --key log.pub --state st.json --json", dir_);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["entries"], 6);
+  EXPECT_EQ(j["previously_accepted"]["tree_size"], 6);
+
+  // Flip one byte inside the entry of index 3: exit code 4 and the offset in the message.
+  std::vector<uint8_t> bytes = ReadBytes((dir_ / "log" / kLogFileName).string());
+  auto recs = RawRecords(bytes);
+  bytes[recs[1 + 2 * 3].offset + 40] ^= 0x04;
+  WriteBytes((dir_ / "log" / kLogFileName).string(), bytes);
+  r = Exec("verify --log log --key log.pub --state st.json --json", dir_);
+  EXPECT_EQ(r.rc, 4);
+  EXPECT_NE(r.err.find("offset " + std::to_string(recs[1 + 2 * 3].offset)), std::string::npos) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["ok"], false);
+  // show refuses a log that does not verify.
+  EXPECT_EQ(Exec("show --log log --key log.pub", dir_).rc, 4);
+}
+
+TEST_F(CliTest, ShowFilters) {
+  EXPECT_EQ(Shown(""), 6u);
+  EXPECT_EQ(Shown("--host gpu-07"), 4u);
+  EXPECT_EQ(Shown("--dataset oncology"), 2u);  // the job that used it, and its key release
+  EXPECT_EQ(Shown("--job abcdef01"), 2u);
+  EXPECT_EQ(Shown("--job sha256:abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789"), 2u);
+  EXPECT_EQ(Shown("--type key.released"), 2u);
+  EXPECT_EQ(Shown("--since 2024-05-01T09:05:00Z --until 2024-05-01T09:31:00Z"), 2u);
+  CmdResult table = Exec("show --log log --key log.pub --host gpu-07", dir_);
+  ASSERT_EQ(table.rc, 0);
+  EXPECT_NE(table.out.find("REJECTED (pcr.4: boot loader not in policy)"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("4 of 6 entries shown"), std::string::npos) << table.out;
+  EXPECT_EQ(Exec("show --log log --key log.pub --since yesterday", dir_).rc, 3);
+  EXPECT_EQ(Exec("show --log log --key log.pub --type nope", dir_).rc, 3);
+}
+
+TEST_F(CliTest, ProveAndVerifyProof) {
+  CmdResult r = Exec("prove --log log --key log.pub --entry 3 --out p3.json", dir_);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  r = Exec("verify-proof --proof p3.json --key log.pub --json", dir_);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["entry"]["dataset_id"], "cardio");
+  EXPECT_EQ(j["tree_head"]["tree_size"], 6);
+  // Against an older signed tree head, and one that does not exist.
+  EXPECT_EQ(Exec("prove --log log --key log.pub --entry 3 --tree-size 4 --out p3-4.json", dir_).rc, 0);
+  EXPECT_EQ(Exec("verify-proof --proof p3-4.json --key log.pub", dir_).rc, 0);
+  EXPECT_EQ(Exec("prove --log log --key log.pub --entry 3 --tree-size 3", dir_).rc, 3);
+  EXPECT_EQ(Exec("prove --log log --key log.pub --entry 6", dir_).rc, 6);
+
+  // A doctored entry in the proof, or another log's key: exit code 4.
+  std::ifstream in(dir_ / "p3.json");
+  auto proof = nlohmann::json::parse(in);
+  std::string entry = proof["entry"];
+  entry.replace(entry.find("cardio"), 6, "cardia");
+  proof["entry"] = entry;
+  std::ofstream(dir_ / "doctored.json") << proof.dump();
+  r = Exec("verify-proof --proof doctored.json --key log.pub", dir_);
+  EXPECT_EQ(r.rc, 4);
+  EXPECT_NE(r.err.find("inclusion proof"), std::string::npos) << r.err;
+  ASSERT_EQ(Exec("init --log other --signing-key o.key --public-key o.pub", dir_).rc, 0);
+  EXPECT_EQ(Exec("verify-proof --proof p3.json --key o.pub", dir_).rc, 4);
+}
+
+TEST_F(CliTest, UsageAndInputErrors) {
+  EXPECT_EQ(Exec("verify --log log", dir_).rc, 2);
+  EXPECT_EQ(Exec("frobnicate", dir_).rc, 2);
+  EXPECT_EQ(Exec("verify --log missing --key log.pub", dir_).rc, 6);
+  CmdResult r = Exec(R"(append --log log --signing-key log.key --event '{"type":"key.released","actor":"b","dataset_id":"d","lease_id":"l","host":"h","job_digest":"abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789","dek":"00ff"}')",
+               dir_);
+  EXPECT_EQ(r.rc, 3);
+  EXPECT_NE(r.err.find("unknown field 'dek'"), std::string::npos) << r.err;
+  EXPECT_EQ(Exec("init --log log --signing-key log.key --public-key log.pub", dir_).rc, 7);
+  EXPECT_EQ(Exec("verify --log log --key log.pub", dir_).rc, 0) << "failed commands must leave the log intact";
+}
+
+}  // namespace
+}  // namespace enclave::audit
