@@ -1,0 +1,101 @@
+#include <cstring>
+
+#include "enclave/kernels/chunk_math.h"
+#include "enclave/kernels/chunk_open.h"
+#if ENCLAVE_HAVE_CUDA
+#include "chunk_open_gpu.h"
+#endif
+
+namespace enclave::kernels {
+
+uint64_t ChunkBatch::PlaintextSize(uint64_t index) const {
+  if (index + 1 < file_chunk_count) return chunk_size;
+  return payload_length - (file_chunk_count - 1) * static_cast<uint64_t>(chunk_size);
+}
+
+uint64_t ChunkBatch::InputOffset(uint64_t index) const {
+  return (index - first_index) * (static_cast<uint64_t>(chunk_size) + 16);
+}
+
+uint64_t ChunkBatch::OutputOffset(uint64_t index) const {
+  return (index - first_index) * static_cast<uint64_t>(chunk_size);
+}
+
+uint64_t ChunkBatch::InputBytes() const {
+  if (count == 0) return 0;
+  const uint64_t last = first_index + count - 1;
+  return InputOffset(last) + PlaintextSize(last) + 16;
+}
+
+uint64_t ChunkBatch::OutputBytes() const {
+  if (count == 0) return 0;
+  const uint64_t last = first_index + count - 1;
+  return OutputOffset(last) + PlaintextSize(last);
+}
+
+Status ChunkBatch::Validate() const {
+  if (chunk_size == 0 || file_chunk_count == 0) return InvalidInput("chunk batch: empty file geometry");
+  if (first_index > file_chunk_count || count > file_chunk_count - first_index) {
+    return InvalidInput("chunk batch: chunks " + std::to_string(first_index) + "+" + std::to_string(count) +
+                        " outside a file of " + std::to_string(file_chunk_count));
+  }
+  const uint64_t full = (file_chunk_count - 1) * static_cast<uint64_t>(chunk_size);
+  if (payload_length < full || payload_length - full > chunk_size) {
+    return InvalidInput("chunk batch: payload length does not fit the chunk count");
+  }
+  if (PlaintextSize(file_chunk_count - 1) >= (uint64_t{1} << 32) * 64) return InvalidInput("chunk too large");
+  return OkStatus();
+}
+
+Status OpenChaCha20Poly1305Chunks(const crypto::SecretBytes& payload_key, const ChunkBatch& batch,
+                                  const uint8_t* in, uint8_t* out) {
+  RETURN_IF_ERROR(batch.Validate());
+  if (payload_key.size() != 32) return InvalidInput("payload key must be 32 bytes");
+  const uint8_t* key = payload_key.ExposeSecret().data();
+  // Every tag first: no chunk of a batch is decrypted unless all are authentic.
+  for (uint64_t i = batch.first_index; i < batch.first_index + batch.count; ++i) {
+    const bool last = i + 1 == batch.file_chunk_count;
+    if (!ChunkTagValid(key, batch.header_digest.data(), i, last, in + batch.InputOffset(i), batch.PlaintextSize(i))) {
+      return AuthFailed("chunk " + std::to_string(i) + " failed authentication");
+    }
+  }
+  for (uint64_t i = batch.first_index; i < batch.first_index + batch.count; ++i) {
+    const bool last = i + 1 == batch.file_chunk_count;
+    const uint64_t len = batch.PlaintextSize(i);
+    for (uint64_t b = 0; b * 64 < len; ++b) {
+      ChunkDecryptBlock(key, i, last, in + batch.InputOffset(i), out + batch.OutputOffset(i), len, b);
+    }
+  }
+  return OkStatus();
+}
+
+#if ENCLAVE_HAVE_CUDA
+bool GpuAvailable() { return gpu::DeviceAvailable(); }
+
+Status OpenChaCha20Poly1305ChunksOnGpu(const crypto::SecretBytes& payload_key, const ChunkBatch& batch,
+                                       const uint8_t* device_in, uint8_t* device_out) {
+  RETURN_IF_ERROR(batch.Validate());
+  if (payload_key.size() != 32) return InvalidInput("payload key must be 32 bytes");
+  gpu::ChunkGeometry g{batch.first_index, batch.count, batch.file_chunk_count, batch.payload_length,
+                       batch.chunk_size, {}};
+  std::memcpy(g.aad, batch.header_digest.data(), 32);
+  char error[256] = "";
+  switch (gpu::OpenChaCha20Poly1305(payload_key.ExposeSecret().data(), g, device_in, device_out, error,
+                                    sizeof error)) {
+    case gpu::OpenResult::kOk: return OkStatus();
+    case gpu::OpenResult::kAuthFailed:
+      return AuthFailed("a chunk in " + std::to_string(batch.first_index) + ".." +
+                        std::to_string(batch.first_index + batch.count - 1) + " failed authentication");
+    case gpu::OpenResult::kCudaError: return Unavailable(error);
+  }
+  return Internal("unreachable");
+}
+#else
+bool GpuAvailable() { return false; }
+
+Status OpenChaCha20Poly1305ChunksOnGpu(const crypto::SecretBytes&, const ChunkBatch&, const uint8_t*, uint8_t*) {
+  return Unsupported("this build has no CUDA kernels (nvcc was not found at configure time)");
+}
+#endif
+
+}  // namespace enclave::kernels

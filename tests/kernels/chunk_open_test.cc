@@ -1,0 +1,192 @@
+// The shared ChaCha20-Poly1305 chunk code against OpenSSL (through crypto::Aead) and the
+// sealed-file reader; on a GPU, the CUDA path against the CPU path.
+#include "enclave/kernels/chunk_open.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "enclave/crypto/aead.h"
+#include "enclave/crypto/hash.h"
+#include "enclave/crypto/sealed_file.h"
+#include "enclave/kernels/chacha20_poly1305.h"
+#if ENCLAVE_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace enclave::kernels {
+namespace {
+
+using crypto::SecretBytes;
+
+std::vector<uint8_t> RandomVector(std::mt19937& rng, size_t n) {
+  std::vector<uint8_t> v(n);
+  for (auto& b : v) b = static_cast<uint8_t>(rng());
+  return v;
+}
+
+// RFC 8439 section 2.3.2: the ChaCha20 block function test vector.
+TEST(ChaCha20, BlockFunctionMatchesRfc8439) {
+  uint8_t key[32], nonce[12] = {0, 0, 0, 0x09, 0, 0, 0, 0x4a, 0, 0, 0, 0}, out[64];
+  for (int i = 0; i < 32; ++i) key[i] = static_cast<uint8_t>(i);
+  ChaCha20Block(key, 1, nonce, out);
+  const uint8_t expected_start[16] = {0x10, 0xf1, 0xe7, 0xe4, 0xd1, 0x3b, 0x59, 0x15,
+                                      0x50, 0x0f, 0xdd, 0x1f, 0xa3, 0x20, 0x71, 0xc4};
+  EXPECT_EQ(0, memcmp(out, expected_start, 16));
+  EXPECT_EQ(out[63], 0x4e);
+}
+
+// RFC 8439 section 2.5.2: the Poly1305 test vector.
+TEST(Poly1305, MatchesRfc8439) {
+  const uint8_t key[32] = {0x85, 0xd6, 0xbe, 0x78, 0x57, 0x55, 0x6d, 0x33, 0x7f, 0x44, 0x52,
+                           0xfe, 0x42, 0xd5, 0x06, 0xa8, 0x01, 0x03, 0x80, 0x8a, 0xfb, 0x0d,
+                           0xb2, 0xfd, 0x4a, 0xbf, 0xf6, 0xaf, 0x41, 0x49, 0xf5, 0x1b};
+  const char* msg = "Cryptographic Forum Research Group";  // 34 bytes: two full blocks and a 2-byte tail
+  Poly1305 mac;
+  mac.Init(key);
+  mac.Block(reinterpret_cast<const uint8_t*>(msg), 1u << 24);
+  mac.Block(reinterpret_cast<const uint8_t*>(msg) + 16, 1u << 24);
+  uint8_t tail[16] = {'u', 'p', 1};  // the raw MAC pads a short block with 0x01, then no high bit
+  mac.Block(tail, 0);
+  uint8_t tag[16];
+  mac.Final(tag);
+  const uint8_t expected[16] = {0xa8, 0x06, 0x1d, 0xc1, 0x30, 0x51, 0x36, 0xc6,
+                                0xc2, 0x2b, 0x8b, 0xaf, 0x0c, 0x01, 0x27, 0xa9};
+  EXPECT_EQ(0, memcmp(tag, expected, 16));
+}
+
+TEST(ChaCha20Poly1305, TagAndKeystreamMatchOpenSslForManySizes) {
+  std::mt19937 rng(7);
+  for (size_t len : {0, 1, 15, 16, 17, 63, 64, 65, 127, 128, 129, 1000, 4096, 4099}) {
+    for (size_t aad_len : {0, 1, 16, 32, 33}) {
+      auto key_bytes = RandomVector(rng, 32);
+      auto nonce = RandomVector(rng, 12);
+      auto aad = RandomVector(rng, aad_len);
+      auto msg = RandomVector(rng, len);
+      auto key = *SecretBytes::CopyFrom(key_bytes);
+      auto aead = std::move(crypto::Aead::Create(crypto::Suite::kChaCha20Poly1305, key)).value();
+      std::vector<uint8_t> sealed(len + 16);
+      ASSERT_TRUE(aead->Seal(nonce, aad, msg, sealed).ok());
+      uint8_t tag[16];
+      ChaCha20Poly1305Tag(key_bytes.data(), nonce.data(), aad.data(), aad_len, sealed.data(), len, tag);
+      EXPECT_EQ(0, memcmp(tag, sealed.data() + len, 16)) << "len " << len << " aad " << aad_len;
+      std::vector<uint8_t> plain(len);
+      for (size_t b = 0; b * 64 < len; ++b) {
+        size_t n = std::min<size_t>(64, len - b * 64);
+        ChaCha20XorBlock(key_bytes.data(), static_cast<uint32_t>(b + 1), nonce.data(), sealed.data() + b * 64,
+                         plain.data() + b * 64, n);
+      }
+      EXPECT_EQ(plain, msg) << "len " << len;
+    }
+  }
+}
+
+// A sealed file made by the crypto library, opened in bulk by the kernel code.
+struct SealedFixture {
+  std::vector<uint8_t> file;
+  crypto::SealedHeader header;
+  SecretBytes payload_key;
+  std::vector<uint8_t> plaintext;
+
+  static SealedFixture Make(uint64_t payload_length, uint32_t chunk_size) {
+    SealedFixture f;
+    std::mt19937 rng(static_cast<unsigned>(payload_length));
+    f.plaintext = RandomVector(rng, payload_length);
+    auto dek = *SecretBytes::Random(32);
+    crypto::SealParams p;
+    p.suite = crypto::Suite::kChaCha20Poly1305;
+    p.object_id = "kernel-test";
+    p.chunk_size = chunk_size;
+    p.payload_length = payload_length;
+    crypto::MemorySink sink;
+    auto writer = std::move(crypto::SealedFileWriter::Create(p, dek, &sink)).value();
+    EXPECT_TRUE(writer->Append(f.plaintext).ok());
+    EXPECT_TRUE(writer->Finish().ok());
+    f.file = std::move(sink.data);
+    f.header = *crypto::ParseSealedHeader(f.file);
+    f.payload_key = *crypto::HkdfSha256(dek, f.header.salt, "enclave sealed-file v1 payload key", 32);
+    return f;
+  }
+
+  ChunkBatch Batch(uint64_t first, uint64_t count) const {
+    ChunkBatch b;
+    b.first_index = first;
+    b.count = count;
+    b.file_chunk_count = header.chunk_count;
+    b.chunk_size = header.params.chunk_size;
+    b.payload_length = header.params.payload_length;
+    std::copy(header.header_digest.begin(), header.header_digest.end(), b.header_digest.begin());
+    return b;
+  }
+
+  const uint8_t* ChunkData(uint64_t index) const { return file.data() + header.ChunkOffset(index); }
+};
+
+TEST(ChunkOpen, CpuPathOpensWhatTheSealedWriterWrote) {
+  for (uint64_t len : {0ull, 1ull, 1000ull, 4096ull, 10000ull, 100003ull}) {
+    auto f = SealedFixture::Make(len, 4096);
+    auto batch = f.Batch(0, f.header.chunk_count);
+    std::vector<uint8_t> out(batch.OutputBytes(), 0xAA);
+    ASSERT_TRUE(OpenChaCha20Poly1305Chunks(f.payload_key, batch, f.ChunkData(0), out.data()).ok()) << len;
+    EXPECT_EQ(out, f.plaintext) << len;
+    if (f.header.chunk_count >= 3) {  // a batch from the middle, not including the last chunk
+      auto mid = f.Batch(1, 1);
+      std::vector<uint8_t> part(mid.OutputBytes());
+      ASSERT_TRUE(OpenChaCha20Poly1305Chunks(f.payload_key, mid, f.ChunkData(1), part.data()).ok());
+      EXPECT_TRUE(std::equal(part.begin(), part.end(), f.plaintext.begin() + 4096));
+    }
+  }
+}
+
+TEST(ChunkOpen, OneBadChunkReleasesNothing) {
+  auto f = SealedFixture::Make(20000, 4096);
+  auto batch = f.Batch(0, f.header.chunk_count);
+  f.file[f.header.ChunkOffset(3) + 7] ^= 0x01;
+  std::vector<uint8_t> out(batch.OutputBytes(), 0xAA);
+  Status s = OpenChaCha20Poly1305Chunks(f.payload_key, batch, f.ChunkData(0), out.data());
+  EXPECT_EQ(s.code(), Code::kAuthFailed);
+  EXPECT_NE(s.message().find("chunk 3"), std::string::npos) << s.message();
+  EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](uint8_t b) { return b == 0xAA; })) << "plaintext released";
+}
+
+TEST(ChunkOpen, ChunkPresentedAtAnotherIndexOrAsLastFails) {
+  auto f = SealedFixture::Make(20000, 4096);  // 5 chunks
+  std::vector<uint8_t> out(4096);
+  // Chunk 1's bytes claimed as chunk 2.
+  EXPECT_EQ(OpenChaCha20Poly1305Chunks(f.payload_key, f.Batch(2, 1), f.ChunkData(1), out.data()).code(),
+            Code::kAuthFailed);
+  // The file cut after chunk 2: chunk 2 cannot pose as the last one.
+  auto cut = f.Batch(2, 1);
+  cut.file_chunk_count = 3;
+  cut.payload_length = 3 * 4096;
+  EXPECT_EQ(OpenChaCha20Poly1305Chunks(f.payload_key, cut, f.ChunkData(2), out.data()).code(), Code::kAuthFailed);
+}
+
+TEST(ChunkOpen, GpuPathMatchesCpuPath) {
+  if (!GpuAvailable()) GTEST_SKIP() << "no GPU (or built without CUDA): the GPU path is checked by scripts/gpu-check";
+#if ENCLAVE_HAVE_CUDA
+  auto f = SealedFixture::Make(3'000'001, 65536);
+  auto batch = f.Batch(0, f.header.chunk_count);
+  uint8_t *d_in = nullptr, *d_out = nullptr;
+  ASSERT_EQ(cudaMalloc(&d_in, batch.InputBytes()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d_out, batch.OutputBytes()), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d_in, f.ChunkData(0), batch.InputBytes(), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_TRUE(OpenChaCha20Poly1305ChunksOnGpu(f.payload_key, batch, d_in, d_out).ok());
+  std::vector<uint8_t> out(batch.OutputBytes());
+  ASSERT_EQ(cudaMemcpy(out.data(), d_out, out.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(out, f.plaintext);
+  // A flipped byte: authentication fails and the output buffer is not written.
+  ASSERT_EQ(cudaMemset(d_out, 0, batch.OutputBytes()), cudaSuccess);
+  uint8_t flip = f.ChunkData(17)[5] ^ 0x80;
+  ASSERT_EQ(cudaMemcpy(d_in + batch.InputOffset(17) + 5, &flip, 1, cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_EQ(OpenChaCha20Poly1305ChunksOnGpu(f.payload_key, batch, d_in, d_out).code(), Code::kAuthFailed);
+  ASSERT_EQ(cudaMemcpy(out.data(), d_out, out.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](uint8_t b) { return b == 0; }));
+  cudaFree(d_in);
+  cudaFree(d_out);
+#endif
+}
+
+}  // namespace
+}  // namespace enclave::kernels
