@@ -77,9 +77,10 @@ Result<SecretBytes> Unwrap(const SecretBytes& kek, ByteSpan nonce, ByteSpan wrap
 Result<SecretBytes> PassphraseKey(const SecretBytes& passphrase, ByteSpan salt, const KdfParams& kdf) {
   ASSIGN_OR_RETURN(SecretBytes key, SecretBytes::Create(32));
   auto p = passphrase.ExposeSecret();
-  if (crypto_pwhash(key.ExposeSecretMutable().data(), key.size(), reinterpret_cast<const char*>(p.data()),
-                    p.size(), salt.data(), kdf.opslimit, static_cast<size_t>(kdf.memlimit_bytes),
-                    crypto_pwhash_ALG_ARGON2ID13) != 0) {
+  // An empty SecretBytes has no buffer; libsodium wants a valid pointer even for length 0.
+  const char* text = p.empty() ? "" : reinterpret_cast<const char*>(p.data());
+  if (crypto_pwhash(key.ExposeSecretMutable().data(), key.size(), text, p.size(), salt.data(), kdf.opslimit,
+                    static_cast<size_t>(kdf.memlimit_bytes), crypto_pwhash_ALG_ARGON2ID13) != 0) {
     return Internal("crypto_pwhash(argon2id) failed: out of memory?");
   }
   return key;

@@ -32,15 +32,12 @@ Result<bool> CsvReader::Next(std::vector<std::string>* fields) {
   fields->clear();
   if (!started_) {
     started_ = true;
-    // Skip a UTF-8 byte-order mark.
-    ASSIGN_OR_RETURN(int c0, Get());
-    if (c0 == 0xEF) {
-      ASSIGN_OR_RETURN(int c1, Get());
-      ASSIGN_OR_RETURN(int c2, Get());
-      if (c1 != 0xBB || c2 != 0xBF) return InvalidInput(path() + ":1: invalid byte-order mark");
-    } else if (c0 >= 0) {
-      --pos_;
-      --consumed_;
+    // Skip a UTF-8 byte-order mark, and only that: other text may start with 0xEF too.
+    RETURN_IF_ERROR(Fill());
+    if (end_ >= 3 && static_cast<unsigned char>(buf_[0]) == 0xEF && static_cast<unsigned char>(buf_[1]) == 0xBB &&
+        static_cast<unsigned char>(buf_[2]) == 0xBF) {
+      pos_ = 3;
+      consumed_ = 3;
     }
   }
   std::string field;
@@ -83,6 +80,10 @@ Result<bool> CsvReader::Next(std::vector<std::string>* fields) {
       continue;
     }
     if (c == ',') {
+      if (fields->size() >= kMaxCsvFields) {
+        return InvalidInput(path() + ":" + std::to_string(record_line_) + ": more than " +
+                            std::to_string(kMaxCsvFields) + " fields");
+      }
       fields->push_back(std::move(field));
       field.clear();
       quoted = false;

@@ -37,6 +37,22 @@ TEST(Csv, CrlfBomBlankLinesAndNoFinalNewline) {
   EXPECT_EQ(*rows, (Rows{{"a", "b"}, {"1", "2"}, {"3", "4"}}));
 }
 
+TEST(Csv, FirstByteEfWithoutBomIsData) {
+  // U+FF58 (fullwidth x) is EF BD 98 in UTF-8: not a byte-order mark (found by fuzz_csv).
+  auto rows = ReadAll("\xEF\xBD\x98,b\n1,2\n");
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  EXPECT_EQ((*rows)[0], (std::vector<std::string>{"\xEF\xBD\x98", "b"}));
+  auto tiny = ReadAll("\xEF");  // shorter than a mark
+  ASSERT_TRUE(tiny.ok()) << tiny.status().ToString();
+  EXPECT_EQ(*tiny, (Rows{{"\xEF"}}));
+}
+
+TEST(Csv, TooManyFieldsIsAnErrorNotAMemoryBlowUp) {
+  auto rows = ReadAll("a\n" + std::string(kMaxCsvFields + 1, ','));
+  ASSERT_FALSE(rows.ok());
+  EXPECT_NE(rows.status().message().find("more than 1048576 fields"), std::string::npos) << rows.status().message();
+}
+
 TEST(Csv, ReportsLineOfMalformedRecord) {
   auto unterminated = ReadAll("a,b\n1,2\n3,\"open\n");
   ASSERT_FALSE(unterminated.ok());

@@ -12,6 +12,7 @@
 namespace enclave::dataset {
 
 inline constexpr size_t kMaxCsvRecordBytes = 16u << 20;
+inline constexpr size_t kMaxCsvFields = 1u << 20;  // as many as a schema may have columns
 
 class CsvReader {
  public:
