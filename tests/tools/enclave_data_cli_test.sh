@@ -121,5 +121,20 @@ check "seal chacha" 0 "$bin" seal --csv s.csv --label y --suite chacha20-poly130
 check "open chacha" 0 "$bin" open s.sealed "${ks[@]}" --out s2.csv 3<pass
 if cmp -s s.csv s2.csv; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL synth round trip"; fi
 
+# A key-holding binary disables core dumps before it reads a passphrase: hold it at the
+# passphrase read (a FIFO nobody has written yet) and look at its limits.
+# The soft limit is raised first, so only the binary's own setrlimit can make both 0.
+if [ "$(ulimit -H -c)" = "0" ]; then
+  echo "note: core-dump check not run: this environment's hard core limit is already 0"
+else
+  mkfifo pass.fifo
+  ( ulimit -S -c "$(ulimit -H -c)"; exec "$bin" verify bcw.sealed "${ks[@]}" 3<>pass.fifo >/dev/null 2>&1 ) &
+  pid=$!
+  sleep 0.5
+  if grep -Eq '^Max core file size +0 +0 ' "/proc/$pid/limits"; then
+    passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL core dumps not disabled:"; grep core "/proc/$pid/limits"; fi
+  kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+fi
+
 echo "enclave-data CLI: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
