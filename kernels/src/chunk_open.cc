@@ -47,23 +47,53 @@ Status ChunkBatch::Validate() const {
   return OkStatus();
 }
 
-Status OpenChaCha20Poly1305Chunks(const crypto::SecretBytes& payload_key, const ChunkBatch& batch,
-                                  const uint8_t* in, uint8_t* out) {
-  RETURN_IF_ERROR(batch.Validate());
+namespace {
+
+// Key material for the shared per-chunk code; wiped by its owner's destructor.
+struct KeysHolder {
+  ChunkKeys keys{};
+  ~KeysHolder() {
+    volatile uint8_t* p = reinterpret_cast<volatile uint8_t*>(&keys);
+    for (size_t i = 0; i < sizeof keys; ++i) p[i] = 0;
+  }
+};
+
+Status MakeChunkKeys(const crypto::SecretBytes& payload_key, crypto::Suite suite, ChunkKeys* k) {
   if (payload_key.size() != 32) return InvalidInput("payload key must be 32 bytes");
   const uint8_t* key = payload_key.ExposeSecret().data();
+  k->aes = suite == crypto::Suite::kAes256Gcm;
+  if (k->aes) {
+    Aes256ExpandKey(key, kAesSbox, &k->aes_keys);
+    const uint8_t zero[16] = {0};
+    uint8_t h[16];
+    Aes256EncryptBlock(k->aes_keys, kAesSbox, zero, h);
+    k->aes_h = Gf128Load(h);
+  } else {
+    std::memcpy(k->chacha_key, key, 32);
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+Status OpenChunks(const crypto::SecretBytes& payload_key, const ChunkBatch& batch, const uint8_t* in, uint8_t* out) {
+  RETURN_IF_ERROR(batch.Validate());
+  KeysHolder holder;
+  RETURN_IF_ERROR(MakeChunkKeys(payload_key, batch.suite, &holder.keys));
+  const ChunkKeys& keys = holder.keys;
   // Every tag first: no chunk of a batch is decrypted unless all are authentic.
   for (uint64_t i = batch.first_index; i < batch.first_index + batch.count; ++i) {
     const bool last = i + 1 == batch.file_chunk_count;
-    if (!ChunkTagValid(key, batch.header_digest.data(), i, last, in + batch.InputOffset(i), batch.PlaintextSize(i))) {
+    if (!ChunkTagValid(keys, kAesSbox, batch.header_digest.data(), i, last, in + batch.InputOffset(i),
+                       batch.PlaintextSize(i))) {
       return AuthFailed("chunk " + std::to_string(i) + " failed authentication");
     }
   }
   for (uint64_t i = batch.first_index; i < batch.first_index + batch.count; ++i) {
     const bool last = i + 1 == batch.file_chunk_count;
     const uint64_t len = batch.PlaintextSize(i);
-    for (uint64_t b = 0; b * 64 < len; ++b) {
-      ChunkDecryptBlock(key, i, last, in + batch.InputOffset(i), out + batch.OutputOffset(i), len, b);
+    for (uint64_t u = 0; u * kUnitBytes < len; ++u) {
+      ChunkDecryptUnit(keys, kAesSbox, i, last, in + batch.InputOffset(i), out + batch.OutputOffset(i), len, u);
     }
   }
   return OkStatus();
@@ -72,16 +102,16 @@ Status OpenChaCha20Poly1305Chunks(const crypto::SecretBytes& payload_key, const 
 #if ENCLAVE_HAVE_CUDA
 bool GpuAvailable() { return gpu::DeviceAvailable(); }
 
-Status OpenChaCha20Poly1305ChunksOnGpu(const crypto::SecretBytes& payload_key, const ChunkBatch& batch,
-                                       const uint8_t* device_in, uint8_t* device_out) {
+Status OpenChunksOnGpu(const crypto::SecretBytes& payload_key, const ChunkBatch& batch, const uint8_t* device_in,
+                       uint8_t* device_out) {
   RETURN_IF_ERROR(batch.Validate());
-  if (payload_key.size() != 32) return InvalidInput("payload key must be 32 bytes");
+  KeysHolder holder;
+  RETURN_IF_ERROR(MakeChunkKeys(payload_key, batch.suite, &holder.keys));
   gpu::ChunkGeometry g{batch.first_index, batch.count, batch.file_chunk_count, batch.payload_length,
                        batch.chunk_size, {}};
   std::memcpy(g.aad, batch.header_digest.data(), 32);
   char error[256] = "";
-  switch (gpu::OpenChaCha20Poly1305(payload_key.ExposeSecret().data(), g, device_in, device_out, error,
-                                    sizeof error)) {
+  switch (gpu::OpenChunks(holder.keys, g, device_in, device_out, error, sizeof error)) {
     case gpu::OpenResult::kOk: return OkStatus();
     case gpu::OpenResult::kAuthFailed:
       return AuthFailed("a chunk in " + std::to_string(batch.first_index) + ".." +
@@ -93,7 +123,7 @@ Status OpenChaCha20Poly1305ChunksOnGpu(const crypto::SecretBytes& payload_key, c
 #else
 bool GpuAvailable() { return false; }
 
-Status OpenChaCha20Poly1305ChunksOnGpu(const crypto::SecretBytes&, const ChunkBatch&, const uint8_t*, uint8_t*) {
+Status OpenChunksOnGpu(const crypto::SecretBytes&, const ChunkBatch&, const uint8_t*, uint8_t*) {
   return Unsupported("this build has no CUDA kernels (nvcc was not found at configure time)");
 }
 #endif

@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "enclave/kernels/chunk_math.h"
+
 namespace enclave::kernels::gpu {
 
 struct ChunkGeometry {
@@ -17,7 +19,7 @@ enum class OpenResult { kOk, kAuthFailed, kCudaError };
 
 bool DeviceAvailable();
 // On kCudaError, `error` receives a one-line description.
-OpenResult OpenChaCha20Poly1305(const uint8_t key[32], const ChunkGeometry& g, const uint8_t* device_in,
-                                uint8_t* device_out, char* error, size_t error_size);
+OpenResult OpenChunks(const ChunkKeys& keys, const ChunkGeometry& g, const uint8_t* device_in, uint8_t* device_out,
+                      char* error, size_t error_size);
 
 }  // namespace enclave::kernels::gpu

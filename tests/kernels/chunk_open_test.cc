@@ -1,5 +1,5 @@
-// The shared ChaCha20-Poly1305 chunk code against OpenSSL (through crypto::Aead) and the
-// sealed-file reader; on a GPU, the CUDA path against the CPU path.
+// The shared chunk code of both suites against OpenSSL (through crypto::Aead), the
+// published vectors and the sealed-file writer; on a GPU, the CUDA path against the CPU.
 #include "enclave/kernels/chunk_open.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +10,7 @@
 #include "enclave/crypto/aead.h"
 #include "enclave/crypto/hash.h"
 #include "enclave/crypto/sealed_file.h"
+#include "enclave/kernels/aes256_gcm.h"
 #include "enclave/kernels/chacha20_poly1305.h"
 #if ENCLAVE_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -82,6 +83,58 @@ TEST(ChaCha20Poly1305, TagAndKeystreamMatchOpenSslForManySizes) {
   }
 }
 
+// FIPS 197 appendix C.3: AES-256 on 00112233...ff with key 000102...1f.
+TEST(Aes256, EncryptBlockMatchesFips197) {
+  uint8_t key[32], in[16];
+  for (int i = 0; i < 32; ++i) key[i] = static_cast<uint8_t>(i);
+  for (int i = 0; i < 16; ++i) in[i] = static_cast<uint8_t>(0x11 * i);
+  Aes256RoundKeys rk;
+  Aes256ExpandKey(key, kAesSbox, &rk);
+  uint8_t out[16];
+  Aes256EncryptBlock(rk, kAesSbox, in, out);
+  const uint8_t expected[16] = {0x8e, 0xa2, 0xb7, 0xca, 0x51, 0x67, 0x45, 0xbf,
+                                0xea, 0xfc, 0x49, 0x90, 0x4b, 0x49, 0x60, 0x89};
+  EXPECT_EQ(0, memcmp(out, expected, 16));
+  // The last round key (FIPS 197 appendix A.3, w[56..59]).
+  const uint8_t last[16] = {0xfe, 0x48, 0x90, 0xd1, 0xe6, 0x18, 0x8d, 0x0b,
+                            0x04, 0x6d, 0xf3, 0x44, 0x70, 0x6c, 0x63, 0x1e};
+  uint8_t fips_key[32] = {0x60, 0x3d, 0xeb, 0x10, 0x15, 0xca, 0x71, 0xbe, 0x2b, 0x73, 0xae,
+                          0xf0, 0x85, 0x7d, 0x77, 0x81, 0x1f, 0x35, 0x2c, 0x07, 0x3b, 0x61,
+                          0x08, 0xd7, 0x2d, 0x98, 0x10, 0xa3, 0x09, 0x14, 0xdf, 0xf4};
+  Aes256ExpandKey(fips_key, kAesSbox, &rk);
+  EXPECT_EQ(0, memcmp(rk.bytes + 224, last, 16));
+}
+
+TEST(Aes256Gcm, TagAndKeystreamMatchOpenSslForManySizes) {
+  std::mt19937 rng(11);
+  for (size_t len : {0, 1, 15, 16, 17, 63, 64, 65, 127, 128, 129, 1000, 4096, 4099}) {
+    for (size_t aad_len : {0, 1, 16, 32, 33}) {
+      auto key_bytes = RandomVector(rng, 32);
+      auto nonce = RandomVector(rng, 12);
+      auto aad = RandomVector(rng, aad_len);
+      auto msg = RandomVector(rng, len);
+      auto key = *SecretBytes::CopyFrom(key_bytes);
+      auto aead = std::move(crypto::Aead::Create(crypto::Suite::kAes256Gcm, key)).value();
+      std::vector<uint8_t> sealed(len + 16);
+      ASSERT_TRUE(aead->Seal(nonce, aad, msg, sealed).ok());
+      Aes256RoundKeys rk;
+      Aes256ExpandKey(key_bytes.data(), kAesSbox, &rk);
+      const uint8_t zero[16] = {0};
+      uint8_t h[16];
+      Aes256EncryptBlock(rk, kAesSbox, zero, h);
+      uint8_t tag[16];
+      Aes256GcmTag(rk, kAesSbox, Gf128Load(h), nonce.data(), aad.data(), aad_len, sealed.data(), len, tag);
+      EXPECT_EQ(0, memcmp(tag, sealed.data() + len, 16)) << "len " << len << " aad " << aad_len;
+      std::vector<uint8_t> plain(len);
+      for (size_t b = 0; b * 16 < len; ++b) {
+        Aes256GcmXorBlock(rk, kAesSbox, nonce.data(), static_cast<uint32_t>(b), sealed.data() + b * 16,
+                          plain.data() + b * 16, std::min<size_t>(16, len - b * 16));
+      }
+      EXPECT_EQ(plain, msg) << "len " << len;
+    }
+  }
+}
+
 // A sealed file made by the crypto library, opened in bulk by the kernel code.
 struct SealedFixture {
   std::vector<uint8_t> file;
@@ -89,13 +142,13 @@ struct SealedFixture {
   SecretBytes payload_key;
   std::vector<uint8_t> plaintext;
 
-  static SealedFixture Make(uint64_t payload_length, uint32_t chunk_size) {
+  static SealedFixture Make(uint64_t payload_length, uint32_t chunk_size, crypto::Suite suite) {
     SealedFixture f;
     std::mt19937 rng(static_cast<unsigned>(payload_length));
     f.plaintext = RandomVector(rng, payload_length);
     auto dek = *SecretBytes::Random(32);
     crypto::SealParams p;
-    p.suite = crypto::Suite::kChaCha20Poly1305;
+    p.suite = suite;
     p.object_id = "kernel-test";
     p.chunk_size = chunk_size;
     p.payload_length = payload_length;
@@ -111,6 +164,7 @@ struct SealedFixture {
 
   ChunkBatch Batch(uint64_t first, uint64_t count) const {
     ChunkBatch b;
+    b.suite = header.params.suite;
     b.first_index = first;
     b.count = count;
     b.file_chunk_count = header.chunk_count;
@@ -123,56 +177,58 @@ struct SealedFixture {
   const uint8_t* ChunkData(uint64_t index) const { return file.data() + header.ChunkOffset(index); }
 };
 
-TEST(ChunkOpen, CpuPathOpensWhatTheSealedWriterWrote) {
+class ChunkOpen : public ::testing::TestWithParam<crypto::Suite> {};
+
+TEST_P(ChunkOpen, CpuPathOpensWhatTheSealedWriterWrote) {
   for (uint64_t len : {0ull, 1ull, 1000ull, 4096ull, 10000ull, 100003ull}) {
-    auto f = SealedFixture::Make(len, 4096);
+    auto f = SealedFixture::Make(len, 4096, GetParam());
     auto batch = f.Batch(0, f.header.chunk_count);
     std::vector<uint8_t> out(batch.OutputBytes(), 0xAA);
-    ASSERT_TRUE(OpenChaCha20Poly1305Chunks(f.payload_key, batch, f.ChunkData(0), out.data()).ok()) << len;
+    ASSERT_TRUE(OpenChunks(f.payload_key, batch, f.ChunkData(0), out.data()).ok()) << len;
     EXPECT_EQ(out, f.plaintext) << len;
     if (f.header.chunk_count >= 3) {  // a batch from the middle, not including the last chunk
       auto mid = f.Batch(1, 1);
       std::vector<uint8_t> part(mid.OutputBytes());
-      ASSERT_TRUE(OpenChaCha20Poly1305Chunks(f.payload_key, mid, f.ChunkData(1), part.data()).ok());
+      ASSERT_TRUE(OpenChunks(f.payload_key, mid, f.ChunkData(1), part.data()).ok());
       EXPECT_TRUE(std::equal(part.begin(), part.end(), f.plaintext.begin() + 4096));
     }
   }
 }
 
-TEST(ChunkOpen, OneBadChunkReleasesNothing) {
-  auto f = SealedFixture::Make(20000, 4096);
+TEST_P(ChunkOpen, OneBadChunkReleasesNothing) {
+  auto f = SealedFixture::Make(20000, 4096, GetParam());
   auto batch = f.Batch(0, f.header.chunk_count);
   f.file[f.header.ChunkOffset(3) + 7] ^= 0x01;
   std::vector<uint8_t> out(batch.OutputBytes(), 0xAA);
-  Status s = OpenChaCha20Poly1305Chunks(f.payload_key, batch, f.ChunkData(0), out.data());
+  Status s = OpenChunks(f.payload_key, batch, f.ChunkData(0), out.data());
   EXPECT_EQ(s.code(), Code::kAuthFailed);
   EXPECT_NE(s.message().find("chunk 3"), std::string::npos) << s.message();
   EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](uint8_t b) { return b == 0xAA; })) << "plaintext released";
 }
 
-TEST(ChunkOpen, ChunkPresentedAtAnotherIndexOrAsLastFails) {
-  auto f = SealedFixture::Make(20000, 4096);  // 5 chunks
+TEST_P(ChunkOpen, ChunkPresentedAtAnotherIndexOrAsLastFails) {
+  auto f = SealedFixture::Make(20000, 4096, GetParam());  // 5 chunks
   std::vector<uint8_t> out(4096);
   // Chunk 1's bytes claimed as chunk 2.
-  EXPECT_EQ(OpenChaCha20Poly1305Chunks(f.payload_key, f.Batch(2, 1), f.ChunkData(1), out.data()).code(),
+  EXPECT_EQ(OpenChunks(f.payload_key, f.Batch(2, 1), f.ChunkData(1), out.data()).code(),
             Code::kAuthFailed);
   // The file cut after chunk 2: chunk 2 cannot pose as the last one.
   auto cut = f.Batch(2, 1);
   cut.file_chunk_count = 3;
   cut.payload_length = 3 * 4096;
-  EXPECT_EQ(OpenChaCha20Poly1305Chunks(f.payload_key, cut, f.ChunkData(2), out.data()).code(), Code::kAuthFailed);
+  EXPECT_EQ(OpenChunks(f.payload_key, cut, f.ChunkData(2), out.data()).code(), Code::kAuthFailed);
 }
 
-TEST(ChunkOpen, GpuPathMatchesCpuPath) {
+TEST_P(ChunkOpen, GpuPathMatchesCpuPath) {
   if (!GpuAvailable()) GTEST_SKIP() << "no GPU (or built without CUDA): the GPU path is checked by scripts/gpu-check";
 #if ENCLAVE_HAVE_CUDA
-  auto f = SealedFixture::Make(3'000'001, 65536);
+  auto f = SealedFixture::Make(3'000'001, 65536, GetParam());
   auto batch = f.Batch(0, f.header.chunk_count);
   uint8_t *d_in = nullptr, *d_out = nullptr;
   ASSERT_EQ(cudaMalloc(&d_in, batch.InputBytes()), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&d_out, batch.OutputBytes()), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(d_in, f.ChunkData(0), batch.InputBytes(), cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_TRUE(OpenChaCha20Poly1305ChunksOnGpu(f.payload_key, batch, d_in, d_out).ok());
+  ASSERT_TRUE(OpenChunksOnGpu(f.payload_key, batch, d_in, d_out).ok());
   std::vector<uint8_t> out(batch.OutputBytes());
   ASSERT_EQ(cudaMemcpy(out.data(), d_out, out.size(), cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(out, f.plaintext);
@@ -180,13 +236,20 @@ TEST(ChunkOpen, GpuPathMatchesCpuPath) {
   ASSERT_EQ(cudaMemset(d_out, 0, batch.OutputBytes()), cudaSuccess);
   uint8_t flip = f.ChunkData(17)[5] ^ 0x80;
   ASSERT_EQ(cudaMemcpy(d_in + batch.InputOffset(17) + 5, &flip, 1, cudaMemcpyHostToDevice), cudaSuccess);
-  EXPECT_EQ(OpenChaCha20Poly1305ChunksOnGpu(f.payload_key, batch, d_in, d_out).code(), Code::kAuthFailed);
+  EXPECT_EQ(OpenChunksOnGpu(f.payload_key, batch, d_in, d_out).code(), Code::kAuthFailed);
   ASSERT_EQ(cudaMemcpy(out.data(), d_out, out.size(), cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](uint8_t b) { return b == 0; }));
   cudaFree(d_in);
   cudaFree(d_out);
 #endif
 }
+
+INSTANTIATE_TEST_SUITE_P(BothSuites, ChunkOpen,
+                         ::testing::Values(crypto::Suite::kAes256Gcm, crypto::Suite::kChaCha20Poly1305),
+                         [](const auto& suite_info) {
+                           return std::string(suite_info.param == crypto::Suite::kAes256Gcm ? "Aes256Gcm"
+                                                                                             : "ChaCha20Poly1305");
+                         });
 
 }  // namespace
 }  // namespace enclave::kernels

@@ -1,13 +1,14 @@
-// Opening sealed-file chunks in bulk: ChaCha20-Poly1305 chunks (docs/formats/
-// sealed-dataset.md) authenticated and decrypted by the same per-chunk code on the CPU
-// and, when built with CUDA and a GPU is present, on the GPU. All tags are checked
-// before any chunk is decrypted, so a batch with one bad chunk releases no plaintext.
+// Opening sealed-file chunks in bulk (docs/formats/sealed-dataset.md), both suites,
+// authenticated and decrypted by the same per-chunk code on the CPU and, when built with
+// CUDA and a GPU is present, on the GPU. All tags of a batch are checked before any
+// chunk is decrypted, so a batch with one bad chunk releases no plaintext.
 #pragma once
 
 #include <array>
 #include <cstdint>
 
 #include "enclave/common/status.h"
+#include "enclave/crypto/aead.h"
 #include "enclave/crypto/secret_bytes.h"
 
 namespace enclave::kernels {
@@ -15,6 +16,7 @@ namespace enclave::kernels {
 // A run of consecutive chunks of one sealed file, laid out as in the file: each chunk's
 // ciphertext followed by its 16-byte tag.
 struct ChunkBatch {
+  crypto::Suite suite = crypto::Suite::kAes256Gcm;
   uint64_t first_index = 0;       // index of the first chunk in the file
   uint64_t count = 0;             // chunks in this batch
   uint64_t file_chunk_count = 0;  // chunks in the whole file (decides the last flag)
@@ -22,24 +24,23 @@ struct ChunkBatch {
   uint64_t payload_length = 0;    // plaintext bytes of the whole file
   std::array<uint8_t, 32> header_digest{};  // every chunk's associated data
 
-  uint64_t PlaintextSize(uint64_t index) const;      // of chunk `index` of the file
-  uint64_t InputOffset(uint64_t index) const;        // within this batch's input
-  uint64_t OutputOffset(uint64_t index) const;       // within this batch's output
+  uint64_t PlaintextSize(uint64_t index) const;  // of chunk `index` of the file
+  uint64_t InputOffset(uint64_t index) const;    // within this batch's input
+  uint64_t OutputOffset(uint64_t index) const;   // within this batch's output
   uint64_t InputBytes() const;
   uint64_t OutputBytes() const;
   Status Validate() const;
 };
 
 // CPU: `in` holds batch.InputBytes(), `out` receives batch.OutputBytes().
-Status OpenChaCha20Poly1305Chunks(const crypto::SecretBytes& payload_key, const ChunkBatch& batch,
-                                  const uint8_t* in, uint8_t* out);
+Status OpenChunks(const crypto::SecretBytes& payload_key, const ChunkBatch& batch, const uint8_t* in, uint8_t* out);
 
 // True when this build has CUDA and a GPU is visible.
 bool GpuAvailable();
 
 // GPU: `device_in` and `device_out` are device pointers; runs on the default stream and
 // waits. On an authentication failure `device_out` is left untouched (never decrypted).
-Status OpenChaCha20Poly1305ChunksOnGpu(const crypto::SecretBytes& payload_key, const ChunkBatch& batch,
-                                       const uint8_t* device_in, uint8_t* device_out);
+Status OpenChunksOnGpu(const crypto::SecretBytes& payload_key, const ChunkBatch& batch, const uint8_t* device_in,
+                       uint8_t* device_out);
 
 }  // namespace enclave::kernels
