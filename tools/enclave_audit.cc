@@ -1,5 +1,6 @@
 // enclave-audit: the compliance officer's CLI. Verifies the audit log offline with the log's
-// public key, shows timelines, proves single entries to third parties; `init` and `append`
+// public key, shows timelines, proves single entries to third parties, writes compliance
+// reports (HTML/JSON); `init` and `append`
 // create and feed a log for tests and demos (the broker appends through the library).
 // Thin: the work is in audit/. Exit codes: docs/formats/audit-log.md, "enclave-audit".
 #include <atomic>
@@ -11,6 +12,7 @@
 
 #include "cli.h"
 #include "enclave/audit/log_writer.h"
+#include "enclave/audit/report.h"
 #include "enclave/audit/verify.h"
 #include "enclave/common/files.h"
 
@@ -61,8 +63,10 @@ Status Init(const Args& args) {
 Status Append(const Args& args) {
   if (args.Has("event") == args.Has("events-file")) return InvalidInput("give exactly one of --event and --events-file");
   std::vector<std::string> lines;
+  std::vector<size_t> line_numbers;  // in the events file, for messages
   if (args.Has("event")) {
     lines.push_back(args.Get("event"));
+    line_numbers.push_back(1);
   } else {
     const std::string path = args.Get("events-file");
     std::ifstream file;
@@ -72,13 +76,15 @@ Status Append(const Args& args) {
     }
     std::istream& in = path == "-" ? std::cin : file;
     std::string line;
-    while (std::getline(in, line)) {
-      if (!line.empty()) lines.push_back(line);
+    for (size_t n = 1; std::getline(in, line); ++n) {
+      if (line.empty() || line[0] == '#') continue;  // '#': a comment line
+      lines.push_back(line);
+      line_numbers.push_back(n);
     }
   }
   std::vector<Event> events;
   for (size_t i = 0; i < lines.size(); ++i) {
-    const std::string where = args.Has("event") ? "--event" : args.Get("events-file") + ":" + std::to_string(i + 1);
+    const std::string where = args.Has("event") ? "--event" : args.Get("events-file") + ":" + std::to_string(line_numbers[i]);
     ASSIGN_OR_RETURN(json j, ParseStrictJson(lines[i], where));
     auto e = EventFromJson(j);
     if (!e.ok()) return e.status().Annotate(where);
@@ -354,6 +360,50 @@ Status VerifyProof(const Args& args) {
   return OkStatus();
 }
 
+// --- report ---
+
+Status Report(const Args& args) {
+  const std::string format = args.Get("format", "html");
+  if (format != "html" && format != "json") return InvalidInput("--format must be html or json");
+  ReportOptions opts;
+  for (const char* flag : {"from", "to"}) {
+    if (!args.Has(flag)) continue;
+    auto t = ParseRfc3339Utc(args.Get(flag));
+    if (!t.ok()) return t.status().Annotate(std::string("--") + flag);
+    (std::string(flag) == "from" ? opts.from_ms : opts.to_ms) = *t;
+  }
+  ASSIGN_OR_RETURN(LogPublicKey key, LogPublicKey::Load(args.Get("key")));
+  std::optional<AuditorState> state;
+  if (args.Has("state")) {
+    ASSIGN_OR_RETURN(state, AuditorState::Load(args.Get("state")));
+    if (!state) return NotFound(args.Get("state") + ": no such auditor state file (run verify --state first)");
+    opts.trusted = &*state;
+    opts.state_path = args.Get("state");
+  }
+  // Open the output first (refuses to overwrite without --force), write it only after the
+  // log verified in full: a failure leaves nothing under the final name.
+  ASSIGN_OR_RETURN(AtomicOutputFile out, AtomicOutputFile::Create(args.Get("out"), args.Has("force")));
+  ASSIGN_OR_RETURN(json report, BuildReport(args.Get("log"), key, opts));
+  const std::string text = format == "json" ? report.dump(2) + "\n" : RenderReportHtml(report);
+  RETURN_IF_ERROR(out.Write(text.data(), text.size()));
+  RETURN_IF_ERROR(out.Commit());
+  const json& sum = report["summary"];
+  if (args.json()) {
+    cli::PrintJson({{"ok", true}, {"out", args.Get("out")}, {"format", format}, {"summary", sum},
+                    {"latest_tree_head", report["log"]["latest_tree_head"]}});
+  } else {
+    std::printf("wrote %s report %s: log verified (%llu entries, tree size %llu); %llu entries in the period, "
+                "%llu jobs, %llu key releases, %llu failed attestations, %llu revocations\n",
+                format.c_str(), args.Get("out").c_str(), static_cast<unsigned long long>(report["log"]["entries"]),
+                static_cast<unsigned long long>(report["log"]["latest_tree_head"]["tree_size"]),
+                static_cast<unsigned long long>(sum["entries_in_period"]), static_cast<unsigned long long>(sum["jobs"]),
+                static_cast<unsigned long long>(sum["key_releases"]),
+                static_cast<unsigned long long>(sum["failed_attestations"]),
+                static_cast<unsigned long long>(sum["revocations"]));
+  }
+  return OkStatus();
+}
+
 // --- bench ---
 
 Status Bench(const Args& args) {
@@ -364,6 +414,8 @@ Status Bench(const Args& args) {
   ASSIGN_OR_RETURN(LogSigningKey key, LogSigningKey::Generate());
   const LogPublicKey pub = key.public_key();
   RETURN_IF_ERROR(LogWriter::Create(dir, key));
+  // Keep the public key when asked, so `verify` and `report` can be timed on this log.
+  if (args.Has("public-key")) RETURN_IF_ERROR(pub.Save(args.Get("public-key"), false));
   ASSIGN_OR_RETURN(auto writer, LogWriter::Open(dir, std::move(key)));
   Event e = KeyReleased("broker@bench", "dataset-1", "lease-1", "gpu-host-1", std::string(64, 'c'),
                         "2030-01-01T00:00:00Z");
@@ -419,7 +471,7 @@ int main(int argc, char** argv) {
   using namespace enclave;
   cli::Program p;
   p.name = "enclave-audit";
-  p.summary = "verify the tamper-evident audit log offline, show its timeline, prove single entries";
+  p.summary = "verify the tamper-evident audit log offline, show its timeline, prove single entries, report";
   p.holds_keys = true;  // init, append and bench hold the log signing key
   p.verbs = {
       {"verify", "recompute the Merkle tree, check every signed tree head and consistency with --state", "", 0,
@@ -440,17 +492,26 @@ int main(int argc, char** argv) {
        Prove},
       {"verify-proof", "check an inclusion proof with only the log's public key", "", 0,
        {{"proof", "FILE", "inclusion proof from `prove`", true}, kKey, kJson}, VerifyProof},
+      {"report", "verify the log, then write an HTML (or JSON) compliance report for a period", "", 0,
+       {kLog, kKey, {"out", "FILE", "the report file (written only if the log verifies)", true},
+        {"from", "TIME", "entries at or after this RFC 3339 UTC time (default: the first)"},
+        {"to", "TIME", "entries before this RFC 3339 UTC time (default: all)"},
+        {"format", "html|json", "html (default): a self-contained page; json: the same content for machines"},
+        {"state", "FILE", "also check consistency with the tree head this auditor accepted (not updated)"},
+        {"force", "", "overwrite --out"}, kJson},
+       Report},
       {"init", "create a log and its key pair (tests, demos; the broker does this in production)", "", 0,
        {{"log", "DIR", "new log directory", true}, {"signing-key", "LOG.key", "new signing key file (mode 0600)", true},
         {"public-key", "LOG.pub", "new public key file", true}, kJson},
        Init},
       {"append", "append events given as JSON (tests, demos; the broker appends through the library)", "", 0,
        {kLog, kSigningKey, {"event", "JSON", "one event: {\"type\":..., \"actor\":..., fields...}"},
-        {"events-file", "FILE", "one JSON event per line ('-': stdin)"}, kJson},
+        {"events-file", "FILE", "one JSON event per line, '#' lines are comments ('-': stdin)"}, kJson},
        Append},
       {"bench", "measure durable appends/s with group commit, verification time and proof size", "", 0,
        {{"dir", "DIR", "new scratch log directory", true}, {"entries", "N", "appends (default 20000)"},
-        {"threads", "T", "concurrent appenders (default 64)"}, kJson},
+        {"threads", "T", "concurrent appenders (default 64)"},
+        {"public-key", "LOG.pub", "also write the log's public key here (to verify the log later)"}, kJson},
        Bench},
   };
   return cli::Main(p, argc, argv);

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
-#include <set>
 
 #include "enclave/audit/tree_head.h"
+#include "strict_json.h"
 
 namespace enclave::audit {
 namespace {
@@ -15,7 +15,6 @@ using nlohmann::json;
 constexpr size_t kMaxIdLength = 256;
 constexpr size_t kMaxTextLength = 2048;
 constexpr size_t kMaxArray = 1024;
-constexpr int kMaxDepth = 8;
 
 enum class Kind {
   kId,          // 1..256 of [A-Za-z0-9._:@/+=-]
@@ -114,9 +113,14 @@ bool IsHex(std::string_view s) {
   return true;
 }
 
-Status CheckId(const json& v, const std::string& field) {
-  if (!v.is_string()) return InvalidInput("field '" + field + "' must be a string");
-  const auto& s = v.get_ref<const std::string&>();
+// The schema checks run on the strict parser's nodes (strict_json.h): the one definition
+// of a valid entry, for the writer (ValidateEvent) and for every reader.
+using internal::JsonDoc;
+using JKind = JsonDoc::Kind;
+
+Status NotString(const std::string& field) { return InvalidInput("field '" + field + "' must be a string"); }
+
+Status CheckIdText(std::string_view s, const std::string& field) {
   if (s.empty() || s.size() > kMaxIdLength) {
     return InvalidInput("field '" + field + "' must be 1.." + std::to_string(kMaxIdLength) + " characters");
   }
@@ -128,22 +132,24 @@ Status CheckId(const json& v, const std::string& field) {
   return OkStatus();
 }
 
-Status CheckText(const json& v, const std::string& field) {
-  if (!v.is_string()) return InvalidInput("field '" + field + "' must be a string");
-  const auto& s = v.get_ref<const std::string&>();
+Status CheckTextText(std::string_view s, const std::string& field) {
   if (s.empty() || s.size() > kMaxTextLength) {
     return InvalidInput("field '" + field + "' must be 1.." + std::to_string(kMaxTextLength) + " bytes");
   }
   for (unsigned char c : s) {
     if (c < 0x20 || c == 0x7f) return InvalidInput("field '" + field + "' contains a control character");
   }
-  // UTF-8 validity: nlohmann's dump (strict) and parse enforce it.
+  if (!internal::ValidUtf8(s)) return InvalidInput("field '" + field + "' is not valid UTF-8");
   return OkStatus();
 }
 
-Status CheckDigest(const json& v, const std::string& field) {
-  if (!v.is_string()) return InvalidInput("field '" + field + "' must be a string");
-  std::string_view s = v.get_ref<const std::string&>();
+Status CheckTimeText(std::string_view s, const std::string& field) {
+  auto t = ParseRfc3339Utc(s);
+  if (!t.ok()) return InvalidInput("field '" + field + "': " + t.status().message());
+  return OkStatus();
+}
+
+Status CheckDigestText(std::string_view s, const std::string& field) {
   if (s.rfind("sha256:", 0) == 0) s.remove_prefix(7);
   if (s.size() != 64 || !IsHex(s)) {
     return InvalidInput("field '" + field + "' must be a SHA-256 digest: 64 lower-case hex digits, optionally "
@@ -152,76 +158,86 @@ Status CheckDigest(const json& v, const std::string& field) {
   return OkStatus();
 }
 
-Status CheckTime(const json& v, const std::string& field) {
-  if (!v.is_string()) return InvalidInput("field '" + field + "' must be an RFC 3339 UTC time string");
-  auto t = ParseRfc3339Utc(v.get_ref<const std::string&>());
-  if (!t.ok()) return InvalidInput("field '" + field + "': " + t.status().message());
-  return OkStatus();
-}
-
-Status CheckField(const json& v, Kind kind, const std::string& field) {
+Status CheckField(const JsonDoc& doc, uint32_t n, Kind kind, const std::string& field) {
+  const JsonDoc::Node& v = doc.node(n);
+  const bool is_string = v.kind == JKind::kString;
   switch (kind) {
-    case Kind::kId: return CheckId(v, field);
-    case Kind::kText: return CheckText(v, field);
-    case Kind::kDigest: return CheckDigest(v, field);
-    case Kind::kTime: return CheckTime(v, field);
+    case Kind::kId: return is_string ? CheckIdText(v.text, field) : NotString(field);
+    case Kind::kText: return is_string ? CheckTextText(v.text, field) : NotString(field);
+    case Kind::kDigest: return is_string ? CheckDigestText(v.text, field) : NotString(field);
+    case Kind::kTime:
+      if (!is_string) return InvalidInput("field '" + field + "' must be an RFC 3339 UTC time string");
+      return CheckTimeText(v.text, field);
     case Kind::kVerdict:
-      if (v != "accepted" && v != "rejected") return InvalidInput("field '" + field + "' must be accepted or rejected");
+      if (!is_string || (v.text != "accepted" && v.text != "rejected")) {
+        return InvalidInput("field '" + field + "' must be accepted or rejected");
+      }
       return OkStatus();
     case Kind::kSubject:
-      if (v != "host" && v != "lease" && v != "job" && v != "dataset" && v != "policy") {
+      if (!is_string || (v.text != "host" && v.text != "lease" && v.text != "job" && v.text != "dataset" &&
+                         v.text != "policy")) {
         return InvalidInput("field '" + field + "' must be host, lease, job, dataset or policy");
       }
       return OkStatus();
     case Kind::kSignature:
-      if (!v.is_string() || v.get_ref<const std::string&>().size() != 128 ||
-          !IsHex(v.get_ref<const std::string&>())) {
+      if (!is_string || v.text.size() != 128 || !IsHex(v.text)) {
         return InvalidInput("field '" + field + "' must be an Ed25519 signature: 128 lower-case hex digits");
       }
       return OkStatus();
-    case Kind::kUint:
-      if (!v.is_number_unsigned()) return InvalidInput("field '" + field + "' must be a non-negative integer");
+    case Kind::kUint: {
+      uint64_t u = 0;
+      if (v.kind != JKind::kNumber || !internal::JsonUnsigned(v.text, &u)) {
+        return InvalidInput("field '" + field + "' must be a non-negative integer");
+      }
       return OkStatus();
+    }
     case Kind::kIdList:
     case Kind::kDigestList: {
-      if (!v.is_array() || v.empty() || v.size() > kMaxArray) {
+      if (v.kind != JKind::kArray || v.size == 0 || v.size > kMaxArray) {
         return InvalidInput("field '" + field + "' must be a non-empty array of at most " +
                             std::to_string(kMaxArray) + " items");
       }
-      for (size_t i = 0; i < v.size(); ++i) {
+      size_t i = 0;
+      for (uint32_t c = v.child; c != JsonDoc::kNone; c = doc.node(c).next, ++i) {
         const std::string item = field + "[" + std::to_string(i) + "]";
-        RETURN_IF_ERROR(kind == Kind::kIdList ? CheckId(v[i], item) : CheckDigest(v[i], item));
+        RETURN_IF_ERROR(CheckField(doc, c, kind == Kind::kIdList ? Kind::kId : Kind::kDigest, item));
       }
       return OkStatus();
     }
     case Kind::kChecks: {
-      if (!v.is_array() || v.empty() || v.size() > kMaxArray) {
+      if (v.kind != JKind::kArray || v.size == 0 || v.size > kMaxArray) {
         return InvalidInput("field '" + field + "' must be a non-empty array of check results");
       }
-      for (size_t i = 0; i < v.size(); ++i) {
+      size_t i = 0;
+      for (uint32_t c = v.child; c != JsonDoc::kNone; c = doc.node(c).next, ++i) {
         const std::string item = field + "[" + std::to_string(i) + "]";
-        const json& c = v[i];
-        if (!c.is_object()) return InvalidInput("field '" + item + "' must be an object");
-        for (auto it = c.begin(); it != c.end(); ++it) {
-          if (it.key() != "check" && it.key() != "ok" && it.key() != "reason") {
-            return InvalidInput("field '" + item + "' has unknown member '" + it.key() + "'");
+        if (doc.node(c).kind != JKind::kObject) return InvalidInput("field '" + item + "' must be an object");
+        for (uint32_t m = doc.node(c).child; m != JsonDoc::kNone; m = doc.node(m).next) {
+          const std::string_view k = doc.node(m).key;
+          if (k != "check" && k != "ok" && k != "reason") {
+            return InvalidInput("field '" + item + "' has unknown member '" + std::string(k.substr(0, 64)) + "'");
           }
         }
-        if (!c.contains("check") || !c.contains("ok") || !c.contains("reason")) {
+        const uint32_t check = doc.Find(c, "check"), ok = doc.Find(c, "ok"), reason = doc.Find(c, "reason");
+        if (check == JsonDoc::kNone || ok == JsonDoc::kNone || reason == JsonDoc::kNone) {
           return InvalidInput("field '" + item + "' needs check, ok and reason");
         }
-        RETURN_IF_ERROR(CheckId(c["check"], item + ".check"));
-        if (!c["ok"].is_boolean()) return InvalidInput("field '" + item + ".ok' must be true or false");
-        RETURN_IF_ERROR(CheckText(c["reason"], item + ".reason"));
+        RETURN_IF_ERROR(CheckField(doc, check, Kind::kId, item + ".check"));
+        if (doc.node(ok).kind != JKind::kTrue && doc.node(ok).kind != JKind::kFalse) {
+          return InvalidInput("field '" + item + ".ok' must be true or false");
+        }
+        RETURN_IF_ERROR(CheckField(doc, reason, Kind::kText, item + ".reason"));
       }
       return OkStatus();
     }
     case Kind::kMetrics: {
-      if (!v.is_object() || v.size() > kMaxArray) return InvalidInput("field '" + field + "' must be an object");
-      for (auto it = v.begin(); it != v.end(); ++it) {
-        RETURN_IF_ERROR(CheckId(json(it.key()), field + " key"));
-        if (!it.value().is_number() || !std::isfinite(it.value().get<double>())) {
-          return InvalidInput("field '" + field + "." + it.key() + "' must be a finite number");
+      if (v.kind != JKind::kObject || v.size > kMaxArray) return InvalidInput("field '" + field + "' must be an object");
+      for (uint32_t m = v.child; m != JsonDoc::kNone; m = doc.node(m).next) {
+        const JsonDoc::Node& mv = doc.node(m);
+        RETURN_IF_ERROR(CheckIdText(mv.key, field + " key"));
+        double d = 0;
+        if (mv.kind != JKind::kNumber || !internal::JsonFiniteNumber(mv.text, &d)) {
+          return InvalidInput("field '" + field + "." + std::string(mv.key) + "' must be a finite number");
         }
       }
       return OkStatus();
@@ -230,40 +246,47 @@ Status CheckField(const json& v, Kind kind, const std::string& field) {
   return Internal("unhandled field kind");
 }
 
-Status ValidateFields(const TypeSpec& spec, const json& fields) {
-  if (!fields.is_object()) return InvalidInput("event fields must be a JSON object");
-  for (auto it = fields.begin(); it != fields.end(); ++it) {
+bool IsCommonKey(std::string_view k) {
+  return k == "v" || k == "seq" || k == "type" || k == "time" || k == "actor";
+}
+
+// The members of object `obj` except the common ones (when `skip_common`) against the
+// type's closed field set.
+Status ValidateFields(const TypeSpec& spec, const JsonDoc& doc, uint32_t obj, bool skip_common) {
+  if (doc.node(obj).kind != JKind::kObject) return InvalidInput("event fields must be a JSON object");
+  for (uint32_t m = doc.node(obj).child; m != JsonDoc::kNone; m = doc.node(m).next) {
+    const std::string_view k = doc.node(m).key;
+    if (skip_common && IsCommonKey(k)) continue;
     bool known = false;
-    for (const FieldSpec& f : spec.fields) known = known || it.key() == f.name;
+    for (const FieldSpec& f : spec.fields) known = known || k == f.name;
     if (!known) {
-      return InvalidInput(std::string(spec.name) + " event has unknown field '" + it.key() +
+      return InvalidInput(std::string(spec.name) + " event has unknown field '" + std::string(k.substr(0, 64)) +
                           "' (event fields are a closed set)");
     }
   }
   for (const FieldSpec& f : spec.fields) {
-    auto it = fields.find(f.name);
-    if (it == fields.end()) {
+    const uint32_t m = doc.Find(obj, f.name);
+    if (m == JsonDoc::kNone) {
       if (f.required) return InvalidInput(std::string(spec.name) + " event lacks required field '" + f.name + "'");
       continue;
     }
-    RETURN_IF_ERROR(CheckField(*it, f.kind, f.name));
+    RETURN_IF_ERROR(CheckField(doc, m, f.kind, f.name));
   }
   if (spec.type == EventType::kAttestationVerdict) {
     bool all_ok = true;
-    for (const json& c : fields["checks"]) all_ok = all_ok && c["ok"].get<bool>();
-    if (fields["verdict"] == "accepted" && !all_ok) {
+    const uint32_t checks = doc.Find(obj, "checks");
+    for (uint32_t c = doc.node(checks).child; c != JsonDoc::kNone; c = doc.node(c).next) {
+      all_ok = all_ok && doc.node(doc.Find(c, "ok")).kind == JKind::kTrue;
+    }
+    const std::string_view verdict = doc.node(doc.Find(obj, "verdict")).text;
+    if (verdict == "accepted" && !all_ok) {
       return InvalidInput("attestation.verdict is 'accepted' although a check failed");
     }
-    if (fields["verdict"] == "rejected" && all_ok) {
+    if (verdict == "rejected" && all_ok) {
       return InvalidInput("attestation.verdict is 'rejected' but no check failed (give the failing check and reason)");
     }
   }
   return OkStatus();
-}
-
-const std::set<std::string>& CommonKeys() {
-  static const std::set<std::string> keys = {"v", "seq", "type", "time", "actor"};
-  return keys;
 }
 
 int DaysFromCivil(int y, unsigned m, unsigned d) {
@@ -337,55 +360,29 @@ Result<int64_t> ParseRfc3339Utc(std::string_view s) {
 }
 
 Result<json> ParseStrictJson(std::string_view text, std::string_view where) {
-  const std::string w(where);
-  // Nesting depth first (outside strings), so no input can build a deep structure.
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      if (++depth > kMaxDepth) return InvalidInput(w + ": JSON nested deeper than " + std::to_string(kMaxDepth));
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  // Keys of the objects being parsed, innermost last; objects are small, so a linear
-  // search beats a set.
-  std::vector<std::vector<std::string>> keys;
-  std::string duplicate;
-  json::parser_callback_t cb = [&](int, json::parse_event_t ev, json& parsed) {
-    if (ev == json::parse_event_t::object_start) {
-      keys.emplace_back();
-    } else if (ev == json::parse_event_t::key) {
-      if (keys.empty()) return true;
-      const auto& k = parsed.get_ref<const std::string&>();
-      auto& seen = keys.back();
-      if (std::find(seen.begin(), seen.end(), k) != seen.end()) {
-        if (duplicate.empty()) duplicate = k;
-      } else {
-        seen.push_back(k);
-      }
-    } else if (ev == json::parse_event_t::object_end) {
-      if (!keys.empty()) keys.pop_back();
-    }
-    return true;
-  };
-  json j = json::parse(text.begin(), text.end(), cb, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return InvalidInput(w + ": not valid JSON (or not UTF-8)");
-  if (!duplicate.empty()) return InvalidInput(w + ": duplicate JSON key '" + duplicate.substr(0, 64) + "'");
+  // The strict parser decides (duplicate keys, depth, UTF-8, RFC 8259); nlohmann builds the tree.
+  internal::JsonDoc doc;
+  RETURN_IF_ERROR(doc.Parse(text, where));
+  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidInput(std::string(where) + ": not valid JSON (or not UTF-8)");
   return j;
 }
 
 Status ValidateEvent(const Event& event) {
   const TypeSpec& spec = SpecFor(event.type);
-  RETURN_IF_ERROR(CheckText(json(event.actor), "actor"));
-  if (!event.time.empty()) RETURN_IF_ERROR(CheckTime(json(event.time), "time"));
-  return ValidateFields(spec, event.fields);
+  RETURN_IF_ERROR(CheckTextText(event.actor, "actor"));
+  if (!event.time.empty()) RETURN_IF_ERROR(CheckTimeText(event.time, "time"));
+  if (!event.fields.is_object()) return InvalidInput("event fields must be a JSON object");
+  // Validated as the bytes a reader will see: the fields serialized, then strictly parsed.
+  std::string text;
+  try {
+    text = event.fields.dump(-1, ' ', false, json::error_handler_t::strict);
+  } catch (const json::exception& e) {
+    return InvalidInput(std::string("event is not valid UTF-8: ") + e.what());
+  }
+  internal::JsonDoc doc;
+  RETURN_IF_ERROR(doc.Parse(text, "event fields"));
+  return ValidateFields(spec, doc, 0, /*skip_common=*/false);
 }
 
 Result<std::vector<uint8_t>> SerializeEntry(const Event& event, uint64_t seq) {
@@ -406,77 +403,87 @@ Result<std::vector<uint8_t>> SerializeEntry(const Event& event, uint64_t seq) {
   return std::vector<uint8_t>(text.begin(), text.end());
 }
 
-namespace {
-
-// Takes the members out of `j` (no copies): the hot path of verification.
-Result<Event> EventFromOwnedJson(json&& j) {
-  if (!j.is_object()) return InvalidInput("event must be a JSON object");
-  Event e;
-  auto type = j.find("type");
-  if (type == j.end() || !type->is_string()) return InvalidInput("event lacks a string field 'type'");
-  ASSIGN_OR_RETURN(e.type, ParseEventType(type->get_ref<const std::string&>()));
-  auto actor = j.find("actor");
-  if (actor == j.end()) return InvalidInput("event lacks field 'actor'");
-  RETURN_IF_ERROR(CheckText(*actor, "actor"));
-  e.actor = std::move(actor->get_ref<std::string&>());
-  if (auto time = j.find("time"); time != j.end()) {
-    RETURN_IF_ERROR(CheckTime(*time, "time"));
-    e.time = std::move(time->get_ref<std::string&>());
-  }
-  for (const char* k : {"v", "seq"}) {
-    if (j.contains(k)) return InvalidInput(std::string("field '") + k + "' is set by the log, not by the caller");
-  }
-  for (const char* k : {"type", "actor", "time"}) j.erase(k);
-  e.fields = std::move(j);
-  RETURN_IF_ERROR(ValidateFields(SpecFor(e.type), e.fields));
-  return e;
-}
-
-}  // namespace
-
 Result<Event> EventFromJson(const json& j) {
   if (!j.is_object()) return InvalidInput("event must be a JSON object");
   Event e;
   if (!j.contains("type") || !j["type"].is_string()) return InvalidInput("event lacks a string field 'type'");
   ASSIGN_OR_RETURN(e.type, ParseEventType(j["type"].get<std::string>()));
   if (!j.contains("actor")) return InvalidInput("event lacks field 'actor'");
-  RETURN_IF_ERROR(CheckText(j["actor"], "actor"));
+  if (!j["actor"].is_string()) return NotString("actor");
   e.actor = j["actor"].get<std::string>();
+  RETURN_IF_ERROR(CheckTextText(e.actor, "actor"));
   if (j.contains("time")) {
-    RETURN_IF_ERROR(CheckTime(j["time"], "time"));
+    if (!j["time"].is_string()) return InvalidInput("field 'time' must be an RFC 3339 UTC time string");
     e.time = j["time"].get<std::string>();
+    RETURN_IF_ERROR(CheckTimeText(e.time, "time"));
   }
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (it.key() == "v" || it.key() == "seq") {
       return InvalidInput("field '" + it.key() + "' is set by the log, not by the caller");
     }
-    if (!CommonKeys().count(it.key())) e.fields[it.key()] = it.value();
+    if (!IsCommonKey(it.key())) e.fields[it.key()] = it.value();
   }
   RETURN_IF_ERROR(ValidateEvent(e));
   return e;
 }
 
-Result<Entry> ParseEntry(ByteSpan bytes) {
+Result<EntrySummary> internal::CheckEntry(ByteSpan bytes, JsonDoc* doc) {
   std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-  ASSIGN_OR_RETURN(json j, ParseStrictJson(text, "entry"));
-  if (!j.is_object()) return InvalidInput("entry is not a JSON object");
-  if (!j.contains("v") || !j["v"].is_number_unsigned() || j["v"].get<uint64_t>() != 1) {
+  RETURN_IF_ERROR(doc->Parse(text, "entry"));
+  if (doc->root().kind != JKind::kObject) return InvalidInput("entry is not a JSON object");
+  EntrySummary out;
+  uint64_t v = 0;
+  const uint32_t vn = doc->Find(0, "v");
+  if (vn == JsonDoc::kNone || doc->node(vn).kind != JKind::kNumber || !internal::JsonUnsigned(doc->node(vn).text, &v) ||
+      v != 1) {
     return Unsupported("entry format version field 'v' must be 1");
   }
-  if (!j.contains("seq") || !j["seq"].is_number_unsigned()) {
+  const uint32_t seq = doc->Find(0, "seq");
+  if (seq == JsonDoc::kNone || doc->node(seq).kind != JKind::kNumber ||
+      !internal::JsonUnsigned(doc->node(seq).text, &out.seq)) {
     return InvalidInput("entry field 'seq' missing or not a non-negative integer");
   }
-  if (!j.contains("time")) return InvalidInput("entry lacks field 'time'");
-  Entry out;
-  out.seq = j["seq"].get<uint64_t>();
-  j.erase("v");
-  j.erase("seq");
-  ASSIGN_OR_RETURN(out.event, EventFromOwnedJson(std::move(j)));
-  ASSIGN_OR_RETURN(out.time_ms, ParseRfc3339Utc(out.event.time));
+  const uint32_t time = doc->Find(0, "time");
+  if (time == JsonDoc::kNone) return InvalidInput("entry lacks field 'time'");
+  const uint32_t type = doc->Find(0, "type");
+  if (type == JsonDoc::kNone || doc->node(type).kind != JKind::kString) {
+    return InvalidInput("event lacks a string field 'type'");
+  }
+  ASSIGN_OR_RETURN(out.type, ParseEventType(doc->node(type).text));
+  const uint32_t actor = doc->Find(0, "actor");
+  if (actor == JsonDoc::kNone) return InvalidInput("event lacks field 'actor'");
+  RETURN_IF_ERROR(CheckField(*doc, actor, Kind::kText, "actor"));
+  if (doc->node(time).kind != JKind::kString) {
+    return InvalidInput("field 'time' must be an RFC 3339 UTC time string");
+  }
+  auto t = ParseRfc3339Utc(doc->node(time).text);
+  if (!t.ok()) return InvalidInput("field 'time': " + t.status().message());
+  out.time_ms = *t;
+  RETURN_IF_ERROR(ValidateFields(SpecFor(out.type), *doc, 0, /*skip_common=*/true));
   return out;
 }
 
-// --- builders ---
+Result<EntrySummary> CheckEntry(ByteSpan bytes) {
+  JsonDoc doc;
+  return internal::CheckEntry(bytes, &doc);
+}
+
+Result<Entry> ParseEntry(ByteSpan bytes) {
+  ASSIGN_OR_RETURN(EntrySummary sum, CheckEntry(bytes));
+  // Valid by the strict checks; nlohmann only builds the tree for callers that want it.
+  json j = json::parse(bytes.begin(), bytes.end(), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return Internal("entry passed the strict checks but nlohmann::json cannot parse it");
+  Entry out;
+  out.seq = sum.seq;
+  out.time_ms = sum.time_ms;
+  out.event.type = sum.type;
+  out.event.actor = std::move(j["actor"].get_ref<std::string&>());
+  out.event.time = std::move(j["time"].get_ref<std::string&>());
+  for (const char* k : {"v", "seq", "type", "time", "actor"}) j.erase(k);
+  out.event.fields = std::move(j);
+  return out;
+}
+
 
 namespace {
 Event Make(EventType type, std::string actor) {

@@ -135,6 +135,53 @@ TEST_F(CliTest, ProveAndVerifyProof) {
   EXPECT_EQ(Exec("verify-proof --proof p3.json --key o.pub", dir_).rc, 4);
 }
 
+TEST_F(CliTest, ReportIsWrittenOnlyFromAVerifiedLog) {
+  CmdResult r = Exec("report --log log --key log.pub --out r.html --json", dir_);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["summary"]["key_releases"], 2);
+  std::ifstream html_in(dir_ / "r.html");
+  std::stringstream html;
+  html << html_in.rdbuf();
+  EXPECT_NE(html.str().find(">VERIFIED<"), std::string::npos);
+  EXPECT_NE(html.str().find("oncology"), std::string::npos);
+  // JSON: same content; the period filters.
+  r = Exec("report --log log --key log.pub --out r.json --format json --from 2024-05-01T09:30:00Z "
+           "--to 2024-05-01T10:00:00Z",
+           dir_);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::ifstream json_in(dir_ / "r.json");
+  auto j = nlohmann::json::parse(json_in);
+  EXPECT_EQ(j["format"], "enclave-audit-compliance-report");
+  EXPECT_EQ(j["summary"]["entries_in_period"], 2);
+  EXPECT_EQ(j["log"]["verified"], true);
+  // Refuses to overwrite without --force; bad options.
+  EXPECT_EQ(Exec("report --log log --key log.pub --out r.html", dir_).rc, 7);
+  EXPECT_EQ(Exec("report --log log --key log.pub --out x.html --from yesterday", dir_).rc, 3);
+  EXPECT_EQ(Exec("report --log log --key log.pub --out x.html --format pdf", dir_).rc, 3);
+  EXPECT_EQ(Exec("report --log log --key log.pub --out x.html --from 2024-05-02T00:00:00Z --to 2024-05-01T00:00:00Z",
+                 dir_).rc,
+            3);
+
+  // Tampered log: exit 4, no new report, the old one untouched even with --force, no temporaries.
+  std::vector<uint8_t> bytes = ReadBytes((dir_ / "log" / kLogFileName).string());
+  auto recs = RawRecords(bytes);
+  bytes[recs[1 + 2 * 3].offset + 40] ^= 0x04;
+  WriteBytes((dir_ / "log" / kLogFileName).string(), bytes);
+  r = Exec("report --log log --key log.pub --out fresh.html", dir_);
+  EXPECT_EQ(r.rc, 4);
+  EXPECT_NE(r.err.find("offset " + std::to_string(recs[1 + 2 * 3].offset)), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "fresh.html"));
+  EXPECT_EQ(Exec("report --log log --key log.pub --out r.html --force", dir_).rc, 4);
+  std::ifstream again(dir_ / "r.html");
+  std::stringstream kept;
+  kept << again.rdbuf();
+  EXPECT_EQ(kept.str(), html.str());
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    const std::string name = entry.path().filename().string();
+    EXPECT_TRUE(name.find("fresh") == std::string::npos && name.find(".tmp") == std::string::npos) << name;
+  }
+}
+
 TEST_F(CliTest, UsageAndInputErrors) {
   EXPECT_EQ(Exec("verify --log log", dir_).rc, 2);
   EXPECT_EQ(Exec("frobnicate", dir_).rc, 2);

@@ -73,8 +73,17 @@ Status ValidateEvent(const Event& event);
 
 // The entry bytes for position `seq`: compact JSON, keys in byte order.
 Result<std::vector<uint8_t>> SerializeEntry(const Event& event, uint64_t seq);
-// Strict parse of stored entry bytes (the fuzzed parser): JSON object, no duplicate keys,
-// nesting depth <= 8, schema valid.
+// What verification needs of an entry. CheckEntry applies every check ParseEntry applies
+// (RFC 8259, UTF-8, no duplicate keys, nesting depth <= 8, v = 1, the type's closed schema)
+// to the bytes in one pass, without building a JSON tree: verification calls it for every
+// entry of the log.
+struct EntrySummary {
+  uint64_t seq = 0;
+  int64_t time_ms = 0;
+  EventType type = EventType::kHostEnrolled;
+};
+Result<EntrySummary> CheckEntry(ByteSpan bytes);
+// CheckEntry, then the entry as a tree (the fuzzed parser). Accepts exactly what CheckEntry accepts.
 Result<Entry> ParseEntry(ByteSpan bytes);
 // An event from JSON given by a user (enclave-audit append): {"type","actor",["time"],fields...}.
 Result<Event> EventFromJson(const nlohmann::json& j);
