@@ -1,0 +1,47 @@
+// The outcome of an appraisal: every check that ran, and for each failure a
+// machine-readable reason {check, where, expected, got}, as Keylime reports
+// (`component.check.reason`, e.g. "quote.extra_data.mismatch").
+//
+// Fail-closed: an Appraisal passes only when it has at least one passed check and no
+// failure. A Status error from an appraisal function means "could not evaluate" (bad
+// arguments from the caller, an OpenSSL failure), never "pass".
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace enclave::attest {
+
+struct Finding {
+  std::string check;     // "quote.extra_data.mismatch"
+  std::string where;     // "sha256 PCR 7", "event 12", "" when not applicable
+  std::string expected;  // what the verifier required (hex for bytes)
+  std::string got;       // what the evidence had
+};
+
+class Appraisal {
+ public:
+  void Pass(std::string check) { passed_.push_back(std::move(check)); }
+  void Fail(std::string check, std::string where, std::string expected, std::string got) {
+    failures_.push_back({std::move(check), std::move(where), std::move(expected), std::move(got)});
+  }
+  void Merge(const Appraisal& other);
+
+  bool ok() const { return failures_.empty() && !passed_.empty(); }
+  const std::vector<std::string>& passed() const { return passed_; }
+  const std::vector<Finding>& failures() const { return failures_; }
+  // True when some failure's check equals `check`.
+  bool Failed(const std::string& check) const;
+  // "quote.extra_data.mismatch (expected ab.., got cd..); ..." for logs and tests.
+  std::string Summary() const;
+
+ private:
+  std::vector<std::string> passed_;
+  std::vector<Finding> failures_;
+};
+
+// Quoted or replayed PCR values: bank (hash alg id) -> PCR index -> value.
+using PcrValues = std::map<uint16_t, std::map<uint32_t, std::vector<uint8_t>>>;
+
+}  // namespace enclave::attest

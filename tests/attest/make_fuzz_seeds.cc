@@ -1,0 +1,47 @@
+// Writes seed inputs for the fuzz_attest_* targets into tests/fuzz/corpus/attest_*/
+// (run once; the event-log and IMA seeds are also copied from tests/data/attest/).
+//   attest_make_fuzz_seeds CORPUS_DIR
+#include <filesystem>
+#include <fstream>
+
+#include "attest_test_util.h"
+
+using namespace attest_test;
+
+static void Write(const std::filesystem::path& p, const Bytes& b) {
+  std::filesystem::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
+}
+
+int main(int argc, char** argv) {
+  if (argc != 2) return 2;
+  std::filesystem::path dir = argv[1];
+  AttestFields f;
+  f.extra = Bytes(32, 0x11);
+  f.sel = {{0x000B, {0, 1, 2, 3, 4, 5, 6, 7}}, {0x0004, {10}}};
+  f.pcr_digest = Bytes(32, 0x22);
+  Bytes quote = EncodeAttest(f);
+  Write(dir / "attest_tpms_attest/valid-quote.bin", quote);
+  Write(dir / "attest_tpms_attest/valid-tpm2b-quote.bin", Be().u16(uint16_t(quote.size())).raw(quote).b);
+  f.type = 0x8017;
+  f.sel.clear();
+  Write(dir / "attest_tpms_attest/valid-certify-type.bin", EncodeAttest(f));
+  Pkey ec = MakeEcKey();
+  Pkey rsa = MakeRsaKey();
+  Write(dir / "attest_tpms_attest/valid-ecdsa-signature.bin", SignAttest(ec.get(), quote));
+  Write(dir / "attest_tpms_attest/valid-rsassa-signature.bin", SignAttest(rsa.get(), quote));
+  Bytes ecpub = EncodeAkPublic(ec.get()), rsapub = EncodeAkPublic(rsa.get());
+  Write(dir / "attest_tpm2b_public/valid-ecc-ak.bin", Be().u16(uint16_t(ecpub.size())).raw(ecpub).b);
+  Write(dir / "attest_tpm2b_public/valid-rsa-ak.bin", Be().u16(uint16_t(rsapub.size())).raw(rsapub).b);
+  Write(dir / "attest_tpm2b_public/valid-ecc-ak-tpmt.bin", ecpub);
+  AkOptions no_fixed;
+  no_fixed.attributes &= ~0x2u;
+  Write(dir / "attest_tpm2b_public/valid-ecc-ak-without-fixedtpm.bin", EncodeAkPublic(ec.get(), no_fixed));
+  std::vector<LogEvent> events = {{0, 3, Cat(StrBytes(std::string("StartupLocality", 16)), Bytes{3})},
+                                  {0, 8, StrBytes("crtm")},
+                                  {7, 4, Bytes(4, 0)},
+                                  {17, 5, StrBytes("drtm")}};
+  Write(dir / "attest_eventlog/valid-small-crypto-agile.bin", CryptoAgileLog(events));
+  Write(dir / "attest_eventlog/valid-small-legacy.bin", LegacyLog(events));
+  return 0;
+}
