@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -57,8 +58,15 @@ TEST(Poly1305, MatchesRfc8439) {
   EXPECT_EQ(0, memcmp(tag, expected, 16));
 }
 
-TEST(ChaCha20Poly1305, TagAndKeystreamMatchOpenSslForManySizes) {
-  std::mt19937 rng(7);
+// Our tag and keystream for one suite, from the raw key and nonce.
+using OursFn = std::function<void(const std::vector<uint8_t>& key, const std::vector<uint8_t>& nonce,
+                                  const std::vector<uint8_t>& aad, const uint8_t* ct, size_t len, uint8_t tag[16],
+                                  uint8_t* plain)>;
+
+// Seals random messages with OpenSSL (crypto::Aead) and requires our code to compute the
+// same tag and to decrypt to the same plaintext, across block-boundary sizes.
+void ExpectMatchesOpenSsl(crypto::Suite suite, unsigned seed, const OursFn& ours) {
+  std::mt19937 rng(seed);
   for (size_t len : {0, 1, 15, 16, 17, 63, 64, 65, 127, 128, 129, 1000, 4096, 4099}) {
     for (size_t aad_len : {0, 1, 16, 32, 33}) {
       auto key_bytes = RandomVector(rng, 32);
@@ -66,21 +74,28 @@ TEST(ChaCha20Poly1305, TagAndKeystreamMatchOpenSslForManySizes) {
       auto aad = RandomVector(rng, aad_len);
       auto msg = RandomVector(rng, len);
       auto key = *SecretBytes::CopyFrom(key_bytes);
-      auto aead = std::move(crypto::Aead::Create(crypto::Suite::kChaCha20Poly1305, key)).value();
+      auto aead = std::move(crypto::Aead::Create(suite, key)).value();
       std::vector<uint8_t> sealed(len + 16);
       ASSERT_TRUE(aead->Seal(nonce, aad, msg, sealed).ok());
       uint8_t tag[16];
-      ChaCha20Poly1305Tag(key_bytes.data(), nonce.data(), aad.data(), aad_len, sealed.data(), len, tag);
-      EXPECT_EQ(0, memcmp(tag, sealed.data() + len, 16)) << "len " << len << " aad " << aad_len;
       std::vector<uint8_t> plain(len);
-      for (size_t b = 0; b * 64 < len; ++b) {
-        size_t n = std::min<size_t>(64, len - b * 64);
-        ChaCha20XorBlock(key_bytes.data(), static_cast<uint32_t>(b + 1), nonce.data(), sealed.data() + b * 64,
-                         plain.data() + b * 64, n);
-      }
+      ours(key_bytes, nonce, aad, sealed.data(), len, tag, plain.data());
+      EXPECT_EQ(0, memcmp(tag, sealed.data() + len, 16)) << "len " << len << " aad " << aad_len;
       EXPECT_EQ(plain, msg) << "len " << len;
     }
   }
+}
+
+TEST(ChaCha20Poly1305, TagAndKeystreamMatchOpenSslForManySizes) {
+  ExpectMatchesOpenSsl(crypto::Suite::kChaCha20Poly1305, 7,
+                       [](const auto& key, const auto& nonce, const auto& aad, const uint8_t* ct, size_t len,
+                          uint8_t tag[16], uint8_t* plain) {
+                         ChaCha20Poly1305Tag(key.data(), nonce.data(), aad.data(), aad.size(), ct, len, tag);
+                         for (size_t b = 0; b * 64 < len; ++b) {
+                           ChaCha20XorBlock(key.data(), static_cast<uint32_t>(b + 1), nonce.data(), ct + b * 64,
+                                            plain + b * 64, std::min<size_t>(64, len - b * 64));
+                         }
+                       });
 }
 
 // FIPS 197 appendix C.3: AES-256 on 00112233...ff with key 000102...1f.
@@ -106,33 +121,20 @@ TEST(Aes256, EncryptBlockMatchesFips197) {
 }
 
 TEST(Aes256Gcm, TagAndKeystreamMatchOpenSslForManySizes) {
-  std::mt19937 rng(11);
-  for (size_t len : {0, 1, 15, 16, 17, 63, 64, 65, 127, 128, 129, 1000, 4096, 4099}) {
-    for (size_t aad_len : {0, 1, 16, 32, 33}) {
-      auto key_bytes = RandomVector(rng, 32);
-      auto nonce = RandomVector(rng, 12);
-      auto aad = RandomVector(rng, aad_len);
-      auto msg = RandomVector(rng, len);
-      auto key = *SecretBytes::CopyFrom(key_bytes);
-      auto aead = std::move(crypto::Aead::Create(crypto::Suite::kAes256Gcm, key)).value();
-      std::vector<uint8_t> sealed(len + 16);
-      ASSERT_TRUE(aead->Seal(nonce, aad, msg, sealed).ok());
-      Aes256RoundKeys rk;
-      Aes256ExpandKey(key_bytes.data(), kAesSbox, &rk);
-      const uint8_t zero[16] = {0};
-      uint8_t h[16];
-      Aes256EncryptBlock(rk, kAesSbox, zero, h);
-      uint8_t tag[16];
-      Aes256GcmTag(rk, kAesSbox, Gf128Load(h), nonce.data(), aad.data(), aad_len, sealed.data(), len, tag);
-      EXPECT_EQ(0, memcmp(tag, sealed.data() + len, 16)) << "len " << len << " aad " << aad_len;
-      std::vector<uint8_t> plain(len);
-      for (size_t b = 0; b * 16 < len; ++b) {
-        Aes256GcmXorBlock(rk, kAesSbox, nonce.data(), static_cast<uint32_t>(b), sealed.data() + b * 16,
-                          plain.data() + b * 16, std::min<size_t>(16, len - b * 16));
-      }
-      EXPECT_EQ(plain, msg) << "len " << len;
-    }
-  }
+  ExpectMatchesOpenSsl(crypto::Suite::kAes256Gcm, 11,
+                       [](const auto& key, const auto& nonce, const auto& aad, const uint8_t* ct, size_t len,
+                          uint8_t tag[16], uint8_t* plain) {
+                         Aes256RoundKeys rk;
+                         Aes256ExpandKey(key.data(), kAesSbox, &rk);
+                         const uint8_t zero[16] = {0};
+                         uint8_t h[16];
+                         Aes256EncryptBlock(rk, kAesSbox, zero, h);
+                         Aes256GcmTag(rk, kAesSbox, Gf128Load(h), nonce.data(), aad.data(), aad.size(), ct, len, tag);
+                         for (size_t b = 0; b * 16 < len; ++b) {
+                           Aes256GcmXorBlock(rk, kAesSbox, nonce.data(), static_cast<uint32_t>(b), ct + b * 16,
+                                             plain + b * 16, std::min<size_t>(16, len - b * 16));
+                         }
+                       });
 }
 
 // A sealed file made by the crypto library, opened in bulk by the kernel code.
