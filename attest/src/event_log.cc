@@ -21,31 +21,36 @@ Status EventError(size_t index, size_t offset, const std::string& what) {
   return InvalidInput(At(index, offset) + ": " + what);
 }
 
-// Reads u32 eventSize and the data, bounded.
-Status ReadEventData(ByteReader& r, const std::string& f, std::vector<uint8_t>* out) {
+// Reads u32 eventSize and the data, bounded. Field names are short and constant; the
+// caller adds which event on failure, so the hot path builds no strings.
+Status ReadEventData(ByteReader& r, std::vector<uint8_t>* out) {
   uint32_t size = 0;
-  RETURN_IF_ERROR(r.U32(f + ".eventSize", &size));
+  RETURN_IF_ERROR(r.U32("eventSize", &size));
   if (size > kMaxEventDataBytes) {
-    return InvalidInput("field '" + f + ".eventSize' is " + std::to_string(size) + ", more than the limit " +
+    return InvalidInput("field 'eventSize' is " + std::to_string(size) + ", more than the limit " +
                         std::to_string(kMaxEventDataBytes));
   }
   ByteSpan b;
-  RETURN_IF_ERROR(r.Bytes(f + ".event", size, &b));
+  RETURN_IF_ERROR(r.Bytes("event", size, &b));
   out->assign(b.begin(), b.end());
   return OkStatus();
 }
 
 // TCG_PCR_EVENT (the SHA-1 layout).
+Status ReadLegacyEventFields(ByteReader& r, Event* e) {
+  RETURN_IF_ERROR(r.U32("pcrIndex", &e->pcr));
+  RETURN_IF_ERROR(r.U32("eventType", &e->type));
+  ByteSpan d;
+  RETURN_IF_ERROR(r.Bytes("digest", kSha1Size, &d));
+  e->digests = {{alg::kSha1, std::vector<uint8_t>(d.begin(), d.end())}};
+  return ReadEventData(r, &e->data);
+}
+
 Status ReadLegacyEvent(ByteReader& r, size_t index, Event* e) {
-  std::string f = "TCG_PCR_EVENT[" + std::to_string(index) + "]";
   e->index = index;
   e->offset = r.offset();
-  RETURN_IF_ERROR(r.U32(f + ".pcrIndex", &e->pcr));
-  RETURN_IF_ERROR(r.U32(f + ".eventType", &e->type));
-  ByteSpan d;
-  RETURN_IF_ERROR(r.Bytes(f + ".digest", kSha1Size, &d));
-  e->digests = {{alg::kSha1, std::vector<uint8_t>(d.begin(), d.end())}};
-  RETURN_IF_ERROR(ReadEventData(r, f, &e->data));
+  Status s = ReadLegacyEventFields(r, e);
+  if (!s.ok()) return s.Annotate("TCG_PCR_EVENT[" + std::to_string(index) + "]");
   if (e->pcr >= 24) return EventError(index, e->offset, "pcrIndex " + std::to_string(e->pcr) + " is above 23");
   return OkStatus();
 }
@@ -148,6 +153,48 @@ std::string EventTypeName(uint32_t type) {
   return buf;
 }
 
+namespace {
+
+// One TCG_PCR_EVENT2 after the header; errors name the field, the caller adds the event.
+Status ReadEvent2(ByteReader& r, const SpecIdHeader& spec, Event* e) {
+  RETURN_IF_ERROR(r.U32("pcrIndex", &e->pcr));
+  RETURN_IF_ERROR(r.U32("eventType", &e->type));
+  if (e->pcr >= 24) return EventError(e->index, e->offset, "pcrIndex " + std::to_string(e->pcr) + " is above 23");
+  uint32_t count = 0;
+  RETURN_IF_ERROR(r.U32("digests.count", &count));
+  if (count != spec.algorithms.size()) {
+    return EventError(e->index, e->offset,
+                      "digests.count is " + std::to_string(count) + ", the header lists " +
+                          std::to_string(spec.algorithms.size()) + " banks (every bank is required)");
+  }
+  std::vector<EventDigest> digests(spec.algorithms.size());
+  std::vector<bool> seen(spec.algorithms.size(), false);
+  for (uint32_t i = 0; i < count; ++i) {
+    uint16_t id = 0;
+    size_t at = r.offset();
+    RETURN_IF_ERROR(r.U16("digests.hashAlg", &id));
+    size_t slot = spec.algorithms.size();
+    for (size_t k = 0; k < spec.algorithms.size(); ++k) {
+      if (spec.algorithms[k].first == id) slot = k;
+    }
+    auto fi = [i] { return "digests[" + std::to_string(i) + "]"; };  // built only for an error
+    if (slot == spec.algorithms.size()) {
+      return EventError(e->index, e->offset,
+                        fi() + ".hashAlg at offset " + std::to_string(at) + ": algorithm " + AlgName(id) +
+                            " is not in the Spec ID header");
+    }
+    if (seen[slot]) return EventError(e->index, e->offset, fi() + ".hashAlg: " + AlgName(id) + " appears twice");
+    seen[slot] = true;
+    ByteSpan dg;
+    RETURN_IF_ERROR(r.Bytes("digests.digest", spec.algorithms[slot].second, &dg));
+    digests[slot] = {id, std::vector<uint8_t>(dg.begin(), dg.end())};
+  }
+  e->digests = std::move(digests);
+  return ReadEventData(r, &e->data);
+}
+
+}  // namespace
+
 Result<EventLog> ParseEventLog(ByteSpan data) {
   if (data.size() > kMaxEventLogBytes) {
     return InvalidInput("event log is " + std::to_string(data.size()) + " bytes, more than the limit " +
@@ -191,41 +238,8 @@ Result<EventLog> ParseEventLog(ByteSpan data) {
     Event e;
     e.index = log.events.size();
     e.offset = r.offset();
-    const std::string f = "TCG_PCR_EVENT2[" + std::to_string(e.index) + "]";
-    RETURN_IF_ERROR(r.U32(f + ".pcrIndex", &e.pcr));
-    RETURN_IF_ERROR(r.U32(f + ".eventType", &e.type));
-    if (e.pcr >= 24) return EventError(e.index, e.offset, "pcrIndex " + std::to_string(e.pcr) + " is above 23");
-    uint32_t count = 0;
-    RETURN_IF_ERROR(r.U32(f + ".digests.count", &count));
-    if (count != spec->algorithms.size()) {
-      return EventError(e.index, e.offset,
-                        "digests.count is " + std::to_string(count) + ", the header lists " +
-                            std::to_string(spec->algorithms.size()) + " banks (every bank is required)");
-    }
-    std::vector<EventDigest> digests(spec->algorithms.size());
-    std::vector<bool> seen(spec->algorithms.size(), false);
-    for (uint32_t i = 0; i < count; ++i) {
-      std::string fi = f + ".digests[" + std::to_string(i) + "]";
-      uint16_t id = 0;
-      size_t at = r.offset();
-      RETURN_IF_ERROR(r.U16(fi + ".hashAlg", &id));
-      size_t slot = spec->algorithms.size();
-      for (size_t k = 0; k < spec->algorithms.size(); ++k) {
-        if (spec->algorithms[k].first == id) slot = k;
-      }
-      if (slot == spec->algorithms.size()) {
-        return EventError(e.index, e.offset,
-                          fi + ".hashAlg at offset " + std::to_string(at) + ": algorithm " + AlgName(id) +
-                              " is not in the Spec ID header");
-      }
-      if (seen[slot]) return EventError(e.index, e.offset, fi + ".hashAlg: " + AlgName(id) + " appears twice");
-      seen[slot] = true;
-      ByteSpan dg;
-      RETURN_IF_ERROR(r.Bytes(fi + ".digest", spec->algorithms[slot].second, &dg));
-      digests[slot] = {id, std::vector<uint8_t>(dg.begin(), dg.end())};
-    }
-    e.digests = std::move(digests);
-    RETURN_IF_ERROR(ReadEventData(r, f, &e.data));
+    Status st = ReadEvent2(r, *spec, &e);
+    if (!st.ok()) return st.Annotate("TCG_PCR_EVENT2[" + std::to_string(e.index) + "]");
     log.events.push_back(std::move(e));
   }
   return log;

@@ -63,25 +63,36 @@ uint16_t HashAlgFromName(std::string_view name) {
   return 0;
 }
 
-Result<std::vector<uint8_t>> Hash(uint16_t hash_alg, std::initializer_list<ByteSpan> parts) {
-  const EVP_MD* md = nullptr;
+namespace {
+
+// Explicitly fetched digests, once per process: EVP_sha256() and friends make every
+// EVP_DigestInit_ex look the algorithm up again under a lock (a replay hashes thousands
+// of times per log).
+const EVP_MD* FetchedDigest(uint16_t hash_alg) {
+  static const EVP_MD* const kSha1 = EVP_MD_fetch(nullptr, "SHA1", nullptr);
+  static const EVP_MD* const kSha256 = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+  static const EVP_MD* const kSha384 = EVP_MD_fetch(nullptr, "SHA384", nullptr);
+  static const EVP_MD* const kSha512 = EVP_MD_fetch(nullptr, "SHA512", nullptr);
   switch (hash_alg) {
-    case alg::kSha1:
-      md = EVP_sha1();
-      break;
-    case alg::kSha256:
-      md = EVP_sha256();
-      break;
-    case alg::kSha384:
-      md = EVP_sha384();
-      break;
-    case alg::kSha512:
-      md = EVP_sha512();
-      break;
-    default:
-      return Unsupported("hash " + AlgName(hash_alg) + " is not supported");
+    case alg::kSha1: return kSha1;
+    case alg::kSha256: return kSha256;
+    case alg::kSha384: return kSha384;
+    case alg::kSha512: return kSha512;
+    default: return nullptr;
   }
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+}
+
+struct MdCtxFree {
+  void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
+};
+
+}  // namespace
+
+Result<std::vector<uint8_t>> Hash(uint16_t hash_alg, std::initializer_list<ByteSpan> parts) {
+  if (!IsSupportedHash(hash_alg)) return Unsupported("hash " + AlgName(hash_alg) + " is not supported");
+  const EVP_MD* md = FetchedDigest(hash_alg);
+  if (md == nullptr) return Internal("EVP_MD_fetch(" + AlgName(hash_alg) + ") failed");
+  thread_local std::unique_ptr<EVP_MD_CTX, MdCtxFree> ctx(EVP_MD_CTX_new());  // reused by this thread
   if (!ctx || EVP_DigestInit_ex(ctx.get(), md, nullptr) != 1) return Internal("EVP_DigestInit_ex failed");
   for (ByteSpan p : parts) {
     if (!p.empty() && EVP_DigestUpdate(ctx.get(), p.data(), p.size()) != 1) {
