@@ -281,7 +281,7 @@ Result<ReplayResult> ReplayEventLog(const EventLog& log) {
       auto it = bank.find(e.pcr);
       if (it == bank.end())
         it = bank.emplace(e.pcr, InitialPcrValue(e.pcr, HashSize(d.alg), out.startup_locality)).first;
-      ASSIGN_OR_RETURN(it->second, Hash(d.alg, {it->second, d.digest}));
+      RETURN_IF_ERROR(ExtendInPlace(d.alg, it->second, d.digest));
     }
   }
   return out;

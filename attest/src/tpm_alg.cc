@@ -86,9 +86,10 @@ struct MdCtxFree {
   void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
 };
 
-}  // namespace
 
-Result<std::vector<uint8_t>> Hash(uint16_t hash_alg, std::initializer_list<ByteSpan> parts) {
+
+// Hashes `parts` into `out`, which has the hash's size.
+Status HashInto(uint16_t hash_alg, std::initializer_list<ByteSpan> parts, uint8_t* out) {
   if (!IsSupportedHash(hash_alg)) return Unsupported("hash " + AlgName(hash_alg) + " is not supported");
   const EVP_MD* md = FetchedDigest(hash_alg);
   if (md == nullptr) return Internal("EVP_MD_fetch(" + AlgName(hash_alg) + ") failed");
@@ -99,12 +100,27 @@ Result<std::vector<uint8_t>> Hash(uint16_t hash_alg, std::initializer_list<ByteS
       return Internal("EVP_DigestUpdate failed");
     }
   }
-  std::vector<uint8_t> out(HashSize(hash_alg));
   unsigned int n = 0;
-  if (EVP_DigestFinal_ex(ctx.get(), out.data(), &n) != 1 || n != out.size()) {
+  if (EVP_DigestFinal_ex(ctx.get(), out, &n) != 1 || n != HashSize(hash_alg)) {
     return Internal("EVP_DigestFinal_ex failed");
   }
+  return OkStatus();
+}
+
+}  // namespace
+
+Result<std::vector<uint8_t>> Hash(uint16_t hash_alg, std::initializer_list<ByteSpan> parts) {
+  std::vector<uint8_t> out(HashSize(hash_alg));
+  RETURN_IF_ERROR(HashInto(hash_alg, parts, out.data()));
   return out;
+}
+
+Status ExtendInPlace(uint16_t hash_alg, std::vector<uint8_t>& pcr, ByteSpan digest) {
+  if (pcr.size() != HashSize(hash_alg)) return Internal("PCR value has the wrong size for " + AlgName(hash_alg));
+  uint8_t next[64];
+  RETURN_IF_ERROR(HashInto(hash_alg, {pcr, digest}, next));
+  std::copy(next, next + pcr.size(), pcr.begin());
+  return OkStatus();
 }
 
 }  // namespace enclave::attest

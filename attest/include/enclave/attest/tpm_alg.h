@@ -54,6 +54,8 @@ uint16_t HashAlgFromName(std::string_view name);
 
 // H(part1 || part2 || ...). Unsupported for an id that is not a supported hash.
 Result<std::vector<uint8_t>> Hash(uint16_t hash_alg, std::initializer_list<ByteSpan> parts);
+// PCR extend in place: pcr = H(pcr || digest); pcr must already have the hash's size.
+Status ExtendInPlace(uint16_t hash_alg, std::vector<uint8_t>& pcr, ByteSpan digest);
 
 // Big-endian writer: the byte order of every TPM 2.0 structure.
 class BeWriter {
