@@ -40,7 +40,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Records records;
   if (!ReadAll(input.Fill(data, size), &records)) return 0;
 
-  std::string text;
+  // A leading blank line (which the reader skips): a file's first three bytes EF BB BF
+  // are always a byte-order mark, so a first cell that itself begins with U+FEFF (a
+  // second mark, say) cannot survive a round trip at offset 0, by design.
+  std::string text = "\n";
   for (const auto& record : records) {
     for (size_t i = 0; i < record.size(); ++i) {
       if (i > 0) text += ',';
