@@ -13,6 +13,7 @@
 
 #include "be_reader.h"
 #include "enclave/attest/tpm_types.h"
+#include "enclave/crypto/openssl_error.h"
 
 namespace enclave::attest {
 namespace {
@@ -23,13 +24,7 @@ constexpr char kStorageLabel[] = "STORAGE";
 constexpr char kIntegrityLabel[] = "INTEGRITY";
 
 // One OpenSSL failure -> Status, with the callee's name and OpenSSL's queued reason.
-Status OsslError(std::string_view call) {
-  unsigned long e = ERR_get_error();
-  char buf[256] = "no OpenSSL error queued";
-  if (e != 0) ERR_error_string_n(e, buf, sizeof buf);
-  ERR_clear_error();
-  return Internal("MakeCredential: " + std::string(call) + " failed: " + buf);
-}
+Status OsslError(std::string_view call) { return Internal("MakeCredential: " + crypto::OpenSslError(call)); }
 
 const EVP_MD* Md(uint16_t hash_alg) {
   switch (hash_alg) {

@@ -20,6 +20,7 @@
 #include <memory>
 
 #include "enclave/attest/tpm_types.h"
+#include "enclave/crypto/openssl_error.h"
 
 namespace enclave::attest {
 namespace {
@@ -28,13 +29,7 @@ using X509Ptr = std::unique_ptr<X509, decltype(&X509_free)>;
 using PkeyPtr = std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)>;
 constexpr char kSubjectDirectoryAttributesOid[] = "2.5.29.9";
 
-Status OsslError(std::string_view call) {
-  unsigned long e = ERR_get_error();
-  char buf[256] = "no OpenSSL error queued";
-  if (e != 0) ERR_error_string_n(e, buf, sizeof buf);
-  ERR_clear_error();
-  return Internal("EK certificate: " + std::string(call) + " failed: " + buf);
-}
+Status OsslError(std::string_view call) { return Internal("EK certificate: " + crypto::OpenSslError(call)); }
 
 std::string SubjectOf(X509* cert) {
   char buf[512] = "";

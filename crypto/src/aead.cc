@@ -6,16 +6,10 @@
 
 #include <climits>
 
+#include "enclave/crypto/openssl_error.h"
+
 namespace enclave::crypto {
 namespace {
-
-std::string OpenSslError(std::string_view call) {
-  unsigned long e = ERR_get_error();
-  char buf[256] = "no OpenSSL error queued";
-  if (e != 0) ERR_error_string_n(e, buf, sizeof buf);
-  ERR_clear_error();
-  return std::string(call) + " failed: " + buf;
-}
 
 struct CtxFree {
   void operator()(EVP_CIPHER_CTX* c) const { EVP_CIPHER_CTX_free(c); }
