@@ -1,0 +1,65 @@
+// The verifier's single entry point: one host's evidence appraised against an
+// attestation policy. Used by `enclave-attest verify` and `check`, by the broker before it
+// releases a key, and by `enclave-audit evidence verify` to re-check a past verdict
+// offline (so everything it needs is an argument, including "now").
+//
+// "Could not evaluate" (a policy or argument the verifier cannot use) is a Status error;
+// "policy says no" is a Verdict whose appraisal has failures. Never the other way round.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "enclave/attest/appraisal.h"
+#include "enclave/attest/policy.h"
+#include "enclave/attest/quote.h"
+#include "enclave/attest/tpm_types.h"
+#include "enclave/common/status.h"
+#include "enclave/crypto/hash.h"
+
+namespace enclave::attest {
+
+// What the host sent, already taken out of its evidence bundle (docs/formats/evidence.md).
+struct EvidenceParts {
+  QuoteEvidence quote;              // TPMS_ATTEST bytes, TPMT_SIGNATURE bytes, reported PCR values
+  std::vector<uint8_t> event_log;   // binary TCG event log; empty when the host has none
+  std::string ima_log;              // IMA ASCII runtime measurement list; empty when none
+};
+
+// What the verifier knows independently of the evidence.
+struct AppraisalContext {
+  std::vector<uint8_t> ak_public;                 // TPM2B_PUBLIC contents, from the host's enrolment
+  std::vector<uint8_t> nonce;                     // the verifier's challenge (1..32 bytes)
+  std::optional<crypto::Digest256> bound_digest;  // SHA-256 of the data bound into the quote, if any
+  std::optional<ClockInfo> last_clock;            // last clock info accepted for this host
+  int64_t nonce_issued_at = 0;                    // unix seconds, start of the evidence-age window
+  int64_t now = 0;                                // unix seconds, when the appraisal happens
+};
+
+// The quote's qualifying data (TPMS_ATTEST.extraData):
+//   SHA-256("enclave-attest quote v1" || 0x00 || u8 nonce length || nonce ||
+//           bound digest, or 32 zero bytes when nothing is bound)
+// InvalidInput when the nonce is empty or longer than 32 bytes.
+Result<crypto::Digest256> QualifyingData(std::span<const uint8_t> nonce,
+                                         const std::optional<crypto::Digest256>& bound_digest);
+
+struct Verdict {
+  Appraisal appraisal;            // every check that ran; failures with {check, where, expected, got}
+  std::optional<ClockInfo> clock; // the quote's clock info, to store as last_clock after a pass
+  bool passed() const { return appraisal.ok(); }
+};
+
+// Quote (AK attributes, signature, qualifying data, PCR selection and digest, clock),
+// evidence age, event-log replay against the quoted PCRs, the policy's reference values
+// on the measurements read from the logs (PCR values, Secure Boot, boot applications,
+// kernel command line, IMA file digests).
+Result<Verdict> AppraiseEvidence(const Policy& policy, const EvidenceParts& evidence, const AppraisalContext& context);
+
+// {"verdict":"pass"|"fail","passed":[check...],"failures":[{check,where,expected,got}...]}
+// with keys in that order; the form `enclave-attest verify` prints and the audit log stores.
+std::string VerdictJson(const Verdict& verdict);
+
+}  // namespace enclave::attest
