@@ -2,6 +2,7 @@
 
 #include "enclave/kernels/chunk_math.h"
 #include "enclave/kernels/chunk_open.h"
+#include "chunk_keys.h"
 #if ENCLAVE_HAVE_CUDA
 #include "chunk_open_gpu.h"
 #endif
@@ -47,16 +48,11 @@ Status ChunkBatch::Validate() const {
   return OkStatus();
 }
 
-namespace {
-
-// Key material for the shared per-chunk code; wiped by its owner's destructor.
-struct KeysHolder {
-  ChunkKeys keys{};
-  ~KeysHolder() {
-    volatile uint8_t* p = reinterpret_cast<volatile uint8_t*>(&keys);
-    for (size_t i = 0; i < sizeof keys; ++i) p[i] = 0;
-  }
-};
+// Key material for the shared per-chunk code (chunk_keys.h).
+KeysHolder::~KeysHolder() {
+  volatile uint8_t* p = reinterpret_cast<volatile uint8_t*>(&keys);
+  for (size_t i = 0; i < sizeof keys; ++i) p[i] = 0;
+}
 
 Status MakeChunkKeys(const crypto::SecretBytes& payload_key, crypto::Suite suite, ChunkKeys* k) {
   if (payload_key.size() != 32) return InvalidInput("payload key must be 32 bytes");
@@ -73,8 +69,6 @@ Status MakeChunkKeys(const crypto::SecretBytes& payload_key, crypto::Suite suite
   }
   return OkStatus();
 }
-
-}  // namespace
 
 Status OpenChunks(const crypto::SecretBytes& payload_key, const ChunkBatch& batch, const uint8_t* in, uint8_t* out) {
   RETURN_IF_ERROR(batch.Validate());

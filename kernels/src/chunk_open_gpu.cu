@@ -1,7 +1,11 @@
-// GPU path of chunk_open.h: one thread per chunk checks the tags, then, only if all are
-// authentic, one thread per 64-byte unit decrypts. Keys travel as kernel arguments
-// (constant parameter memory), never in global memory; the AES S-box is copied into
-// shared memory per thread block.
+// GPU path of chunk_open.h and gpu_stream.h. Per batch, three kernels on one stream:
+//   TagSegments: one thread per 512-byte segment of a chunk's ciphertext computes its
+//                part of the chunk's MAC (gpu_tag_split.h);
+//   TagFinish:   one thread per chunk adds the parts and checks the tag; a bad chunk's
+//                index goes to a failure slot (atomicMin);
+//   Decrypt:     one thread per 64-byte unit, only if the failure slot is still empty.
+// Keys travel as kernel arguments (constant parameter memory), never in global memory;
+// the AES S-box is copied into shared memory per thread block.
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -16,9 +20,19 @@ struct Sbox {
   uint8_t bytes[256];
 };
 
+Sbox HostSbox() {
+  Sbox s;
+  std::memcpy(s.bytes, kAesSbox, 256);
+  return s;
+}
+
 __device__ uint64_t PlaintextSizeOf(const ChunkGeometry& g, uint64_t index) {
   if (index + 1 < g.file_chunk_count) return g.chunk_size;
   return g.payload_length - (g.file_chunk_count - 1) * static_cast<uint64_t>(g.chunk_size);
+}
+
+__device__ const uint8_t* ChunkIn(const ChunkGeometry& g, const uint8_t* in, uint64_t c) {
+  return in + c * (static_cast<uint64_t>(g.chunk_size) + 16);
 }
 
 // Every thread of the block helps load the S-box before any thread may return.
@@ -27,37 +41,71 @@ __device__ void LoadSbox(const Sbox& global, uint8_t* shared) {
   __syncthreads();
 }
 
-__global__ void VerifyTags(ChunkKeys keys, Sbox sbox_param, ChunkGeometry g, const uint8_t* in, int* bad) {
+__global__ void TagSegments(DeviceKeys dk, ChunkGeometry g, uint64_t segs_per_chunk, const uint8_t* in,
+                            TagPartial* parts) {
+  __shared__ GhashTable table;  // the H table in shared memory, loaded by the whole block
+  {
+    const uint64_t* src = reinterpret_cast<const uint64_t*>(&dk.table);
+    uint64_t* dst = reinterpret_cast<uint64_t*>(&table);
+    for (unsigned i = threadIdx.x; i < sizeof(GhashTable) / 8; i += blockDim.x) dst[i] = src[i];
+    __syncthreads();
+  }
+  const uint64_t t = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
+  const uint64_t c = t / segs_per_chunk, seg = t % segs_per_chunk;
+  if (c >= g.count) return;
+  const uint64_t index = g.first_index + c;
+  ChunkTagSegment(dk.keys, dk.powers, table, index, index + 1 == g.file_chunk_count, ChunkIn(g, in, c),
+                  PlaintextSizeOf(g, index), seg, &parts[t]);
+}
+
+__global__ void TagFinish(DeviceKeys dk, Sbox sbox_param, ChunkGeometry g, uint64_t segs_per_chunk,
+                          const uint8_t* in, const TagPartial* parts, unsigned long long* bad) {
   __shared__ uint8_t sbox[256];
   LoadSbox(sbox_param, sbox);
   const uint64_t c = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
   if (c >= g.count) return;
   const uint64_t index = g.first_index + c;
-  const uint8_t* ct = in + c * (static_cast<uint64_t>(g.chunk_size) + 16);
-  if (!ChunkTagValid(keys, sbox, g.aad, index, index + 1 == g.file_chunk_count, ct, PlaintextSizeOf(g, index))) {
-    atomicOr(bad, 1);
+  if (!ChunkTagFinishValid(dk.keys, sbox, dk.powers, g.aad, index, index + 1 == g.file_chunk_count,
+                           ChunkIn(g, in, c), PlaintextSizeOf(g, index), parts + c * segs_per_chunk,
+                           segs_per_chunk)) {
+    atomicMin(bad, static_cast<unsigned long long>(index));
   }
 }
 
 __global__ void Decrypt(ChunkKeys keys, Sbox sbox_param, ChunkGeometry g, uint64_t units_per_chunk,
-                        const uint8_t* in, uint8_t* out) {
+                        const uint8_t* in, uint8_t* out, const unsigned long long* bad) {
   __shared__ uint8_t sbox[256];
   LoadSbox(sbox_param, sbox);
+  if (*bad != kNoBadChunk) return;  // some chunk failed: release nothing
   const uint64_t t = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
   const uint64_t c = t / units_per_chunk, unit = t % units_per_chunk;
   if (c >= g.count) return;
   const uint64_t index = g.first_index + c;
   const uint64_t len = PlaintextSizeOf(g, index);
   if (unit * kUnitBytes >= len) return;
-  ChunkDecryptUnit(keys, sbox, index, index + 1 == g.file_chunk_count,
-                   in + c * (static_cast<uint64_t>(g.chunk_size) + 16), out + c * static_cast<uint64_t>(g.chunk_size),
-                   len, unit);
+  ChunkDecryptUnit(keys, sbox, index, index + 1 == g.file_chunk_count, ChunkIn(g, in, c),
+                   out + c * static_cast<uint64_t>(g.chunk_size), len, unit);
 }
 
 bool Check(cudaError_t e, const char* call, char* error, size_t size) {
   if (e == cudaSuccess) return true;
   std::snprintf(error, size, "%s failed: %s (%s)", call, cudaGetErrorName(e), cudaGetErrorString(e));
   return false;
+}
+
+// The tag scratch comes from the stream-ordered allocator; by default its pool returns
+// memory to the driver at every synchronization, which would put a cudaMalloc back into
+// every batch. Keep it cached (per device, once).
+void RetainPoolMemory() {
+  int device = 0;
+  cudaMemPool_t pool;
+  if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetDefaultMemPool(&pool, device) != cudaSuccess) return;
+  uint64_t threshold = ~0ull;
+  cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold);
+}
+
+unsigned Blocks(uint64_t threads, unsigned per_block) {
+  return static_cast<unsigned>((threads + per_block - 1) / per_block);
 }
 
 }  // namespace
@@ -67,37 +115,65 @@ bool DeviceAvailable() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
+void MakeDeviceKeys(const ChunkKeys& keys, DeviceKeys* out) {
+  out->keys = keys;
+  if (keys.aes) {
+    GhashPowersOf(keys.aes_h, &out->powers);
+    GhashTableOf(keys.aes_h, &out->table);
+  } else {
+    std::memset(&out->powers, 0, sizeof out->powers);
+    std::memset(&out->table, 0, sizeof out->table);
+  }
+}
+
+bool EnqueueOpenChunks(const DeviceKeys& keys, const ChunkGeometry& g, const uint8_t* device_in, uint8_t* device_out,
+                       unsigned long long* device_bad, CUstream_st* stream, char* error, size_t error_size) {
+  if (g.count == 0) return true;
+  static const bool retained = (RetainPoolMemory(), true);
+  (void)retained;
+  const Sbox sbox = HostSbox();
+  const uint64_t segs = TagSegmentCount(g.chunk_size);
+  TagPartial* parts = nullptr;
+  if (!Check(cudaMallocAsync(reinterpret_cast<void**>(&parts), segs * g.count * sizeof(TagPartial), stream),
+             "cudaMallocAsync(tag parts)", error, error_size)) {
+    return false;
+  }
+  TagSegments<<<Blocks(segs * g.count, 128), 128, 0, stream>>>(keys, g, segs, device_in, parts);
+  bool ok = Check(cudaGetLastError(), "TagSegments launch", error, error_size);
+  if (ok) {
+    TagFinish<<<Blocks(g.count, 128), 128, 0, stream>>>(keys, sbox, g, segs, device_in, parts, device_bad);
+    ok = Check(cudaGetLastError(), "TagFinish launch", error, error_size);
+  }
+  // Freed before Decrypt, which does not need it: another stream's next allocation may
+  // then reuse it without waiting for this batch's decryption.
+  const bool freed = Check(cudaFreeAsync(parts, stream), "cudaFreeAsync(tag parts)", error, error_size);
+  if (ok && freed) {
+    const uint64_t units = (g.chunk_size + kUnitBytes - 1) / kUnitBytes;
+    Decrypt<<<Blocks(units * g.count, 256), 256, 0, stream>>>(keys.keys, sbox, g, units, device_in, device_out,
+                                                             device_bad);
+    ok = Check(cudaGetLastError(), "Decrypt launch", error, error_size);
+  }
+  return ok && freed;
+}
+
 OpenResult OpenChunks(const ChunkKeys& keys, const ChunkGeometry& g, const uint8_t* device_in, uint8_t* device_out,
                       char* error, size_t error_size) {
   if (g.count == 0) return OpenResult::kOk;
-  Sbox sbox;
-  std::memcpy(sbox.bytes, kAesSbox, 256);
-  int* bad = nullptr;
-  int host_bad = 1;
+  DeviceKeys dk;
+  MakeDeviceKeys(keys, &dk);
+  unsigned long long* bad = nullptr;
+  unsigned long long host_bad = 0;
   OpenResult result = OpenResult::kCudaError;
-  if (Check(cudaMalloc(&bad, sizeof(int)), "cudaMalloc", error, error_size) &&
-      Check(cudaMemset(bad, 0, sizeof(int)), "cudaMemset", error, error_size)) {
-    const unsigned threads = 128;
-    VerifyTags<<<static_cast<unsigned>((g.count + threads - 1) / threads), threads>>>(keys, sbox, g, device_in, bad);
-    if (Check(cudaGetLastError(), "VerifyTags launch", error, error_size) &&
-        Check(cudaMemcpy(&host_bad, bad, sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy(tags)", error,
-              error_size)) {
-      if (host_bad != 0) {
-        result = OpenResult::kAuthFailed;  // nothing is decrypted
-      } else {
-        const uint64_t units_per_chunk = (g.chunk_size + kUnitBytes - 1) / kUnitBytes;
-        const uint64_t total = units_per_chunk * g.count;
-        const unsigned dthreads = 256;
-        Decrypt<<<static_cast<unsigned>((total + dthreads - 1) / dthreads), dthreads>>>(keys, sbox, g, units_per_chunk,
-                                                                                       device_in, device_out);
-        if (Check(cudaGetLastError(), "Decrypt launch", error, error_size) &&
-            Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", error, error_size)) {
-          result = OpenResult::kOk;
-        }
-      }
-    }
+  if (Check(cudaMalloc(&bad, sizeof *bad), "cudaMalloc", error, error_size) &&
+      Check(cudaMemset(bad, 0xff, sizeof *bad), "cudaMemset", error, error_size) &&
+      EnqueueOpenChunks(dk, g, device_in, device_out, bad, nullptr, error, error_size) &&
+      Check(cudaMemcpy(&host_bad, bad, sizeof host_bad, cudaMemcpyDeviceToHost), "cudaMemcpy(failure slot)", error,
+            error_size)) {
+    result = host_bad == kNoBadChunk ? OpenResult::kOk : OpenResult::kAuthFailed;
   }
   if (bad != nullptr) cudaFree(bad);
+  volatile uint8_t* p = reinterpret_cast<volatile uint8_t*>(&dk);
+  for (size_t i = 0; i < sizeof dk; ++i) p[i] = 0;
   return result;
 }
 

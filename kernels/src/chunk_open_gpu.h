@@ -1,11 +1,14 @@
-// The plain C++17 boundary between chunk_open.cc and the CUDA translation unit (nvcc
-// here builds C++17; project types stay out of .cu files).
+// The plain C++17 boundary between the host code (chunk_open.cc, gpu_stream.cc) and the
+// CUDA translation unit (nvcc here builds C++17; project types stay out of .cu files).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "enclave/kernels/chunk_math.h"
+#include "enclave/kernels/gpu_tag_split.h"
+
+struct CUstream_st;  // cudaStream_t without including the CUDA headers
 
 namespace enclave::kernels::gpu {
 
@@ -17,9 +20,31 @@ struct ChunkGeometry {
 
 enum class OpenResult { kOk, kAuthFailed, kCudaError };
 
+// No chunk has failed: the initial value of a failure slot.
+inline constexpr unsigned long long kNoBadChunk = ~0ull;
+
 bool DeviceAvailable();
-// On kCudaError, `error` receives a one-line description.
+
+// Per-file GPU key material: the chunk keys and, for AES-GCM, the powers and the 4-bit
+// multiplication table of H.
+struct DeviceKeys {
+  ChunkKeys keys;
+  GhashPowers powers;
+  GhashTable table;
+};
+void MakeDeviceKeys(const ChunkKeys& keys, DeviceKeys* out);
+
+// Synchronous: verify every tag, then decrypt only if all are authentic; on
+// kAuthFailed `device_out` is untouched. On kCudaError, `error` receives one line.
 OpenResult OpenChunks(const ChunkKeys& keys, const ChunkGeometry& g, const uint8_t* device_in, uint8_t* device_out,
                       char* error, size_t error_size);
+
+// Asynchronous, on `stream`: verifies the batch's tags (the lowest failing chunk index
+// goes to *device_bad by atomicMin), then decrypts only if *device_bad is still
+// kNoBadChunk, so after one failure no later batch on any stream decrypts either.
+// Scratch comes from the stream-ordered allocator. Returns false with `error` set when a
+// CUDA call fails.
+bool EnqueueOpenChunks(const DeviceKeys& keys, const ChunkGeometry& g, const uint8_t* device_in, uint8_t* device_out,
+                       unsigned long long* device_bad, CUstream_st* stream, char* error, size_t error_size);
 
 }  // namespace enclave::kernels::gpu

@@ -1,0 +1,259 @@
+// Chunk tags computed in parallel: both MACs of the sealed format are polynomials
+// evaluated by Horner's rule (GHASH in GF(2^128) with key H, Poly1305 modulo 2^130-5 with
+// key r), tag = sum of block_k * key^(n-k+1). A chunk's ciphertext is cut into segments
+// of kTagSegmentBlocks blocks; each GPU thread evaluates one segment from zero and
+// multiplies it by key^(blocks after the segment), and one thread per chunk adds the
+// segments, the associated data and the length block. The result is the same tag as the
+// serial code in aes256_gcm.h / chacha20_poly1305.h (tests/kernels checks this on the
+// CPU, where these functions also compile), so the GPU needs far fewer blocks per thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "enclave/kernels/chunk_math.h"
+
+namespace enclave::kernels {
+
+inline constexpr uint64_t kTagSegmentBlocks = 32;  // 512 bytes of ciphertext per thread
+inline constexpr int kGhashPowers = 32;            // H^(2^i), i < 32: chunks up to 2^30 bytes
+
+// One segment's partial sum: GHASH (hi, lo) in w[0..3], or Poly1305 limbs in w[0..4].
+struct TagPartial {
+  uint32_t w[8];
+};
+
+// H^(2^i) for the GCM key of one file (computed once on the host).
+struct GhashPowers {
+  Gf128 p[kGhashPowers];
+};
+
+ENCLAVE_HD void GhashPowersOf(Gf128 h, GhashPowers* out) {
+  out->p[0] = h;
+  for (int i = 1; i < kGhashPowers; ++i) out->p[i] = Gf128Mul(out->p[i - 1], out->p[i - 1]);
+}
+
+// x * H^e (e < 2^kGhashPowers); the exponent is public (a block position).
+ENCLAVE_HD Gf128 GhashMulPow(Gf128 x, const GhashPowers& pw, uint64_t e) {
+  for (int i = 0; i < kGhashPowers && e != 0; ++i, e >>= 1) {
+    if (e & 1) x = Gf128Mul(x, pw.p[i]);
+  }
+  return x;
+}
+
+// Multiplication by the fixed H with Shoup's 4-bit tables (as in mbed TLS's gcm.c): 32
+// table steps instead of 128 bit steps per block, for the segments' Horner loops, where
+// nearly all of GHASH's work is. hh/hl[i] = i * H for a 4-bit i in GCM bit order; last4
+// reduces the four bits shifted out. The lookups are indexed by secret-dependent values,
+// like the AES S-box's; SECURITY.md's scope (no co-tenant on the GPU) allows this.
+struct GhashTable {
+  uint64_t hh[16], hl[16], last4[16];
+};
+
+ENCLAVE_HD void GhashTableOf(Gf128 h, GhashTable* t) {
+  const uint64_t last4[16] = {0x0000, 0x1c20, 0x3840, 0x2460, 0x7080, 0x6ca0, 0x48c0, 0x54e0,
+                              0xe100, 0xfd20, 0xd940, 0xc560, 0x9180, 0x8da0, 0xa9c0, 0xb5e0};
+  for (int i = 0; i < 16; ++i) t->last4[i] = last4[i];
+  uint64_t vh = h.hi, vl = h.lo;
+  t->hh[0] = t->hl[0] = 0;
+  t->hh[8] = vh;
+  t->hl[8] = vl;
+  for (int i = 4; i > 0; i >>= 1) {
+    const uint64_t carry = (vl & 1) * 0xe1000000ull;
+    vl = (vh << 63) | (vl >> 1);
+    vh = (vh >> 1) ^ (carry << 32);
+    t->hh[i] = vh;
+    t->hl[i] = vl;
+  }
+  for (int i = 2; i <= 8; i *= 2) {
+    for (int j = 1; j < i; ++j) {
+      t->hh[i + j] = t->hh[i] ^ t->hh[j];
+      t->hl[i + j] = t->hl[i] ^ t->hl[j];
+    }
+  }
+}
+
+// x * H with the table of H.
+ENCLAVE_HD Gf128 GhashMulTable(Gf128 x, const GhashTable& t) {
+  uint64_t zh = 0, zl = 0;
+  for (int i = 15; i >= 0; --i) {
+    const uint64_t word = i < 8 ? x.hi : x.lo;
+    const unsigned byte = static_cast<unsigned>(word >> (56 - 8 * (i & 7))) & 0xff;
+    const unsigned lo = byte & 0xf, hi = byte >> 4;
+    unsigned rem;
+    if (i != 15) {
+      rem = static_cast<unsigned>(zl & 0xf);
+      zl = (zh << 60) | (zl >> 4);
+      zh = (zh >> 4) ^ (t.last4[rem] << 48);
+      zh ^= t.hh[lo];
+      zl ^= t.hl[lo];
+    } else {
+      zh = t.hh[lo];
+      zl = t.hl[lo];
+    }
+    rem = static_cast<unsigned>(zl & 0xf);
+    zl = (zh << 60) | (zl >> 4);
+    zh = (zh >> 4) ^ (t.last4[rem] << 48);
+    zh ^= t.hh[hi];
+    zl ^= t.hl[hi];
+  }
+  return Gf128{zh, zl};
+}
+
+// GhashPadded with the table: whole 16-byte blocks read as two big-endian words.
+ENCLAVE_HD Gf128 GhashPaddedTable(Gf128 y, const GhashTable& t, const uint8_t* data, size_t len) {
+  while (len > 0) {
+    uint8_t block[16] = {0};
+    const size_t n = len < 16 ? len : 16;
+    for (size_t i = 0; i < n; ++i) block[i] = data[i];
+    const Gf128 m = Gf128Load(block);
+    y.hi ^= m.hi;
+    y.lo ^= m.lo;
+    y = GhashMulTable(y, t);
+    data += n;
+    len -= n;
+  }
+  return y;
+}
+
+ENCLAVE_HD uint64_t TagSegmentCount(uint64_t len) {
+  const uint64_t blocks = (len + 15) / 16;
+  return blocks == 0 ? 1 : (blocks + kTagSegmentBlocks - 1) / kTagSegmentBlocks;
+}
+
+// Poly1305 arithmetic in 26-bit limbs (as in Poly1305::Block): a * b mod 2^130-5, for
+// limbs below 2^27; the result's limbs are below 2^26 except limb 1 (slightly above).
+ENCLAVE_HD void Poly1305MulMod(const uint32_t a[5], const uint32_t b[5], uint32_t out[5]) {
+  const uint32_t s1 = b[1] * 5, s2 = b[2] * 5, s3 = b[3] * 5, s4 = b[4] * 5;
+  uint64_t d0 = (uint64_t)a[0] * b[0] + (uint64_t)a[1] * s4 + (uint64_t)a[2] * s3 + (uint64_t)a[3] * s2 +
+                (uint64_t)a[4] * s1;
+  uint64_t d1 = (uint64_t)a[0] * b[1] + (uint64_t)a[1] * b[0] + (uint64_t)a[2] * s4 + (uint64_t)a[3] * s3 +
+                (uint64_t)a[4] * s2;
+  uint64_t d2 = (uint64_t)a[0] * b[2] + (uint64_t)a[1] * b[1] + (uint64_t)a[2] * b[0] + (uint64_t)a[3] * s4 +
+                (uint64_t)a[4] * s3;
+  uint64_t d3 = (uint64_t)a[0] * b[3] + (uint64_t)a[1] * b[2] + (uint64_t)a[2] * b[1] + (uint64_t)a[3] * b[0] +
+                (uint64_t)a[4] * s4;
+  uint64_t d4 = (uint64_t)a[0] * b[4] + (uint64_t)a[1] * b[3] + (uint64_t)a[2] * b[2] + (uint64_t)a[3] * b[1] +
+                (uint64_t)a[4] * b[0];
+  uint64_t c = d0 >> 26;
+  out[0] = (uint32_t)d0 & 0x3ffffff;
+  d1 += c;
+  c = d1 >> 26;
+  out[1] = (uint32_t)d1 & 0x3ffffff;
+  d2 += c;
+  c = d2 >> 26;
+  out[2] = (uint32_t)d2 & 0x3ffffff;
+  d3 += c;
+  c = d3 >> 26;
+  out[3] = (uint32_t)d3 & 0x3ffffff;
+  d4 += c;
+  c = d4 >> 26;
+  out[4] = (uint32_t)d4 & 0x3ffffff;
+  const uint64_t t0 = out[0] + c * 5;
+  out[0] = (uint32_t)t0 & 0x3ffffff;
+  out[1] += (uint32_t)(t0 >> 26);
+}
+
+// x * r^e with r^(2^i) made by squaring as it goes (r differs per chunk: it comes from
+// the chunk's first ChaCha20 block).
+ENCLAVE_HD void Poly1305MulPow(uint32_t x[5], const uint32_t r[5], uint64_t e) {
+  uint32_t base[5] = {r[0], r[1], r[2], r[3], r[4]};
+  while (e != 0) {
+    if (e & 1) Poly1305MulMod(x, base, x);
+    e >>= 1;
+    if (e != 0) Poly1305MulMod(base, base, base);
+  }
+}
+
+// The sealed chunk's GCM and Poly1305 one-time values, shared by the segment and the
+// finishing step: for ChaCha20-Poly1305 the Poly1305 key of this chunk's nonce.
+ENCLAVE_HD void ChunkPolyKey(const ChunkKeys& k, uint64_t index, bool last, Poly1305* mac) {
+  uint8_t nonce[12], block0[64];
+  SealedChunkNonce(index, last, nonce);
+  ChaCha20Block(k.chacha_key, 0, nonce, block0);
+  mac->Init(block0);
+  for (int i = 0; i < 64; ++i) block0[i] = 0;
+}
+
+// Segment `seg` of a chunk's ciphertext `ct` (`len` bytes): its Horner sum from zero,
+// times key^(ciphertext blocks after the segment).
+ENCLAVE_HD void ChunkTagSegment(const ChunkKeys& k, const GhashPowers& hp, const GhashTable& ht, uint64_t index,
+                                bool last, const uint8_t* ct, uint64_t len, uint64_t seg, TagPartial* out) {
+  const uint64_t blocks = (len + 15) / 16;
+  const uint64_t begin = seg * kTagSegmentBlocks;
+  const uint64_t end = begin + kTagSegmentBlocks < blocks ? begin + kTagSegmentBlocks : blocks;
+  const uint64_t after = end < blocks ? blocks - end : 0;
+  for (int i = 0; i < 8; ++i) out->w[i] = 0;
+  if (begin >= end) return;
+  const uint64_t from = begin * 16, n = (end * 16 < len ? end * 16 : len) - from;
+  if (k.aes) {
+    Gf128 y = GhashPaddedTable(Gf128{0, 0}, ht, ct + from, static_cast<size_t>(n));
+    y = GhashMulPow(y, hp, after);
+    out->w[0] = (uint32_t)(y.hi >> 32);
+    out->w[1] = (uint32_t)y.hi;
+    out->w[2] = (uint32_t)(y.lo >> 32);
+    out->w[3] = (uint32_t)y.lo;
+    return;
+  }
+  Poly1305 mac;
+  ChunkPolyKey(k, index, last, &mac);
+  mac.UpdatePadded(ct + from, static_cast<size_t>(n));
+  Poly1305MulPow(mac.h, mac.r, after);
+  for (int i = 0; i < 5; ++i) out->w[i] = mac.h[i];
+  for (int i = 0; i < 5; ++i) mac.r[i] = mac.pad[i % 4] = 0;
+}
+
+// Adds the segments of one chunk and checks its tag (the 16 bytes after `ct`).
+ENCLAVE_HD bool ChunkTagFinishValid(const ChunkKeys& k, const uint8_t* sbox, const GhashPowers& hp,
+                                    const uint8_t aad[32], uint64_t index, bool last, const uint8_t* ct,
+                                    uint64_t len, const TagPartial* parts, uint64_t n_parts) {
+  const uint64_t blocks = (len + 15) / 16;
+  uint8_t nonce[12], tag[16];
+  SealedChunkNonce(index, last, nonce);
+  if (k.aes) {
+    Gf128 y = GhashPadded(Gf128{0, 0}, k.aes_h, aad, 32);
+    y = GhashMulPow(y, hp, blocks);
+    for (uint64_t s = 0; s < n_parts; ++s) {
+      y.hi ^= (uint64_t)parts[s].w[0] << 32 | parts[s].w[1];
+      y.lo ^= (uint64_t)parts[s].w[2] << 32 | parts[s].w[3];
+    }
+    y.hi ^= 32ull * 8;  // the length block: aad bits, ciphertext bits
+    y.lo ^= len * 8;
+    y = Gf128Mul(y, k.aes_h);
+    uint8_t j0[16], mask[16], s[16];
+    GcmCounterBlock(nonce, 0, j0);
+    Aes256EncryptBlock(k.aes_keys, sbox, j0, mask);
+    Gf128Store(y, s);
+    for (int i = 0; i < 16; ++i) tag[i] = static_cast<uint8_t>(s[i] ^ mask[i]);
+    return TagsEqual(tag, ct + len);
+  }
+  Poly1305 mac;
+  ChunkPolyKey(k, index, last, &mac);
+  mac.UpdatePadded(aad, 32);
+  Poly1305MulPow(mac.h, mac.r, blocks);
+  uint64_t acc[5];
+  for (int i = 0; i < 5; ++i) acc[i] = mac.h[i];
+  for (uint64_t s = 0; s < n_parts; ++s) {
+    for (int i = 0; i < 5; ++i) acc[i] += parts[s].w[i];
+  }
+  for (int pass = 0; pass < 3; ++pass) {  // back to 26-bit limbs (mod 2^130-5)
+    for (int i = 0; i < 4; ++i) {
+      acc[i + 1] += acc[i] >> 26;
+      acc[i] &= 0x3ffffff;
+    }
+    acc[0] += (acc[4] >> 26) * 5;
+    acc[4] &= 0x3ffffff;
+  }
+  for (int i = 0; i < 5; ++i) mac.h[i] = (uint32_t)acc[i];
+  uint8_t lengths[16];
+  for (int i = 0; i < 8; ++i) {
+    lengths[i] = static_cast<uint8_t>(32ull >> (8 * i));
+    lengths[8 + i] = static_cast<uint8_t>(len >> (8 * i));
+  }
+  mac.Block(lengths, 1u << 24);
+  mac.Final(tag);
+  for (int i = 0; i < 5; ++i) mac.r[i] = mac.pad[i % 4] = 0;
+  return TagsEqual(tag, ct + len);
+}
+
+}  // namespace enclave::kernels

@@ -1,0 +1,225 @@
+#include "enclave/kernels/gpu_stream.h"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "chunk_keys.h"
+#include "enclave/crypto/hash.h"
+#if ENCLAVE_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "chunk_open_gpu.h"
+#endif
+
+namespace enclave::kernels {
+
+#if ENCLAVE_HAVE_CUDA
+namespace {
+
+Status CudaStatus(cudaError_t e, const char* call) {
+  if (e == cudaSuccess) return OkStatus();
+  return Unavailable(std::string(call) + " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+}
+
+}  // namespace
+
+struct GpuChunkOpener::Keys {
+  gpu::DeviceKeys device{};
+  ~Keys() {
+    volatile uint8_t* p = reinterpret_cast<volatile uint8_t*>(&device);
+    for (size_t i = 0; i < sizeof device; ++i) p[i] = 0;
+  }
+};
+
+Result<std::unique_ptr<GpuChunkOpener>> GpuChunkOpener::Create(const crypto::SecretBytes& payload_key,
+                                                               crypto::Suite suite) {
+  if (!gpu::DeviceAvailable()) return Unavailable("no CUDA device visible");
+  std::unique_ptr<GpuChunkOpener> o(new GpuChunkOpener());
+  o->suite_ = suite;
+  o->keys_ = std::make_unique<Keys>();
+  {
+    KeysHolder holder;
+    RETURN_IF_ERROR(MakeChunkKeys(payload_key, suite, &holder.keys));
+    gpu::MakeDeviceKeys(holder.keys, &o->keys_->device);
+  }
+  RETURN_IF_ERROR(CudaStatus(cudaMalloc(&o->device_bad_, sizeof *o->device_bad_), "cudaMalloc(failure slot)"));
+  RETURN_IF_ERROR(o->Reset());
+  return o;
+}
+
+GpuChunkOpener::~GpuChunkOpener() {
+  if (device_bad_ != nullptr) cudaFree(device_bad_);
+}
+
+Status GpuChunkOpener::Enqueue(const ChunkBatch& batch, const uint8_t* device_in, uint8_t* device_out,
+                               CUstream_st* stream) {
+  RETURN_IF_ERROR(batch.Validate());
+  if (batch.suite != suite_) return InvalidInput("chunk batch: suite differs from the opener's");
+  gpu::ChunkGeometry g{batch.first_index, batch.count, batch.file_chunk_count, batch.payload_length,
+                       batch.chunk_size, {}};
+  std::memcpy(g.aad, batch.header_digest.data(), 32);
+  char error[256] = "";
+  if (!gpu::EnqueueOpenChunks(keys_->device, g, device_in, device_out, device_bad_, stream, error, sizeof error)) {
+    return Unavailable(error);
+  }
+  return OkStatus();
+}
+
+Status GpuChunkOpener::Check() {
+  RETURN_IF_ERROR(CudaStatus(cudaDeviceSynchronize(), "cudaDeviceSynchronize"));
+  unsigned long long bad = 0;
+  RETURN_IF_ERROR(CudaStatus(cudaMemcpy(&bad, device_bad_, sizeof bad, cudaMemcpyDeviceToHost), "cudaMemcpy"));
+  if (bad != gpu::kNoBadChunk) return AuthFailed("chunk " + std::to_string(bad) + " failed authentication");
+  return OkStatus();
+}
+
+Status GpuChunkOpener::Reset() {
+  RETURN_IF_ERROR(CudaStatus(cudaDeviceSynchronize(), "cudaDeviceSynchronize"));
+  return CudaStatus(cudaMemset(device_bad_, 0xff, sizeof *device_bad_), "cudaMemset(failure slot)");
+}
+
+// One stage of the pipeline: a pinned host buffer, a device input buffer, a stream, and
+// an event recorded once the host buffer has been copied (so it may be refilled).
+struct GpuSealedStream::Slot {
+  uint8_t* pinned = nullptr;
+  uint8_t* device_in = nullptr;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t copied = nullptr;
+  bool pending = false;
+  ~Slot() {
+    if (copied != nullptr) cudaEventDestroy(copied);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+    if (device_in != nullptr) cudaFree(device_in);
+    if (pinned != nullptr) cudaFreeHost(pinned);
+  }
+};
+
+Result<std::unique_ptr<GpuSealedStream>> GpuSealedStream::Open(const std::string& path,
+                                                               const crypto::SecretBytes& dek,
+                                                               const GpuStreamOptions& options) {
+  if (options.depth < 1 || options.depth > 16 || options.read_threads < 1 || options.read_threads > 64 ||
+      options.batch_bytes == 0) {
+    return InvalidInput("gpu stream options: depth 1..16, read threads 1..64, batch bytes > 0");
+  }
+  // Header structure, file size, key commitment and header tag: the CPU library's checks.
+  ASSIGN_OR_RETURN(auto reader, crypto::SealedFileReader::Open(path));
+  RETURN_IF_ERROR(reader->Unlock(dek));
+  std::unique_ptr<GpuSealedStream> s(new GpuSealedStream());
+  s->header_ = reader->header();
+  s->options_ = options;
+  ASSIGN_OR_RETURN(auto file, FileReader::Open(path));
+  if (file.size() != s->header_.FileSize()) return AuthFailed(path + ": file size changed since its header was read");
+  s->file_ = std::make_unique<FileReader>(std::move(file));
+  ASSIGN_OR_RETURN(auto payload_key,
+                   crypto::HkdfSha256(dek, s->header_.salt, "enclave sealed-file v1 payload key", 32));
+  ASSIGN_OR_RETURN(s->opener_, GpuChunkOpener::Create(payload_key, s->header_.params.suite));
+  const uint64_t stored = static_cast<uint64_t>(s->header_.params.chunk_size) + 16;
+  s->chunks_per_batch_ = std::max<uint64_t>(1, options.batch_bytes / stored);
+  s->chunks_per_batch_ = std::min(s->chunks_per_batch_, s->header_.chunk_count);
+  const uint64_t buffer = s->chunks_per_batch_ * stored;
+  s->slots_ = std::make_unique<Slot[]>(static_cast<size_t>(options.depth));
+  for (int i = 0; i < options.depth; ++i) {
+    Slot& slot = s->slots_[static_cast<size_t>(i)];
+    RETURN_IF_ERROR(CudaStatus(cudaHostAlloc(&slot.pinned, buffer, cudaHostAllocDefault), "cudaHostAlloc"));
+    RETURN_IF_ERROR(CudaStatus(cudaMalloc(&slot.device_in, buffer), "cudaMalloc(staging)"));
+    RETURN_IF_ERROR(CudaStatus(cudaStreamCreate(&slot.stream), "cudaStreamCreate"));
+    RETURN_IF_ERROR(CudaStatus(cudaEventCreateWithFlags(&slot.copied, cudaEventDisableTiming), "cudaEventCreate"));
+  }
+  return s;
+}
+
+GpuSealedStream::~GpuSealedStream() {
+  if (slots_ != nullptr) cudaDeviceSynchronize();  // nothing may still read a buffer being freed
+}
+
+uint64_t GpuSealedStream::OutputBytes(uint64_t first, uint64_t count) const {
+  if (count == 0) return 0;
+  const uint64_t last = first + count - 1;
+  return (last - first) * static_cast<uint64_t>(header_.params.chunk_size) + header_.ChunkPlaintextSize(last);
+}
+
+Status GpuSealedStream::ReadChunks(uint64_t first, uint64_t count, uint8_t* device_out) {
+  if (first > header_.chunk_count || count > header_.chunk_count - first) {
+    return InvalidInput("chunks " + std::to_string(first) + "+" + std::to_string(count) + " outside a file of " +
+                        std::to_string(header_.chunk_count));
+  }
+  Status s = Run(first, count, device_out);
+  if (!s.ok()) {  // fail closed: whatever was decrypted before the failure is wiped
+    for (int i = 0; i < options_.depth; ++i) cudaStreamSynchronize(slots_[static_cast<size_t>(i)].stream);
+    const uint64_t bytes = OutputBytes(first, count);
+    Status wiped = CudaStatus(cudaMemset(device_out, 0, bytes), "cudaMemset(output)");
+    if (wiped.ok()) wiped = CudaStatus(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    if (!wiped.ok()) return Internal("could not wipe the output after: " + s.message() + "; " + wiped.message());
+  }
+  return s;
+}
+
+Status GpuSealedStream::Run(uint64_t first, uint64_t count, uint8_t* device_out) {
+  RETURN_IF_ERROR(opener_->Reset());
+  ChunkBatch batch;
+  batch.suite = header_.params.suite;
+  batch.file_chunk_count = header_.chunk_count;
+  batch.chunk_size = header_.params.chunk_size;
+  batch.payload_length = header_.params.payload_length;
+  std::copy(header_.header_digest.begin(), header_.header_digest.end(), batch.header_digest.begin());
+  uint64_t k = 0;
+  for (uint64_t next = first; next < first + count; next += batch.count, ++k) {
+    Slot& slot = slots_[static_cast<size_t>(k % static_cast<uint64_t>(options_.depth))];
+    batch.first_index = next;
+    batch.count = std::min(chunks_per_batch_, first + count - next);
+    // The pinned buffer may be refilled once its last copy has left it.
+    if (slot.pending) RETURN_IF_ERROR(CudaStatus(cudaEventSynchronize(slot.copied), "cudaEventSynchronize"));
+    const uint64_t bytes = batch.InputBytes(), offset = header_.ChunkOffset(next);
+    const uint64_t part = (bytes + static_cast<uint64_t>(options_.read_threads) - 1) /
+                          static_cast<uint64_t>(options_.read_threads);
+    std::vector<Status> read(static_cast<size_t>(options_.read_threads));
+    {
+      std::vector<std::jthread> readers;
+      for (size_t t = 0; t < read.size(); ++t) {
+        const uint64_t from = t * part;
+        if (from >= bytes) break;
+        const uint64_t n = std::min(part, bytes - from);
+        readers.emplace_back([&, t, from, n] { read[t] = file_->ReadAt(offset + from, slot.pinned + from, n); });
+      }
+    }
+    for (const Status& r : read) RETURN_IF_ERROR(r);
+    RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(slot.device_in, slot.pinned, bytes, cudaMemcpyHostToDevice,
+                                               slot.stream),
+                               "cudaMemcpyAsync"));
+    RETURN_IF_ERROR(CudaStatus(cudaEventRecord(slot.copied, slot.stream), "cudaEventRecord"));
+    slot.pending = true;
+    RETURN_IF_ERROR(opener_->Enqueue(batch, slot.device_in, device_out + (next - first) * header_.params.chunk_size,
+                                     slot.stream));
+  }
+  return opener_->Check();  // waits for every stream
+}
+
+#else  // built without CUDA
+
+struct GpuChunkOpener::Keys {};
+struct GpuSealedStream::Slot {};
+
+Result<std::unique_ptr<GpuChunkOpener>> GpuChunkOpener::Create(const crypto::SecretBytes&, crypto::Suite) {
+  return Unsupported("this build has no CUDA kernels (nvcc was not found at configure time)");
+}
+GpuChunkOpener::~GpuChunkOpener() = default;
+Status GpuChunkOpener::Enqueue(const ChunkBatch&, const uint8_t*, uint8_t*, CUstream_st*) {
+  return Unsupported("no CUDA");
+}
+Status GpuChunkOpener::Check() { return Unsupported("no CUDA"); }
+Status GpuChunkOpener::Reset() { return Unsupported("no CUDA"); }
+
+Result<std::unique_ptr<GpuSealedStream>> GpuSealedStream::Open(const std::string&, const crypto::SecretBytes&,
+                                                               const GpuStreamOptions&) {
+  return Unsupported("this build has no CUDA kernels (nvcc was not found at configure time)");
+}
+GpuSealedStream::~GpuSealedStream() = default;
+uint64_t GpuSealedStream::OutputBytes(uint64_t, uint64_t) const { return 0; }
+Status GpuSealedStream::ReadChunks(uint64_t, uint64_t, uint8_t*) { return Unsupported("no CUDA"); }
+Status GpuSealedStream::Run(uint64_t, uint64_t, uint8_t*) { return Unsupported("no CUDA"); }
+
+#endif
+
+}  // namespace enclave::kernels
