@@ -1,0 +1,176 @@
+// Strict parsing of the job TOML: the examples parse; every error names the key and line.
+#include "enclave/train/job.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+namespace enclave::train {
+namespace {
+
+const char* kMinimal = R"(output_dir = "out"
+[[datasets]]
+id = "d1"
+path = "d1.sealed"
+)";
+
+Result<JobSpec> Parse(const std::string& text) { return ParseJob(text, "job.toml", "/jobs"); }
+
+void ExpectError(const std::string& text, const std::string& fragment) {
+  auto r = Parse(text);
+  ASSERT_FALSE(r.ok()) << text;
+  EXPECT_EQ(r.status().code(), Code::kInvalidInput);
+  EXPECT_NE(r.status().message().find(fragment), std::string::npos) << r.status().message();
+}
+
+TEST(Job, MinimalHasDocumentedDefaults) {
+  auto r = Parse(kMinimal);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->output_dir, "/jobs/out");
+  ASSERT_EQ(r->datasets.size(), 1u);
+  EXPECT_EQ(r->datasets[0].path, "/jobs/d1.sealed");
+  EXPECT_EQ(r->datasets[0].format, DatasetFormat::kSealed);
+  EXPECT_EQ(r->epochs, 100u);
+  EXPECT_EQ(r->batch_size, 32u);
+  EXPECT_DOUBLE_EQ(r->validation_fraction, 0.2);
+  EXPECT_EQ(r->device, Device::kAuto);
+  EXPECT_EQ(r->optimizer.kind, OptimizerKind::kAdamW);
+  EXPECT_TRUE(r->model.hidden.empty());
+  EXPECT_EQ(r->seed, 0u);
+}
+
+TEST(Job, FullSpec) {
+  auto r = Parse(R"(name = "full"
+seed = 42
+device = "cpu"
+output_dir = "/abs/out"
+broker_url = "https://broker.example:8443"
+[[datasets]]
+id = "a"
+path = "a.csv"
+format = "csv"
+label = "y"
+positive = "yes"
+[[datasets]]
+id = "b"
+path = "/data/b.csv"
+format = "csv"
+label = "y"
+classes = ["no", "yes"]
+[model]
+hidden = [64, 32]
+activation = "tanh"
+[training]
+epochs = 7
+batch_size = 128
+validation_fraction = 0.25
+metrics = ["accuracy"]
+[optimizer]
+type = "sgd"
+lr = 0.05
+momentum = 0.8
+weight_decay = 0.01
+l2 = 1e-4
+[schedule]
+type = "step"
+warmup_epochs = 1
+step_epochs = 3
+gamma = 0.5
+)");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->seed, 42u);
+  EXPECT_EQ(r->device, Device::kCpu);
+  EXPECT_EQ(r->output_dir, "/abs/out");
+  EXPECT_EQ(r->datasets[1].path, "/data/b.csv");
+  EXPECT_EQ(*r->datasets[0].positive, "yes");
+  EXPECT_EQ(r->datasets[1].classes, (std::vector<std::string>{"no", "yes"}));
+  EXPECT_EQ(r->model.hidden, (std::vector<uint32_t>{64, 32}));
+  EXPECT_EQ(r->model.activation, kernels::kActTanh);
+  EXPECT_EQ(r->metrics, static_cast<uint32_t>(kMetricAccuracy));
+  EXPECT_EQ(r->optimizer.kind, OptimizerKind::kSgd);
+  EXPECT_FLOAT_EQ(r->optimizer.momentum, 0.8f);
+  EXPECT_EQ(r->schedule.kind, kernels::kLrStep);
+  EXPECT_EQ(r->schedule.step_epochs, 3u);
+}
+
+TEST(Job, DigestIsOfTheBytes) {
+  auto a = Parse(kMinimal), b = Parse(std::string(kMinimal) + "\n");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(a->digest, b->digest);
+}
+
+TEST(Job, UnknownKeysNameKeyAndLine) {
+  ExpectError(std::string("epochs = 3\n") + kMinimal, "job.toml:1: unknown key 'epochs'");
+  ExpectError(std::string(kMinimal) + "epochs = 3\n", "job.toml:5: unknown key 'datasets[0].epochs'");
+  ExpectError(std::string(kMinimal) + "[model]\nhiden = [3]\n", "job.toml:6: unknown key 'model.hiden'");
+  ExpectError(std::string(kMinimal) + "colour = \"blue\"\n", "unknown key 'datasets[0].colour'");
+  ExpectError(std::string(kMinimal) + "[optimiser]\n", "job.toml:5: unknown key 'optimiser'");
+}
+
+TEST(Job, TypesAndRanges) {
+  ExpectError(std::string(kMinimal) + "[training]\nepochs = \"ten\"\n", "job.toml:6: 'training.epochs' must be an integer");
+  ExpectError(std::string(kMinimal) + "[training]\nepochs = 0\n", "'training.epochs' must be in 1..1000000");
+  ExpectError(std::string(kMinimal) + "[training]\nvalidation_fraction = 0.95\n", "validation_fraction");
+  ExpectError(std::string(kMinimal) + "[optimizer]\nlr = -1\n", "'optimizer.lr' must be in (0");
+  ExpectError(std::string(kMinimal) + "[optimizer]\nlr = nan\n", "'optimizer.lr'");
+  ExpectError(std::string(kMinimal) + "[optimizer]\ntype = \"adam\"\n", "must be one of adamw, sgd");
+  ExpectError(std::string(kMinimal) + "[optimizer]\ntype = \"sgd\"\nbeta1 = 0.9\n", "does not apply");
+  ExpectError(std::string(kMinimal) + "[model]\nhidden = [0]\n", "layer sizes");
+  ExpectError(std::string(kMinimal) + "[model]\nactivation = \"gelu\"\n", "'model.activation' must be one of");
+  ExpectError(std::string(kMinimal) + "[training]\nmetrics = [\"f1\"]\n", "unknown metric 'f1'");
+  ExpectError(std::string(kMinimal) + "[schedule]\ngamma = 0.5\n", "does not apply to schedule type 'constant'");
+  ExpectError(std::string(kMinimal) + "device = \"tpu\"\n", "'datasets[0].device'");  // after [[datasets]]: a dataset key
+  ExpectError(std::string("device = \"tpu\"\n") + kMinimal, "job.toml:1: 'device' must be one of auto, cpu, gpu");
+  ExpectError(std::string("seed = -1\n") + kMinimal, "'seed' must be in 0..");
+  ExpectError(std::string("model = 3\n") + kMinimal, "'model' must be a table");
+}
+
+TEST(Job, RequiredAndConsistency) {
+  ExpectError("[[datasets]]\nid = \"d\"\npath = \"p\"\n", "missing required key 'output_dir'");
+  ExpectError("output_dir = \"o\"\n", "missing required key 'datasets'");
+  ExpectError("output_dir = \"o\"\n[[datasets]]\npath = \"p\"\n", "missing required key 'datasets[0].id'");
+  ExpectError("output_dir = \"o\"\n[[datasets]]\nid = \"bad id!\"\npath = \"p\"\n", "datasets[0].id");
+  ExpectError(std::string(kMinimal) + "[[datasets]]\nid = \"d1\"\npath = \"q\"\n", "dataset id 'd1' listed twice");
+  ExpectError(std::string(kMinimal) + "label = \"y\"\n", "only for format = \"csv\"");
+  ExpectError("output_dir = \"o\"\n[[datasets]]\nid = \"d\"\npath = \"p\"\nformat = \"csv\"\n",
+              "missing required key 'datasets[0].label'");
+  ExpectError("output_dir = \"o\"\n[[datasets]]\nid = \"d\"\npath = \"p\"\nformat = \"csv\"\nlabel = \"y\"\n"
+              "positive = \"a\"\nclasses = [\"a\", \"b\"]\n",
+              "exclude each other");
+  ExpectError(std::string(kMinimal) + "[training]\nepochs = 2\n[schedule]\nwarmup_epochs = 2\n", "warmup_epochs");
+}
+
+TEST(Job, SyntaxErrorsNameTheLine) {
+  ExpectError("output_dir = \"o\"\n\n[[datasets]\n", "job.toml:3:");
+  ExpectError("output_dir = \"o\"\noutput_dir = \"p\"\n", "job.toml:2:");
+}
+
+TEST(Job, ExamplesParse) {
+  for (const char* name : {"breast_cancer_logreg", "breast_cancer_mlp", "credit_card_logreg", "credit_card_mlp",
+                           "breast_cancer_sealed"}) {
+    auto r = LoadJob(std::string(ENCLAVE_EXAMPLES) + "/" + name + ".toml");
+    EXPECT_TRUE(r.ok()) << name << ": " << r.status().ToString();
+  }
+}
+
+// The fuzz seeds double as parser tests: valid-* must parse, invalid-* must not.
+TEST(Job, FuzzSeeds) {
+  size_t valid = 0, invalid = 0;
+  for (const auto& e : std::filesystem::directory_iterator(ENCLAVE_JOB_CORPUS)) {
+    const std::string name = e.path().filename().string();
+    auto r = LoadJob(e.path().string());
+    if (name.rfind("valid-", 0) == 0) {
+      EXPECT_TRUE(r.ok()) << name << ": " << r.status().ToString();
+      ++valid;
+    } else if (name.rfind("invalid-", 0) == 0) {
+      EXPECT_FALSE(r.ok()) << name;
+      ++invalid;
+    }
+  }
+  EXPECT_GE(valid, 5u);
+  EXPECT_GE(invalid, 3u);
+}
+
+}  // namespace
+}  // namespace enclave::train

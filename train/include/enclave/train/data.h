@@ -1,0 +1,72 @@
+// The trainer's data path on the host side: datasets named by a job are read record by
+// record (float32 features in column order, then the class index: the sealed format's
+// record layout) straight into backend memory. A sealed dataset is authenticated and
+// decrypted chunk by chunk into locked memory (dataset::SealedDatasetReader); a clear CSV
+// (development and the determinism proof) goes through the same layout, encoded with the
+// rules of `enclave-data seal`. Plus the stratified splits.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "enclave/crypto/hash.h"
+#include "enclave/crypto/keystore.h"
+#include "enclave/dataset/schema.h"
+#include "enclave/train/backend.h"
+#include "enclave/train/job.h"
+#include "enclave/train/locked.h"
+
+namespace enclave::train {
+
+// Called with (records, first_row, row_count) for consecutive runs of rows.
+using RecordFn = std::function<Status(const float* records, uint64_t first_row, uint64_t count)>;
+
+struct SourceInfo {
+  std::string id, path;
+  DatasetFormat format = DatasetFormat::kSealed;
+  uint64_t rows = 0;
+  crypto::Digest256 file_digest{};  // SHA-256 of the file (sealed or CSV)
+};
+
+// Streams the records of one dataset. Every record is checked (finite features, yes/no
+// 0 or 1, label a class index) before `fn` sees it. A sealed file must carry the job's
+// dataset id in its authenticated header.
+Status ReadDatasetRecords(const DatasetSpec& spec, const crypto::Keystore* keystore, dataset::DatasetSchema* schema,
+                          uint64_t* rows, const std::function<Status(const dataset::DatasetSchema&, uint64_t rows)>& begin,
+                          const RecordFn& fn);
+
+// The record check ReadDatasetRecords applies (exposed for benchmarks' clear baselines).
+Status CheckRecords(const dataset::DatasetSchema& schema, const std::string& path, const float* records,
+                    uint64_t first_row, uint64_t count);
+
+struct LoadedData {
+  dataset::DatasetSchema schema;
+  size_t rows = 0, features = 0;
+  uint32_t classes = 0;
+  OwnedBuffer x;               // rows x features, backend memory
+  OwnedBuffer y;               // rows (class indices), backend memory
+  LockedArray<float> labels;   // the class indices again on the host (for stratification)
+  std::vector<SourceInfo> sources;
+};
+
+// Loads every dataset of the job, in order, into one table; their schemas must be equal.
+// `keystore` may be null when no dataset is sealed.
+Result<LoadedData> LoadDatasets(Backend& backend, const std::vector<DatasetSpec>& specs,
+                                const crypto::Keystore* keystore);
+
+struct Split {
+  LockedArray<uint32_t> train, val;  // row numbers, ascending
+};
+
+// Per class (in class order) the rows of that class are shuffled with Rng(seed,
+// kStreamSplit) and the first round(fraction * n_class) go to validation.
+Result<Split> StratifiedSplit(const LockedArray<float>& labels, uint32_t classes, double fraction, uint64_t seed);
+
+// Stratified k-fold: per class, the class's rows shuffled with Rng(seed, kStreamFolds)
+// are dealt to folds round-robin, each class starting where the previous one stopped.
+Result<std::vector<Split>> StratifiedKFold(const LockedArray<float>& labels, uint32_t classes, uint32_t folds,
+                                           uint64_t seed);
+
+}  // namespace enclave::train

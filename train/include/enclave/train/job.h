@@ -1,0 +1,86 @@
+// The training job specification: a TOML file (docs/formats/job.md), parsed strictly:
+// every key is known, every value has its type and range, or parsing fails naming the
+// key and its line.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "enclave/common/status.h"
+#include "enclave/crypto/hash.h"
+#include "enclave/kernels/nn_math.h"
+#include "enclave/train/backend.h"
+
+namespace enclave::train {
+
+enum class DatasetFormat { kSealed, kCsv };
+
+struct DatasetSpec {
+  std::string id;
+  std::string path;  // relative paths are resolved against the job file's directory
+  DatasetFormat format = DatasetFormat::kSealed;
+  // kCsv only (the sealed format carries its schema): the label column and its classes,
+  // with the same rules as `enclave-data seal --label/--positive/--classes`.
+  std::string label;
+  std::optional<std::string> positive;
+  std::vector<std::string> classes;
+};
+
+struct ModelSpec {
+  std::vector<uint32_t> hidden;  // empty: logistic regression
+  Activation activation = kernels::kActRelu;
+};
+
+enum class OptimizerKind { kSgd, kAdamW };
+
+struct OptimizerSpec {
+  OptimizerKind kind = OptimizerKind::kAdamW;
+  float lr = 0.001f;
+  float momentum = 0.9f;  // sgd
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adamw
+  float weight_decay = 0.0f;  // decoupled
+  float l2 = 0.0f;            // coupled (added to the gradient)
+};
+
+struct ScheduleSpec {
+  int kind = kernels::kLrConstant;
+  uint32_t warmup_epochs = 0;
+  uint32_t step_epochs = 1;  // step: decay every this many epochs
+  float gamma = 0.1f;        // step: decay factor
+  float min_lr = 0.0f;       // cosine: floor
+};
+
+enum Metric : uint32_t { kMetricLoss = 1, kMetricAccuracy = 2, kMetricRocAuc = 4 };
+
+struct JobSpec {
+  std::string name;
+  uint64_t seed = 0;
+  Device device = Device::kAuto;
+  std::string output_dir;
+  std::string broker_url;  // reserved: keys come from the broker once it exists
+  std::vector<DatasetSpec> datasets;
+  ModelSpec model;
+  OptimizerSpec optimizer;
+  ScheduleSpec schedule;
+  uint32_t epochs = 100;
+  uint32_t batch_size = 32;
+  double validation_fraction = 0.2;
+  uint32_t metrics = kMetricLoss | kMetricAccuracy | kMetricRocAuc;
+  crypto::Digest256 digest{};  // SHA-256 of the job file's bytes
+};
+
+inline constexpr size_t kMaxJobBytes = 1u << 20;
+
+// `source` names the text in messages ("job.toml"); `base_dir` resolves relative paths.
+Result<JobSpec> ParseJob(std::string_view text, const std::string& source, const std::string& base_dir);
+// Reads (at most kMaxJobBytes) and parses a job file.
+Result<JobSpec> LoadJob(const std::string& path);
+
+const char* DeviceName(Device d);
+const char* ActivationName(Activation a);
+const char* ScheduleName(int kind);
+
+}  // namespace enclave::train

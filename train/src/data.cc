@@ -1,0 +1,326 @@
+#include "enclave/train/data.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <map>
+
+#include "enclave/common/files.h"
+#include "enclave/crypto/sealed_file.h"
+#include "enclave/dataset/csv.h"
+#include "enclave/dataset/sealed_dataset.h"
+#include "enclave/train/rng.h"
+
+namespace enclave::train {
+namespace {
+
+using dataset::ColumnKind;
+using dataset::DatasetSchema;
+
+// --- the CSV side: the encoding rules of enclave-data seal (docs/formats/sealed-dataset.md),
+// so that a CSV and the file sealed from it give the same records bit for bit. The
+// determinism test (tests/train/determinism_test.cc) checks that they do.
+
+std::string Trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+
+int YesNo(const std::string& cell) {
+  std::string v = Trim(cell);
+  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (v == "yes") return 1;
+  if (v == "no") return 0;
+  return -1;
+}
+
+bool ParseFloat(const std::string& cell, float* out) {
+  std::string v = Trim(cell);
+  if (v.empty()) return false;
+  const char* begin = v.data();
+  const char* end = v.data() + v.size();
+  if (*begin == '+') {
+    ++begin;
+    if (begin == end || *begin == '-' || *begin == '+') return false;
+  }
+  auto [ptr, ec] = std::from_chars(begin, end, *out);
+  if (ptr != end) return false;
+  if (ec == std::errc::result_out_of_range) {
+    double wide = 0;
+    auto [wptr, wec] = std::from_chars(begin, end, wide);
+    if (wec != std::errc() || wptr != end || std::fabs(wide) >= 1.0) return false;
+    *out = static_cast<float>(wide);
+    return true;
+  }
+  return ec == std::errc() && std::isfinite(*out);
+}
+
+constexpr uint64_t kCsvBatchRows = 4096;
+
+Status ReadCsvRecords(const DatasetSpec& spec, DatasetSchema* schema, uint64_t* rows,
+                      const std::function<Status(const DatasetSchema&, uint64_t)>& begin, const RecordFn& fn) {
+  dataset::LabelSpec label;
+  label.column = spec.label;
+  label.positive = spec.positive;
+  label.classes = spec.classes;
+  ASSIGN_OR_RETURN(dataset::CsvScan scan, dataset::ScanCsv(spec.path, label));
+  *schema = scan.schema;
+  *rows = scan.rows;
+  RETURN_IF_ERROR(begin(*schema, scan.rows));
+  std::map<std::string, uint32_t> classes;
+  for (uint32_t i = 0; i < schema->classes.size(); ++i) classes[schema->classes[i]] = i;
+  const size_t width = schema->columns.size();
+  const uint32_t features = schema->feature_count();
+  ASSIGN_OR_RETURN(LockedArray<float> batch, LockedArray<float>::Create(kCsvBatchRows * width));
+  ASSIGN_OR_RETURN(dataset::CsvReader csv, dataset::CsvReader::Open(spec.path));
+  std::vector<std::string> row;
+  ASSIGN_OR_RETURN(bool have_header, csv.Next(&row));
+  if (!have_header) return InvalidInput(spec.path + ": changed while reading");
+  uint64_t done = 0, in_batch = 0;
+  auto where = [&] { return spec.path + ":" + std::to_string(csv.record_line()); };
+  while (true) {
+    ASSIGN_OR_RETURN(bool have, csv.Next(&row));
+    if (!have) break;
+    if (done + in_batch >= scan.rows) return InvalidInput(spec.path + ": changed while reading (more rows)");
+    if (row.size() != width) return InvalidInput(where() + ": wrong number of fields");
+    float* rec = batch.data() + in_batch * width;
+    size_t f = 0;
+    for (size_t i = 0; i < width; ++i) {
+      const dataset::Column& col = schema->columns[i];
+      if (col.kind == ColumnKind::kLabel) {
+        auto it = classes.find(Trim(row[i]));
+        if (it == classes.end()) return InvalidInput(where() + ": column '" + col.name + "': unknown label value");
+        rec[features] = static_cast<float>(it->second);
+      } else if (col.kind == ColumnKind::kYesNo) {
+        const int v = YesNo(row[i]);
+        if (v < 0) return InvalidInput(where() + ": column '" + col.name + "': expected yes or no");
+        rec[f++] = static_cast<float>(v);
+      } else {
+        if (!ParseFloat(row[i], &rec[f])) return InvalidInput(where() + ": column '" + col.name + "': bad number");
+        ++f;
+      }
+    }
+    if (++in_batch == kCsvBatchRows) {
+      RETURN_IF_ERROR(fn(batch.data(), done, in_batch));
+      done += in_batch;
+      in_batch = 0;
+    }
+  }
+  if (in_batch > 0) RETURN_IF_ERROR(fn(batch.data(), done, in_batch));
+  done += in_batch;
+  if (done != scan.rows) return InvalidInput(spec.path + ": changed while reading (fewer rows)");
+  return OkStatus();
+}
+
+}  // namespace
+
+// Authenticated records may still be invalid if another implementation sealed them.
+Status CheckRecords(const DatasetSchema& schema, const std::string& path, const float* records, uint64_t first_row,
+                    uint64_t count) {
+  const size_t width = schema.columns.size();
+  const uint32_t features = schema.feature_count();
+  const float classes = static_cast<float>(schema.classes.size());
+  for (uint64_t r = 0; r < count; ++r) {
+    const float* rec = records + r * width;
+    size_t f = 0;
+    for (const dataset::Column& col : schema.columns) {
+      if (col.kind == ColumnKind::kLabel) continue;
+      const float v = rec[f++];
+      const bool ok = col.kind == ColumnKind::kYesNo ? (v == 0.0f || v == 1.0f) : std::isfinite(v);
+      if (!ok) {
+        return InvalidInput(path + ": record " + std::to_string(first_row + r) + ": invalid value in column '" +
+                            col.name + "'");
+      }
+    }
+    const float label = rec[features];
+    if (!(label >= 0.0f && label < classes && label == std::floor(label))) {
+      return InvalidInput(path + ": record " + std::to_string(first_row + r) + ": label is not a class index");
+    }
+  }
+  return OkStatus();
+}
+
+namespace {
+
+bool SameSchema(const DatasetSchema& a, const DatasetSchema& b) {
+  if (a.columns.size() != b.columns.size() || a.classes != b.classes) return false;
+  for (size_t i = 0; i < a.columns.size(); ++i) {
+    if (a.columns[i].name != b.columns[i].name || a.columns[i].kind != b.columns[i].kind) return false;
+  }
+  return true;
+}
+
+Status SortAscending(LockedArray<uint32_t>& a) {
+  std::sort(a.begin(), a.end());
+  return OkStatus();
+}
+
+}  // namespace
+
+Status ReadDatasetRecords(const DatasetSpec& spec, const crypto::Keystore* keystore, DatasetSchema* schema,
+                          uint64_t* rows, const std::function<Status(const DatasetSchema&, uint64_t)>& begin,
+                          const RecordFn& fn) {
+  auto checked = [&](const float* records, uint64_t first, uint64_t count) -> Status {
+    RETURN_IF_ERROR(CheckRecords(*schema, spec.path, records, first, count));
+    return fn(records, first, count);
+  };
+  if (spec.format == DatasetFormat::kCsv) return ReadCsvRecords(spec, schema, rows, begin, checked);
+  if (keystore == nullptr) return FailedPrecondition(spec.path + ": a sealed dataset needs a keystore");
+  ASSIGN_OR_RETURN(dataset::SealedDatasetReader reader, dataset::SealedDatasetReader::Open(spec.path, *keystore));
+  // The id is in the authenticated header: a file swapped for another dataset is refused.
+  if (reader.header().params.object_id != spec.id) {
+    return PermissionDenied(spec.path + ": sealed dataset id is '" + reader.header().params.object_id +
+                            "', the job names '" + spec.id + "'");
+  }
+  *schema = reader.schema();
+  *rows = reader.rows();
+  RETURN_IF_ERROR(begin(*schema, *rows));
+  return reader.ForEachChunk([&](std::span<const float> records, uint64_t first, uint64_t count) {
+    return checked(records.data(), first, count);
+  });
+}
+
+Result<LoadedData> LoadDatasets(Backend& backend, const std::vector<DatasetSpec>& specs,
+                                const crypto::Keystore* keystore) {
+  if (specs.empty()) return InvalidInput("the job names no dataset");
+  // Records land in one staging buffer per dataset, then are split into x and y; the
+  // tables of several datasets are concatenated in job order.
+  struct Part {
+    OwnedBuffer records;
+    uint64_t rows = 0;
+  };
+  std::vector<Part> parts;
+  LoadedData out;
+  for (const DatasetSpec& spec : specs) {
+    Part part;
+    DatasetSchema schema;
+    uint64_t rows = 0;
+    auto begin = [&](const DatasetSchema& s, uint64_t n) -> Status {
+      if (!parts.empty() && !SameSchema(s, out.schema)) {
+        return InvalidInput(spec.path + ": schema (columns, kinds, classes) differs from dataset '" + specs[0].id + "'");
+      }
+      if (parts.empty()) out.schema = s;
+      if (n == 0) return InvalidInput(spec.path + ": no rows");
+      if (out.rows + n >= (uint64_t{1} << 32) / 2) return InvalidInput(spec.path + ": too many rows (2^31 at most)");
+      ASSIGN_OR_RETURN(part.records, AllocOwned(backend, n * s.columns.size()));
+      return OkStatus();
+    };
+    auto fn = [&](const float* records, uint64_t first, uint64_t count) -> Status {
+      const size_t width = out.schema.columns.size();
+      return backend.Upload(part.records.get().Slice(first * width, count * width), records, count * width);
+    };
+    RETURN_IF_ERROR(ReadDatasetRecords(spec, keystore, &schema, &rows, begin, fn));
+    SourceInfo info;
+    info.id = spec.id;
+    info.path = spec.path;
+    info.format = spec.format;
+    info.rows = rows;
+    if (spec.format == DatasetFormat::kSealed) {
+      ASSIGN_OR_RETURN(info.file_digest, crypto::SealedFileDigest(spec.path));
+    } else {
+      ASSIGN_OR_RETURN(FileReader f, FileReader::Open(spec.path));
+      crypto::Sha256Hasher h;
+      std::vector<uint8_t> buf(1 << 16);
+      size_t got = 0;
+      do {
+        RETURN_IF_ERROR(f.Read(buf.data(), buf.size(), &got));
+        h.Update({buf.data(), got});
+      } while (got > 0);
+      info.file_digest = h.Final();
+    }
+    out.sources.push_back(std::move(info));
+    out.rows += rows;
+    part.rows = rows;
+    parts.push_back(std::move(part));
+  }
+  out.features = out.schema.feature_count();
+  out.classes = static_cast<uint32_t>(out.schema.classes.size());
+  ASSIGN_OR_RETURN(out.x, AllocOwned(backend, out.rows * out.features));
+  ASSIGN_OR_RETURN(out.y, AllocOwned(backend, out.rows));
+  size_t row = 0;
+  for (Part& p : parts) {
+    RETURN_IF_ERROR(backend.SplitRecords(p.records, p.rows, out.features,
+                                         out.x.get().Slice(row * out.features, p.rows * out.features),
+                                         out.y.get().Slice(row, p.rows)));
+    row += p.rows;
+    p.records.Reset();
+  }
+  ASSIGN_OR_RETURN(out.labels, LockedArray<float>::Create(out.rows));
+  RETURN_IF_ERROR(backend.Download(out.labels.data(), out.y, out.rows));
+  return out;
+}
+
+Result<Split> StratifiedSplit(const LockedArray<float>& labels, uint32_t classes, double fraction, uint64_t seed) {
+  const size_t n = labels.size();
+  std::vector<size_t> per_class(classes, 0);
+  for (size_t i = 0; i < n; ++i) ++per_class[static_cast<size_t>(labels[i])];
+  size_t val_total = 0;
+  std::vector<size_t> val_count(classes);
+  for (uint32_t c = 0; c < classes; ++c) {
+    val_count[c] = static_cast<size_t>(std::floor(fraction * static_cast<double>(per_class[c]) + 0.5));
+    val_total += val_count[c];
+  }
+  if (val_total >= n) return InvalidInput("validation_fraction leaves no training rows");
+  Split s;
+  ASSIGN_OR_RETURN(s.train, LockedArray<uint32_t>::Create(n - val_total));
+  ASSIGN_OR_RETURN(s.val, LockedArray<uint32_t>::Create(val_total));
+  ASSIGN_OR_RETURN(LockedArray<uint32_t> members, LockedArray<uint32_t>::Create(n));
+  Rng rng(seed, kStreamSplit);
+  size_t ti = 0, vi = 0;
+  for (uint32_t c = 0; c < classes; ++c) {
+    size_t m = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (static_cast<uint32_t>(labels[i]) == c) members[m++] = static_cast<uint32_t>(i);
+    }
+    Shuffle(members.data(), m, rng);
+    for (size_t i = 0; i < m; ++i) {
+      if (i < val_count[c]) {
+        s.val[vi++] = members[i];
+      } else {
+        s.train[ti++] = members[i];
+      }
+    }
+  }
+  RETURN_IF_ERROR(SortAscending(s.train));
+  RETURN_IF_ERROR(SortAscending(s.val));
+  return s;
+}
+
+Result<std::vector<Split>> StratifiedKFold(const LockedArray<float>& labels, uint32_t classes, uint32_t folds,
+                                           uint64_t seed) {
+  const size_t n = labels.size();
+  if (folds < 2) return InvalidInput("--folds must be at least 2");
+  if (folds > n) return InvalidInput("--folds " + std::to_string(folds) + " exceeds the " + std::to_string(n) + " rows");
+  ASSIGN_OR_RETURN(LockedArray<uint32_t> fold_of, LockedArray<uint32_t>::Create(n));
+  ASSIGN_OR_RETURN(LockedArray<uint32_t> members, LockedArray<uint32_t>::Create(n));
+  Rng rng(seed, kStreamFolds);
+  size_t next = 0;
+  for (uint32_t c = 0; c < classes; ++c) {
+    size_t m = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (static_cast<uint32_t>(labels[i]) == c) members[m++] = static_cast<uint32_t>(i);
+    }
+    Shuffle(members.data(), m, rng);
+    for (size_t i = 0; i < m; ++i) fold_of[members[i]] = static_cast<uint32_t>(next++ % folds);
+  }
+  std::vector<size_t> sizes(folds, 0);
+  for (size_t i = 0; i < n; ++i) ++sizes[fold_of[i]];
+  std::vector<Split> out;
+  for (uint32_t f = 0; f < folds; ++f) {
+    Split s;
+    ASSIGN_OR_RETURN(s.val, LockedArray<uint32_t>::Create(sizes[f]));
+    ASSIGN_OR_RETURN(s.train, LockedArray<uint32_t>::Create(n - sizes[f]));
+    size_t ti = 0, vi = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (fold_of[i] == f) {
+        s.val[vi++] = static_cast<uint32_t>(i);
+      } else {
+        s.train[ti++] = static_cast<uint32_t>(i);
+      }
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace enclave::train

@@ -1,0 +1,208 @@
+#include "enclave/train/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "enclave/train/metrics.h"
+#include "enclave/train/rng.h"
+
+namespace enclave::train {
+namespace {
+
+constexpr size_t kEvalBatch = 1024;
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+struct Optimizer {
+  OwnedBuffer s1, s2;  // sgd: velocity; adamw: m, v
+};
+
+// Validation loss, accuracy and AUC over the rows of xv / yv.
+Status Evaluate(Backend& backend, Mlp& model, const Buffer& xv, const Buffer& yv, size_t rows, size_t features,
+                const LockedArray<float>& labels, EpochMetrics* m) {
+  if (rows == 0) {
+    m->val_loss = m->val_accuracy = m->val_auc = kNaN;
+    return OkStatus();
+  }
+  const ModelShape& shape = model.shape();
+  const size_t width = shape.outputs();
+  ASSIGN_OR_RETURN(OwnedBuffer probs, AllocOwned(backend, rows * width));
+  double loss = 0;
+  for (size_t off = 0; off < rows; off += kEvalBatch) {
+    const size_t n = std::min(kEvalBatch, rows - off);
+    ASSIGN_OR_RETURN(Buffer logits, model.Forward(xv.Slice(off * features, n * features), n));
+    double part = 0;
+    RETURN_IF_ERROR(backend.LossAndGrad(shape.loss(), logits, yv.Slice(off, n), n, shape.classes, 1.0f, Buffer{}, &part));
+    loss += part;
+    RETURN_IF_ERROR(backend.Probabilities(shape.loss(), logits, n, shape.classes, probs.get().Slice(off * width, n * width)));
+  }
+  ASSIGN_OR_RETURN(LockedArray<float> host, LockedArray<float>::Create(rows * width));
+  RETURN_IF_ERROR(backend.Download(host.data(), probs, rows * width));
+  m->val_loss = loss / static_cast<double>(rows);
+  m->val_accuracy = Accuracy(host.data(), labels.data(), rows, shape.classes);
+  m->val_auc = RocAuc(host.data(), labels.data(), rows, shape.classes);
+  return OkStatus();
+}
+
+// One optimizer step, layer by layer: weights with the job's l2 and weight decay, biases
+// without (as scikit-learn and common practice do: a penalty on the intercept would pull
+// the decision boundary towards the origin of the standardized features).
+Status Step(Backend& backend, const OptimizerSpec& o, const ModelShape& shape, Mlp& model, const Optimizer& opt,
+            float lr, uint64_t step) {
+  const double t = static_cast<double>(step);
+  const float bc1 = static_cast<float>(1.0 - std::pow(static_cast<double>(o.beta1), t));
+  const float bc2 = static_cast<float>(1.0 - std::pow(static_cast<double>(o.beta2), t));
+  for (size_t l = 0; l < shape.layers(); ++l) {
+    const size_t w = shape.weight_offset(l), nw = size_t{shape.fan_in(l)} * shape.fan_out(l);
+    const size_t b = shape.bias_offset(l), nb = shape.fan_out(l);
+    for (int part = 0; part < 2; ++part) {
+      const size_t off = part == 0 ? w : b, n = part == 0 ? nw : nb;
+      const float wd = part == 0 ? o.weight_decay : 0.0f, l2 = part == 0 ? o.l2 : 0.0f;
+      const Buffer p = model.params().Slice(off, n), g = model.grads().Slice(off, n);
+      if (o.kind == OptimizerKind::kSgd) {
+        RETURN_IF_ERROR(backend.SgdStep(p, g, opt.s1.get().Slice(off, n), n, SgdStepArgs{lr, o.momentum, wd, l2}));
+      } else {
+        AdamWStepArgs a{lr, o.beta1, o.beta2, o.eps, wd, l2, bc1, bc2};
+        RETURN_IF_ERROR(backend.AdamWStep(p, g, opt.s1.get().Slice(off, n), opt.s2.get().Slice(off, n), n, a));
+      }
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData& data, const Split& split,
+                          const TrainCallbacks& callbacks) {
+  const size_t F = data.features;
+  const size_t ntr = split.train.size(), nva = split.val.size();
+  if (ntr == 0) return InvalidInput("no training rows");
+  for (const LockedArray<uint32_t>* idx : {&split.train, &split.val}) {
+    for (uint32_t r : *idx) {
+      if (r >= data.rows) return Internal("split row out of range");
+    }
+  }
+
+  // The training and validation tables, gathered once; standardization from training rows only.
+  ASSIGN_OR_RETURN(OwnedBuffer xtr, AllocOwned(backend, ntr * F));
+  ASSIGN_OR_RETURN(OwnedBuffer ytr, AllocOwned(backend, ntr));
+  RETURN_IF_ERROR(backend.GatherRows(data.x, F, split.train.data(), ntr, xtr));
+  RETURN_IF_ERROR(backend.GatherRows(data.y, 1, split.train.data(), ntr, ytr));
+  OwnedBuffer xva, yva;
+  LockedArray<float> val_labels;
+  if (nva > 0) {
+    ASSIGN_OR_RETURN(xva, AllocOwned(backend, nva * F));
+    ASSIGN_OR_RETURN(yva, AllocOwned(backend, nva));
+    RETURN_IF_ERROR(backend.GatherRows(data.x, F, split.val.data(), nva, xva));
+    RETURN_IF_ERROR(backend.GatherRows(data.y, 1, split.val.data(), nva, yva));
+    ASSIGN_OR_RETURN(val_labels, LockedArray<float>::Create(nva));
+    for (size_t i = 0; i < nva; ++i) val_labels[i] = data.labels[split.val[i]];
+  }
+  ASSIGN_OR_RETURN(OwnedBuffer mean, AllocOwned(backend, F));
+  ASSIGN_OR_RETURN(OwnedBuffer inv_std, AllocOwned(backend, F));
+  RETURN_IF_ERROR(backend.ColumnMoments(xtr, ntr, F, mean, inv_std));
+  RETURN_IF_ERROR(backend.Standardize(xtr, ntr, F, mean, inv_std));
+  if (nva > 0) RETURN_IF_ERROR(backend.Standardize(xva, nva, F, mean, inv_std));
+
+  ModelShape shape;
+  shape.inputs = static_cast<uint32_t>(F);
+  shape.hidden = job.model.hidden;
+  shape.classes = data.classes;
+  shape.activation = job.model.activation;
+  const size_t batch = std::min<size_t>(job.batch_size, ntr);
+  // Refuse what cannot fit before allocating: 2^28 parameters, 2^30 activation floats.
+  size_t units = 0;
+  for (size_t l = 0; l < shape.layers(); ++l) units += shape.fan_out(l);
+  if (shape.parameter_count() > (size_t{1} << 28) || std::max(batch, kEvalBatch) * units > (size_t{1} << 30)) {
+    return InvalidInput("model too large: " + std::to_string(shape.parameter_count()) + " parameters, " +
+                        std::to_string(units) + " units per row (at most 2^28 parameters and 2^30 activations)");
+  }
+  ASSIGN_OR_RETURN(Mlp model, Mlp::Create(backend, shape, std::max(batch, kEvalBatch), job.seed));
+  const size_t P = shape.parameter_count();
+
+  Optimizer opt;
+  ASSIGN_OR_RETURN(opt.s1, AllocOwned(backend, P));
+  if (job.optimizer.kind == OptimizerKind::kAdamW) {
+    ASSIGN_OR_RETURN(opt.s2, AllocOwned(backend, P));
+  }
+
+  const uint64_t steps_per_epoch = (ntr + batch - 1) / batch;
+  kernels::LrSchedule sched{};
+  sched.kind = job.schedule.kind;
+  sched.base_lr = job.optimizer.lr;
+  sched.min_lr = job.schedule.min_lr;
+  sched.gamma = job.schedule.gamma;
+  sched.step_size = static_cast<long>(job.schedule.step_epochs * steps_per_epoch);
+  sched.warmup_steps = static_cast<long>(job.schedule.warmup_epochs * steps_per_epoch);
+  sched.total_steps = static_cast<long>(job.epochs * steps_per_epoch);
+
+  ASSIGN_OR_RETURN(OwnedBuffer xb, AllocOwned(backend, batch * F));
+  ASSIGN_OR_RETURN(OwnedBuffer yb, AllocOwned(backend, batch));
+  ASSIGN_OR_RETURN(LockedArray<uint32_t> order, LockedArray<uint32_t>::Create(ntr));
+  std::iota(order.begin(), order.end(), 0u);
+  Rng shuffle(job.seed, kStreamShuffle);
+
+  TrainResult result;
+  result.shape = shape;
+  result.train_rows = ntr;
+  result.val_rows = nva;
+  uint64_t step = 0;
+  for (uint32_t epoch = 1; epoch <= job.epochs; ++epoch) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Shuffle(order.data(), ntr, shuffle);
+    double loss_sum = 0;
+    float lr = 0;
+    for (uint64_t b = 0; b < steps_per_epoch; ++b) {
+      const size_t off = b * batch, n = std::min(batch, ntr - off);
+      RETURN_IF_ERROR(backend.GatherRows(xtr, F, order.data() + off, n, xb));
+      RETURN_IF_ERROR(backend.GatherRows(ytr, 1, order.data() + off, n, yb));
+      RETURN_IF_ERROR(model.Forward(xb, n).status());
+      double part = 0;
+      RETURN_IF_ERROR(model.Backward(xb, yb.get().Slice(0, n), n, &part));
+      loss_sum += part;
+      lr = kernels::ScheduledLr(sched, static_cast<long>(step));
+      ++step;  // 1-based in Step (Adam's bias correction)
+      RETURN_IF_ERROR(Step(backend, job.optimizer, shape, model, opt, lr, step));
+      if (callbacks.on_step) callbacks.on_step(b + 1, steps_per_epoch);
+    }
+    EpochMetrics m;
+    m.epoch = epoch;
+    m.lr = lr;
+    m.train_loss = loss_sum / static_cast<double>(ntr);
+    if (!std::isfinite(m.train_loss)) {
+      return InvalidInput("training diverged at epoch " + std::to_string(epoch) + " (loss is not finite): lower optimizer.lr");
+    }
+    RETURN_IF_ERROR(Evaluate(backend, model, xva, yva, nva, F, val_labels, &m));
+    m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    result.epochs.push_back(m);
+    if (callbacks.on_epoch) callbacks.on_epoch(m);
+  }
+  result.steps = step;
+  ASSIGN_OR_RETURN(result.params, model.DownloadParams());
+  ASSIGN_OR_RETURN(result.mean, LockedArray<float>::Create(F));
+  ASSIGN_OR_RETURN(result.inv_std, LockedArray<float>::Create(F));
+  RETURN_IF_ERROR(backend.Download(result.mean.data(), mean, F));
+  RETURN_IF_ERROR(backend.Download(result.inv_std.data(), inv_std, F));
+  return result;
+}
+
+Result<CvResult> CrossValidate(Backend& backend, const JobSpec& job, const LoadedData& data, uint32_t folds,
+                               const TrainCallbacks& callbacks, const std::function<void(uint32_t, uint32_t)>& on_fold) {
+  ASSIGN_OR_RETURN(std::vector<Split> splits, StratifiedKFold(data.labels, data.classes, folds, job.seed));
+  CvResult cv;
+  double acc = 0, auc = 0;
+  for (uint32_t f = 0; f < folds; ++f) {
+    if (on_fold) on_fold(f + 1, folds);
+    ASSIGN_OR_RETURN(TrainResult r, Train(backend, job, data, splits[f], callbacks));
+    acc += r.epochs.back().val_accuracy;
+    auc += r.epochs.back().val_auc;
+    cv.folds.push_back(std::move(r));
+  }
+  cv.mean_accuracy = acc / folds;
+  cv.mean_auc = auc / folds;
+  return cv;
+}
+
+}  // namespace enclave::train
