@@ -1,23 +1,477 @@
 // enclave-attest: TPM 2.0 attestation for hosts and automated checks. Thin: the work is
-// in attest/. This build has the verifier-side verb `eventlog`; the host verbs (enroll,
-// activate, quote, check) and `verify` come with the rest of issue 3.
+// in attest/ (verifier side: bundles, appraisal) and attest/host/ (TPM, logs, state).
+//
+// Host verbs (talk to a TPM): enroll, activate, quote, check.
+// Verifier verbs (no TPM): challenge, confirm, verify, eventlog.
+// The verifier verbs that end in a verdict exit 0 (pass), 12 (the policy says no) or 13
+// (could not evaluate); docs/exit-codes.md.
+#include <openssl/crypto.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <functional>
 #include <string>
 
 #include "cli.h"
+#include "enclave/attest/bundle.h"
+#include "enclave/attest/credential.h"
+#include "enclave/attest/ek_cert.h"
 #include "enclave/attest/event_log.h"
+#include "enclave/attest/host/agent.h"
+#include "enclave/attest/host/tpm.h"
+#include "enclave/attest/policy.h"
+#include "enclave/attest/quote.h"
 #include "enclave/attest/tpm_alg.h"
+#include "enclave/attest/verifier.h"
 #include "enclave/common/bytes.h"
+#include "enclave/common/exit_codes.h"
 #include "enclave/common/files.h"
+#include "enclave/crypto/hash.h"
 
 namespace enclave {
 namespace {
 
+using attest::host::HostState;
+using attest::host::Tpm;
 using cli::Args;
 using cli::FlagSpec;
 using nlohmann::json;
 
+constexpr char kDefaultStateDir[] = "/var/lib/enclave-attest";
+
 const FlagSpec kJson{"json", "", "print the result as JSON"};
+const FlagSpec kTcti{"tcti", "TCTI",
+                     "TPM to use, a tpm2-tss TCTI string (\"device:/dev/tpmrm0\", \"swtpm:host=127.0.0.1,port=2321\"); "
+                     "default: device:/dev/tpmrm0 when it exists, else the swtpm that scripts/swtpm-start started "
+                     "(the TCTI in out/swtpm/tcti, relative to the working directory), else an error"};
+const FlagSpec kState{"state", "DIR",
+                      std::string("host state directory (the AK blob, the enrolment, the last accepted clock); default ") +
+                          kDefaultStateDir};
+const FlagSpec kEventLogFlag{"event-log", "PATH",
+                             std::string("boot event log to send; default ") + attest::host::kDefaultEventLogPath +
+                                 " (none when it does not exist); --event-log= sends none"};
+const FlagSpec kImaLogFlag{"ima-log", "PATH",
+                           std::string("IMA log to send; default ") + attest::host::kDefaultImaLogPath +
+                               " (none when it does not exist); --ima-log= sends none"};
+
+int64_t Now() { return static_cast<int64_t>(std::time(nullptr)); }
+
+// ---- small helpers ---------------------------------------------------------------------
+
+Result<std::string> ReadText(const std::string& path, size_t limit = attest::kMaxBundleBytes) {
+  ASSIGN_OR_RETURN(std::vector<uint8_t> b, ReadWholeFile(path, limit));
+  return std::string(b.begin(), b.end());
+}
+
+// Writes an output file whole or not at all; refuses to overwrite unless --force.
+Status WriteOutput(const Args& args, const std::string& path, const std::string& text) {
+  return attest::host::WriteFileAtomically(path, text, args.Has("force"));
+}
+
+Result<std::vector<uint8_t>> NonceFromArgs(const Args& args) {
+  auto nonce = HexDecode(args.Get("nonce"));
+  if (!nonce.ok() || nonce->empty() || nonce->size() > 32) {
+    return InvalidInput("--nonce must be 1 to 32 bytes of hex, got '" + args.Get("nonce") + "'");
+  }
+  return std::move(nonce).value();
+}
+
+// SHA-256 of a file, streamed (the bound data may be large).
+Result<crypto::Digest256> FileSha256(const std::string& path) {
+  ASSIGN_OR_RETURN(FileReader reader, FileReader::Open(path));
+  crypto::Sha256Hasher h;
+  std::vector<uint8_t> buf(1u << 16);
+  uint64_t total = 0;
+  for (;;) {
+    size_t got = 0;
+    RETURN_IF_ERROR(reader.Read(buf.data(), buf.size(), &got));
+    if (got == 0) break;
+    total += got;
+    h.Update(std::span<const uint8_t>(buf.data(), got));
+  }
+  if (total != reader.size()) return IoError(path + ": size changed while hashing");
+  return h.Final();
+}
+
+Result<std::optional<crypto::Digest256>> BoundDigestFromArgs(const Args& args) {
+  if (!args.Has("bind")) return std::optional<crypto::Digest256>();
+  auto d = FileSha256(args.Get("bind"));
+  if (!d.ok()) return d.status().Annotate("--bind " + args.Get("bind") + ": ");
+  return std::optional<crypto::Digest256>(*d);
+}
+
+Result<std::string> TctiFromArgs(const Args& args) {
+  if (args.Has("tcti")) return args.Get("tcti");
+  return attest::host::DefaultTcti();
+}
+
+Result<std::unique_ptr<Tpm>> OpenTpm(const Args& args) {
+  ASSIGN_OR_RETURN(std::string tcti, TctiFromArgs(args));
+  return Tpm::Open(tcti);
+}
+
+Result<HostState> StateFromArgs(const Args& args, bool create) {
+  return HostState::Open(args.Get("state", kDefaultStateDir), create);
+}
+
+attest::host::LogSource LogsFromArgs(const Args& args) {
+  attest::host::LogPaths paths;
+  if (args.Has("event-log")) paths.event_log = args.Get("event-log");
+  if (args.Has("ima-log")) paths.ima_log = args.Get("ima-log");
+  return [paths] { return attest::host::ReadHostLogs(paths); };
+}
+
+Result<attest::Policy> PolicyFromArgs(const Args& args) {
+  auto p = attest::LoadPolicyFile(args.Get("policy"));
+  if (!p.ok()) return p.status().Annotate("policy " + args.Get("policy") + ": ");
+  return p;
+}
+
+// The AK's TPMT_PUBLIC from --ak: an enrolment bundle (JSON) or a TPM2B_PUBLIC file as
+// tpm2_createak -u writes it.
+Result<std::vector<uint8_t>> AkTpmtFromFile(const std::string& path) {
+  ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadWholeFile(path, attest::kMaxBundleBytes));
+  size_t i = 0;
+  while (i < bytes.size() && (bytes[i] == ' ' || bytes[i] == '\n' || bytes[i] == '\t' || bytes[i] == '\r')) ++i;
+  std::vector<uint8_t> tpm2b;
+  if (i < bytes.size() && bytes[i] == '{') {
+    auto b = attest::ParseEnrolmentBundle(std::string(bytes.begin(), bytes.end()));
+    if (!b.ok()) return b.status().Annotate(path + ": ");
+    tpm2b = b->ak_public;
+  } else {
+    tpm2b = bytes;
+  }
+  auto pub = attest::ParseTpm2bPublic(tpm2b);
+  if (!pub.ok()) return pub.status().Annotate(path + ": AK public: ");
+  return pub->encoded;
+}
+
+// "Could not evaluate" and "the policy says no" are exit codes, not Status classes: the
+// verdict verbs exit here, once every TPM object and file of the verb is released.
+[[noreturn]] void ExitWith(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::exit(code);
+}
+
+// Runs a verb that ends in a verdict: prints VerdictJson on stdout and exits 0 (pass) or
+// 12 (fail); any error is "could not evaluate": one line on stderr (and the --json error
+// object), exit 13.
+Status RunVerdictVerb(const char* verb, const Args& args, const std::function<Result<attest::Verdict>()>& fn) {
+  int code = kExitOk;
+  {
+    Result<attest::Verdict> v = fn();
+    if (!v.ok()) {
+      std::fprintf(stderr, "enclave-attest %s: could not evaluate: %s\n", verb, v.status().ToString().c_str());
+      if (args.json()) {
+        cli::PrintJson({{"ok", false},
+                        {"error", {{"code", "could not evaluate"}, {"class", CodeName(v.status().code())},
+                                   {"message", v.status().message()}}}});
+      }
+      code = kExitNotEvaluated;
+    } else {
+      std::printf("%s\n", attest::VerdictJson(*v).c_str());
+      code = v->passed() ? kExitOk : kExitPolicyDenied;
+    }
+  }
+  if (code != kExitOk) ExitWith(code);
+  return OkStatus();
+}
+
+// ---- verifier: the enrolment checks and the challenge ---------------------------------
+
+// Checks of an enrolment before a challenge is worth making: the AK name is the name of
+// the AK public, the AK meets the policy, the EK certificate for the EK's type chains to
+// the policy's EK roots and certifies exactly the EK public.
+Result<attest::Appraisal> AppraiseEnrolment(const attest::Policy& policy, const attest::EnrolmentBundle& e) {
+  attest::Appraisal a;
+  auto ak = attest::ParseTpm2bPublic(e.ak_public);
+  if (!ak.ok()) {
+    a.Fail("enrolment.ak_public.malformed", "ak_public", "a TPM2B_PUBLIC", ak.status().message());
+    return a;
+  }
+  ASSIGN_OR_RETURN(std::vector<uint8_t> name, attest::ComputeName(*ak));
+  if (name == e.ak_name) {
+    a.Pass("enrolment.ak_name");
+  } else {
+    a.Fail("enrolment.ak_name.mismatch", "ak_name", HexEncode(name), HexEncode(e.ak_name));
+  }
+  a.Merge(attest::CheckAkPublic(*ak, policy.ak));
+
+  auto index = attest::EkCertificateIndexFor(e.ek_public);
+  if (!index.ok()) {
+    a.Fail("enrolment.ek_public.unsupported", "ek_public", "RSA-2048, ECC P-256 or P-384 EK", index.status().message());
+    return a;
+  }
+  const attest::EkCertificateEntry* cert = nullptr;
+  for (const auto& c : e.ek_certificates) {
+    if (c.nv_index == *index) cert = &c;
+  }
+  char where[32];
+  std::snprintf(where, sizeof(where), "NV 0x%08x", *index);
+  if (cert == nullptr) {
+    a.Fail("enrolment.ek_cert.missing", where, "the EK certificate for the EK's type", "none in the bundle");
+    return a;
+  }
+  ASSIGN_OR_RETURN(attest::Appraisal ek, attest::AppraiseEkCertificate(cert->der, e.ek_public, policy.ek_trust));
+  a.Merge(ek);
+  return a;
+}
+
+struct MadeChallenge {
+  attest::ChallengeBundle bundle;
+  crypto::SecretBytes secret;
+};
+
+Result<MadeChallenge> MakeChallenge(const attest::EnrolmentBundle& e, const crypto::Digest256& enrolment_sha256) {
+  ASSIGN_OR_RETURN(crypto::SecretBytes secret, crypto::SecretBytes::Random(32));
+  ASSIGN_OR_RETURN(attest::CredentialChallenge c, attest::MakeCredential(e.ek_public, e.ak_name, secret));
+  MadeChallenge out{{}, std::move(secret)};
+  out.bundle.ak_name = e.ak_name;
+  out.bundle.credential_blob = std::move(c.credential_blob);
+  out.bundle.encrypted_secret = std::move(c.encrypted_secret);
+  out.bundle.secret_sha256 = crypto::Sha256(out.secret.ExposeSecret());
+  out.bundle.enrolment_sha256 = enrolment_sha256;
+  out.bundle.created_at = Now();
+  return out;
+}
+
+// The host's answer against the verifier's copy of the challenge.
+attest::Appraisal CheckActivation(const attest::ChallengeBundle& challenge, const attest::ActivationResponse& r) {
+  attest::Appraisal a;
+  if (r.ak_name == challenge.ak_name) {
+    a.Pass("activation.ak_name");
+  } else {
+    a.Fail("activation.ak_name.mismatch", "ak_name", HexEncode(challenge.ak_name), HexEncode(r.ak_name));
+  }
+  crypto::Digest256 got = crypto::Sha256(r.secret);
+  if (CRYPTO_memcmp(got.data(), challenge.secret_sha256.data(), got.size()) == 0) {
+    a.Pass("activation.secret");
+  } else {
+    a.Fail("activation.secret.mismatch", "secret", "SHA-256 " + HexEncode(challenge.secret_sha256),
+           "SHA-256 " + HexEncode(got));
+  }
+  return a;
+}
+
+Status ChallengeVerb(const Args& args) {
+  return RunVerdictVerb("challenge", args, [&]() -> Result<attest::Verdict> {
+    ASSIGN_OR_RETURN(attest::Policy policy, PolicyFromArgs(args));
+    const std::string path = args.Get("enrolment");
+    ASSIGN_OR_RETURN(std::string text, ReadText(path));
+    auto e = attest::ParseEnrolmentBundle(text);
+    if (!e.ok()) return e.status().Annotate(path + ": ");
+    attest::Verdict v;
+    ASSIGN_OR_RETURN(v.appraisal, AppraiseEnrolment(policy, *e));
+    if (!v.passed()) return v;  // no challenge for an enrolment the policy refuses
+    ASSIGN_OR_RETURN(MadeChallenge c, MakeChallenge(*e, crypto::Sha256(AsBytes(text))));
+    RETURN_IF_ERROR(WriteOutput(args, args.Get("out"), attest::EncodeChallengeBundle(c.bundle)));
+    return v;
+  });
+}
+
+Status ConfirmVerb(const Args& args) {
+  return RunVerdictVerb("confirm", args, [&]() -> Result<attest::Verdict> {
+    ASSIGN_OR_RETURN(std::string ctext, ReadText(args.Get("challenge")));
+    auto challenge = attest::ParseChallengeBundle(ctext);
+    if (!challenge.ok()) return challenge.status().Annotate(args.Get("challenge") + ": ");
+    ASSIGN_OR_RETURN(std::string rtext, ReadText(args.Get("response")));
+    auto response = attest::ParseActivationResponse(rtext);
+    if (!response.ok()) return response.status().Annotate(args.Get("response") + ": ");
+    ASSIGN_OR_RETURN(std::string etext, ReadText(args.Get("enrolment")));
+    attest::Verdict v;
+    crypto::Digest256 e_digest = crypto::Sha256(AsBytes(etext));
+    if (e_digest == challenge->enrolment_sha256) {
+      v.appraisal.Pass("activation.enrolment");
+    } else {
+      v.appraisal.Fail("activation.enrolment.mismatch", "enrolment_sha256", HexEncode(challenge->enrolment_sha256),
+                       HexEncode(e_digest));
+    }
+    v.appraisal.Merge(CheckActivation(*challenge, *response));
+    return v;
+  });
+}
+
+// ---- verifier: evidence ----------------------------------------------------------------
+
+Status VerifyVerb(const Args& args) {
+  return RunVerdictVerb("verify", args, [&]() -> Result<attest::Verdict> {
+    ASSIGN_OR_RETURN(attest::Policy policy, PolicyFromArgs(args));
+    ASSIGN_OR_RETURN(std::string text, ReadText(args.Get("evidence")));
+    auto evidence = attest::ParseEvidenceBundle(text);
+    if (!evidence.ok()) return evidence.status().Annotate(args.Get("evidence") + ": ");
+    attest::AppraisalContext ctx;
+    ASSIGN_OR_RETURN(ctx.ak_public, AkTpmtFromFile(args.Get("ak")));
+    ASSIGN_OR_RETURN(ctx.nonce, NonceFromArgs(args));
+    ASSIGN_OR_RETURN(ctx.bound_digest, BoundDigestFromArgs(args));
+    ctx.now = Now();
+    ASSIGN_OR_RETURN(uint64_t issued, args.GetU64("issued-at", static_cast<uint64_t>(ctx.now)));
+    if (issued == 0 || issued > static_cast<uint64_t>(INT64_MAX)) return InvalidInput("--issued-at out of range");
+    ctx.nonce_issued_at = static_cast<int64_t>(issued);
+    const std::string clock_path = args.Get("clock-state");
+    if (!clock_path.empty() && ::access(clock_path.c_str(), F_OK) == 0) {
+      ASSIGN_OR_RETURN(std::string ctext, ReadText(clock_path, 1u << 20));
+      auto clock = attest::ParseClockState(ctext);
+      if (!clock.ok()) return clock.status().Annotate(clock_path + ": ");
+      ctx.last_clock = *clock;
+    }
+    ASSIGN_OR_RETURN(attest::Verdict v, attest::AppraiseEvidence(policy, attest::ToEvidenceParts(*evidence), ctx));
+    if (v.passed() && !clock_path.empty() && v.clock) {
+      RETURN_IF_ERROR(attest::host::WriteFileAtomically(clock_path, attest::EncodeClockState(*v.clock), true));
+    }
+    return v;
+  });
+}
+
+// ---- host verbs ------------------------------------------------------------------------
+
+Status EnrollVerb(const Args& args) {
+  attest::host::EnrollOptions options;
+  options.force = args.Has("force");
+  if (args.Has("ek")) {
+    const std::string ek = args.Get("ek");
+    if (ek == "rsa") {
+      options.ek_type = attest::host::EkType::kRsa2048;
+    } else if (ek == "ecc") {
+      options.ek_type = attest::host::EkType::kEccP256;
+    } else {
+      return InvalidInput("--ek must be rsa or ecc, got '" + ek + "'");
+    }
+  }
+  const std::string ak = args.Get("ak-type", "ecc");
+  if (ak == "ecc") {
+    options.ak_type = attest::host::AkType::kEccP256;
+  } else if (ak == "rsa") {
+    options.ak_type = attest::host::AkType::kRsa2048;
+  } else {
+    return InvalidInput("--ak-type must be ecc or rsa, got '" + ak + "'");
+  }
+  const std::string out = args.Get("out");
+  if (!args.Has("force") && ::access(out.c_str(), F_OK) == 0) {
+    return AlreadyExists(out + ": output file exists (refusing to overwrite; --force)");
+  }
+  ASSIGN_OR_RETURN(HostState state, StateFromArgs(args, /*create=*/true));
+  ASSIGN_OR_RETURN(std::unique_ptr<Tpm> tpm, OpenTpm(args));
+  ASSIGN_OR_RETURN(attest::EnrolmentBundle bundle, attest::host::Enroll(*tpm, state, options, Now()));
+  RETURN_IF_ERROR(WriteOutput(args, out, attest::EncodeEnrolmentBundle(bundle)));
+  if (args.json()) {
+    cli::PrintJson({{"ok", true}, {"enrolment", out}, {"state", state.dir()}, {"ak_name", HexEncode(bundle.ak_name)}});
+  } else {
+    std::printf("enrolled: AK name %s; bundle %s\n", HexEncode(bundle.ak_name).c_str(), out.c_str());
+  }
+  return OkStatus();
+}
+
+Status ActivateVerb(const Args& args) {
+  ASSIGN_OR_RETURN(std::string text, ReadText(args.Get("challenge")));
+  auto challenge = attest::ParseChallengeBundle(text);
+  if (!challenge.ok()) return challenge.status().Annotate(args.Get("challenge") + ": ");
+  ASSIGN_OR_RETURN(HostState state, StateFromArgs(args, /*create=*/false));
+  attest::ActivationResponse response;
+  {
+    ASSIGN_OR_RETURN(std::unique_ptr<Tpm> tpm, OpenTpm(args));
+    ASSIGN_OR_RETURN(response, attest::host::Activate(*tpm, state, *challenge));
+  }
+  RETURN_IF_ERROR(WriteOutput(args, args.Get("out"), attest::EncodeActivationResponse(response)));
+  if (args.json()) {
+    cli::PrintJson({{"ok", true}, {"response", args.Get("out")}});
+  } else {
+    std::printf("activated: response %s\n", args.Get("out").c_str());
+  }
+  return OkStatus();
+}
+
+Result<attest::PcrSelection> SelectionFromArgs(const Args& args) {
+  if (args.Has("pcrs") && args.Has("policy")) return InvalidInput("give --pcrs or --policy, not both");
+  if (args.Has("pcrs")) {
+    auto sel = attest::PcrSelection::FromString(args.Get("pcrs"));
+    if (!sel.ok()) return sel.status().Annotate("--pcrs: ");
+    if (sel->banks.empty()) return InvalidInput("--pcrs selects nothing");
+    return sel;
+  }
+  if (args.Has("policy")) {
+    ASSIGN_OR_RETURN(attest::Policy policy, PolicyFromArgs(args));
+    return policy.quote_selection;
+  }
+  return InvalidInput("give --pcrs LIST (e.g. sha256:0,1,2,3,4,5,6,7) or --policy FILE (its quote_pcrs)");
+}
+
+Status QuoteVerb(const Args& args) {
+  ASSIGN_OR_RETURN(std::vector<uint8_t> nonce, NonceFromArgs(args));
+  ASSIGN_OR_RETURN(std::optional<crypto::Digest256> bound, BoundDigestFromArgs(args));
+  ASSIGN_OR_RETURN(attest::PcrSelection selection, SelectionFromArgs(args));
+  const std::string out = args.Get("out");
+  if (!args.Has("force") && ::access(out.c_str(), F_OK) == 0) {
+    return AlreadyExists(out + ": output file exists (refusing to overwrite; --force)");
+  }
+  ASSIGN_OR_RETURN(HostState state, StateFromArgs(args, /*create=*/false));
+  attest::EvidenceBundle bundle;
+  {
+    ASSIGN_OR_RETURN(std::unique_ptr<Tpm> tpm, OpenTpm(args));
+    ASSIGN_OR_RETURN(bundle, attest::host::MakeEvidence(*tpm, state, selection, nonce, bound, LogsFromArgs(args), Now()));
+  }
+  RETURN_IF_ERROR(WriteOutput(args, out, attest::EncodeEvidenceBundle(bundle)));
+  if (args.json()) {
+    cli::PrintJson({{"ok", true}, {"evidence", out}, {"pcr_selection", bundle.pcr_selection.ToString()},
+                    {"event_log_bytes", bundle.event_log.size()}, {"ima_log_bytes", bundle.ima_log.size()}});
+  } else {
+    std::printf("quoted %s; evidence %s\n", bundle.pcr_selection.ToString().c_str(), out.c_str());
+  }
+  return OkStatus();
+}
+
+// One-shot on this host: enrol if needed, check the enrolment against the policy,
+// challenge and activate, quote a fresh nonce, appraise it; the last accepted clock info
+// is kept in the state directory so a replayed or rolled-back quote fails next time.
+Status CheckVerb(const Args& args) {
+  return RunVerdictVerb("check", args, [&]() -> Result<attest::Verdict> {
+    ASSIGN_OR_RETURN(attest::Policy policy, PolicyFromArgs(args));
+    ASSIGN_OR_RETURN(HostState state, StateFromArgs(args, /*create=*/true));
+    ASSIGN_OR_RETURN(std::unique_ptr<Tpm> tpm, OpenTpm(args));
+    if (!state.HasAk()) {
+      ASSIGN_OR_RETURN(attest::EnrolmentBundle enrolled, attest::host::Enroll(*tpm, state, {}, Now()));
+      (void)enrolled;
+    }
+    ASSIGN_OR_RETURN(attest::EnrolmentBundle enrolment, state.LoadEnrolment());
+    attest::Verdict v;
+    ASSIGN_OR_RETURN(v.appraisal, AppraiseEnrolment(policy, enrolment));
+    if (!v.passed()) return v;
+
+    ASSIGN_OR_RETURN(MadeChallenge c, MakeChallenge(enrolment, crypto::Sha256(AsBytes(attest::EncodeEnrolmentBundle(enrolment)))));
+    auto response = attest::host::Activate(*tpm, state, c.bundle);
+    if (!response.ok()) {
+      if (response.status().code() != Code::kAuthFailed) return response.status();
+      v.appraisal.Fail("activation.refused", "TPM2_ActivateCredential", "the TPM recovers the secret",
+                       response.status().message());
+      return v;
+    }
+    v.appraisal.Merge(CheckActivation(c.bundle, *response));
+    if (!v.passed()) return v;
+
+    std::vector<uint8_t> nonce(32);
+    crypto::RandomBytes(nonce);
+    attest::AppraisalContext ctx;
+    ctx.nonce_issued_at = Now();
+    ASSIGN_OR_RETURN(attest::EvidenceBundle evidence,
+                     attest::host::MakeEvidence(*tpm, state, policy.quote_selection, nonce, std::nullopt,
+                                                LogsFromArgs(args), ctx.nonce_issued_at));
+    tpm.reset();
+    ASSIGN_OR_RETURN(attest::TpmtPublic ak, attest::ParseTpm2bPublic(enrolment.ak_public));
+    ctx.ak_public = ak.encoded;
+    ctx.nonce = nonce;
+    ASSIGN_OR_RETURN(ctx.last_clock, state.LoadLastClock());
+    ctx.now = Now();
+    ASSIGN_OR_RETURN(attest::Verdict ev, attest::AppraiseEvidence(policy, attest::ToEvidenceParts(evidence), ctx));
+    v.appraisal.Merge(ev.appraisal);
+    v.clock = ev.clock;
+    if (v.passed() && v.clock) RETURN_IF_ERROR(state.SaveLastClock(*v.clock));
+    return v;
+  });
+}
+
+// ---- eventlog --------------------------------------------------------------------------
 
 // Display-only rendering of event data: printable text as a string, the rest as hex.
 // (The event type is not covered by the digest: nothing here is trusted.)
@@ -98,11 +552,85 @@ Status EventLogVerb(const Args& args) {
 }  // namespace enclave
 
 int main(int argc, char** argv) {
+  // tpm2-tss logs to stderr by default (e.g. an ERROR for every absent EK certificate
+  // index); every failure that matters reaches the user as one Status line instead.
+  // TSS2_LOG set by the user (e.g. TSS2_LOG=esys+debug) still wins.
+  setenv("TSS2_LOG", "all+NONE", /*overwrite=*/0);
+  using enclave::FlagSpec;
   using enclave::cli::Verb;
+  const FlagSpec force{"force", "", "overwrite the output file (enroll: also replace this host's AK)"};
+  const FlagSpec policy{"policy", "FILE", "attestation policy (docs/formats/attestation-policy.md)", true};
+  const FlagSpec enrolment{"enrolment", "FILE", "the host's enrolment bundle", true};
+  const FlagSpec out_bundle{"out", "FILE", "where to write the result (whole or not at all)", true};
   enclave::cli::Program program{
       "enclave-attest",
-      "TPM 2.0 attestation: event-log replay (enrolment, quotes and verification: not built yet)",
+      "TPM 2.0 attestation: enrolment, credential challenges, quotes, verification, event-log replay",
       {
+          Verb{"enroll",
+               "host: create the EK and a fresh AK, keep the AK in the state directory, write the enrolment bundle",
+               "",
+               0,
+               {out_bundle, enclave::kTcti, enclave::kState,
+                FlagSpec{"ek", "rsa|ecc", "EK type; default ecc when the TPM has an ECC P-256 EK certificate, else rsa"},
+                FlagSpec{"ak-type", "ecc|rsa", "AK type: ECC P-256/ECDSA-SHA256 (default) or RSA-2048/RSASSA-SHA256"},
+                force, enclave::kJson},
+               enclave::EnrollVerb},
+          Verb{"challenge",
+               "verifier: check an enrolment (EK certificate chain and key, AK attributes) against the policy, then "
+               "write a credential challenge for it; prints the verdict (exit 0, 12 refused, 13 could not evaluate)",
+               "",
+               0,
+               {enrolment, policy, out_bundle, force, enclave::kJson},
+               enclave::ChallengeVerb},
+          Verb{"activate",
+               "host: answer a credential challenge with TPM2_ActivateCredential (proves the AK and EK share a TPM)",
+               "",
+               0,
+               {FlagSpec{"challenge", "FILE", "the verifier's credential challenge", true}, out_bundle,
+                enclave::kTcti, enclave::kState, force, enclave::kJson},
+               enclave::ActivateVerb},
+          Verb{"confirm",
+               "verifier: check the host's activation response against the challenge and the enrolment "
+               "(exit 0, 12 refused, 13 could not evaluate)",
+               "",
+               0,
+               {FlagSpec{"challenge", "FILE", "the verifier's own copy of the challenge", true},
+                FlagSpec{"response", "FILE", "the host's activation response", true}, enrolment, enclave::kJson},
+               enclave::ConfirmVerb},
+          Verb{"quote",
+               "host: quote the PCRs with qualifying data SHA-256(label, nonce, digest of --bind) and write the "
+               "evidence bundle (quote, signature, PCR values, boot event log, IMA log)",
+               "",
+               0,
+               {FlagSpec{"nonce", "HEX", "the verifier's nonce, 1 to 32 bytes", true},
+                FlagSpec{"bind", "FILE", "bind the SHA-256 of this file into the quote"},
+                FlagSpec{"pcrs", "LIST", "PCRs to quote, e.g. sha256:0,1,2,3,4,5,6,7+sha1:10"},
+                FlagSpec{"policy", "FILE", "quote the PCRs this policy asks for (instead of --pcrs)"}, out_bundle,
+                enclave::kEventLogFlag, enclave::kImaLogFlag, enclave::kTcti, enclave::kState, force, enclave::kJson},
+               enclave::QuoteVerb},
+          Verb{"verify",
+               "verifier: appraise an evidence bundle against a policy; prints the JSON verdict with every check "
+               "(exit 0 pass, 12 the policy says no, 13 could not evaluate)",
+               "",
+               0,
+               {FlagSpec{"evidence", "FILE", "the host's evidence bundle", true}, policy,
+                FlagSpec{"nonce", "HEX", "the nonce this verifier gave the host", true},
+                FlagSpec{"ak", "FILE", "the host's accepted AK: its enrolment bundle, or a TPM2B_PUBLIC file", true},
+                FlagSpec{"bind", "FILE", "the data the host was asked to bind (default: nothing bound)"},
+                FlagSpec{"clock-state", "FILE",
+                         "last accepted clock info of this host: read when it exists, replaced after a pass "
+                         "(replayed quotes and counters going back then fail)"},
+                FlagSpec{"issued-at", "UNIX", "when the nonce was issued, unix seconds (default: now)"},
+                enclave::kJson},
+               enclave::VerifyVerb},
+          Verb{"check",
+               "one-shot on this host: enrol if needed, check the enrolment, challenge, activate, quote, verify; "
+               "prints the JSON verdict (exit 0, 12, 13); keeps the last accepted clock in the state directory",
+               "",
+               0,
+               {policy, enclave::kEventLogFlag, enclave::kImaLogFlag, enclave::kTcti, enclave::kState,
+                enclave::kJson},
+               enclave::CheckVerb},
           Verb{"eventlog",
                "replay a binary TCG event log (crypto-agile or legacy SHA-1); print events and PCRs per bank",
                "FILE",

@@ -1,6 +1,7 @@
 #include "enclave/attest/event_log.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -12,6 +13,7 @@ namespace {
 
 constexpr size_t kMaxHeaderAlgorithms = 8;
 constexpr size_t kSha1Size = 20;
+constexpr uint32_t kMaxLogPcrs = 24;  // the parser refuses pcrIndex above 23
 
 std::string At(size_t index, size_t offset) {
   return "event " + std::to_string(index) + " (offset " + std::to_string(offset) + ")";
@@ -23,30 +25,25 @@ Status EventError(size_t index, size_t offset, const std::string& what) {
 
 // Reads u32 eventSize and the data, bounded. Field names are short and constant; the
 // caller adds which event on failure, so the hot path builds no strings.
-Status ReadEventData(ByteReader& r, std::vector<uint8_t>* out) {
+Status ReadEventData(ByteReader& r, ByteSpan* out) {
   uint32_t size = 0;
   RETURN_IF_ERROR(r.U32("eventSize", &size));
   if (size > kMaxEventDataBytes) {
     return InvalidInput("field 'eventSize' is " + std::to_string(size) + ", more than the limit " +
                         std::to_string(kMaxEventDataBytes));
   }
-  ByteSpan b;
-  RETURN_IF_ERROR(r.Bytes("event", size, &b));
-  out->assign(b.begin(), b.end());
-  return OkStatus();
+  return r.Bytes("event", size, out);
 }
 
 // TCG_PCR_EVENT (the SHA-1 layout).
-Status ReadLegacyEventFields(ByteReader& r, Event* e) {
+Status ReadLegacyEventFields(ByteReader& r, EventView* e) {
   RETURN_IF_ERROR(r.U32("pcrIndex", &e->pcr));
   RETURN_IF_ERROR(r.U32("eventType", &e->type));
-  ByteSpan d;
-  RETURN_IF_ERROR(r.Bytes("digest", kSha1Size, &d));
-  e->digests = {{alg::kSha1, std::vector<uint8_t>(d.begin(), d.end())}};
+  RETURN_IF_ERROR(r.Bytes("digest", kSha1Size, &e->digests[0]));
   return ReadEventData(r, &e->data);
 }
 
-Status ReadLegacyEvent(ByteReader& r, size_t index, Event* e) {
+Status ReadLegacyEvent(ByteReader& r, size_t index, EventView* e) {
   e->index = index;
   e->offset = r.offset();
   Status s = ReadLegacyEventFields(r, e);
@@ -55,7 +52,7 @@ Status ReadLegacyEvent(ByteReader& r, size_t index, Event* e) {
   return OkStatus();
 }
 
-Result<SpecIdHeader> ParseSpecId(const Event& first) {
+Result<SpecIdHeader> ParseSpecId(const EventView& first) {
   ByteReader r(first.data);
   SpecIdHeader h;
   ByteSpan sig;
@@ -156,23 +153,38 @@ std::string EventTypeName(uint32_t type) {
 namespace {
 
 // One TCG_PCR_EVENT2 after the header; errors name the field, the caller adds the event.
-Status ReadEvent2(ByteReader& r, const SpecIdHeader& spec, Event* e) {
-  RETURN_IF_ERROR(r.U32("pcrIndex", &e->pcr));
-  RETURN_IF_ERROR(r.U32("eventType", &e->type));
+// Reads straight from the bytes with one bounds check per field (no Status per read: this
+// runs once per event of logs with thousands); a short field gets ByteReader's message.
+Status ReadEvent2(ByteSpan data, size_t* pos, const SpecIdHeader& spec, EventView* e) {
+  size_t p = *pos;
+  auto short_field = [&](const char* field, size_t n) {
+    return InvalidInput("field '" + std::string(field) + "' at offset " + std::to_string(p) + " needs " +
+                        std::to_string(n) + " bytes, " + std::to_string(data.size() - p) + " left");
+  };
+  auto u32 = [&]() {
+    uint32_t v = static_cast<uint32_t>(data[p]) | static_cast<uint32_t>(data[p + 1]) << 8 |
+                 static_cast<uint32_t>(data[p + 2]) << 16 | static_cast<uint32_t>(data[p + 3]) << 24;
+    p += 4;
+    return v;
+  };
+  if (data.size() - p < 4) return short_field("pcrIndex", 4);
+  e->pcr = u32();
+  if (data.size() - p < 4) return short_field("eventType", 4);
+  e->type = u32();
   if (e->pcr >= 24) return EventError(e->index, e->offset, "pcrIndex " + std::to_string(e->pcr) + " is above 23");
-  uint32_t count = 0;
-  RETURN_IF_ERROR(r.U32("digests.count", &count));
+  if (data.size() - p < 4) return short_field("digests.count", 4);
+  uint32_t count = u32();
   if (count != spec.algorithms.size()) {
     return EventError(e->index, e->offset,
                       "digests.count is " + std::to_string(count) + ", the header lists " +
                           std::to_string(spec.algorithms.size()) + " banks (every bank is required)");
   }
-  std::vector<EventDigest> digests(spec.algorithms.size());
-  std::vector<bool> seen(spec.algorithms.size(), false);
+  uint32_t seen = 0;  // bit k: header bank k read (at most 8 banks)
   for (uint32_t i = 0; i < count; ++i) {
-    uint16_t id = 0;
-    size_t at = r.offset();
-    RETURN_IF_ERROR(r.U16("digests.hashAlg", &id));
+    size_t at = p;
+    if (data.size() - p < 2) return short_field("digests.hashAlg", 2);
+    uint16_t id = static_cast<uint16_t>(data[p] | data[p + 1] << 8);
+    p += 2;
     size_t slot = spec.algorithms.size();
     for (size_t k = 0; k < spec.algorithms.size(); ++k) {
       if (spec.algorithms[k].first == id) slot = k;
@@ -183,38 +195,49 @@ Status ReadEvent2(ByteReader& r, const SpecIdHeader& spec, Event* e) {
                         fi() + ".hashAlg at offset " + std::to_string(at) + ": algorithm " + AlgName(id) +
                             " is not in the Spec ID header");
     }
-    if (seen[slot]) return EventError(e->index, e->offset, fi() + ".hashAlg: " + AlgName(id) + " appears twice");
-    seen[slot] = true;
-    ByteSpan dg;
-    RETURN_IF_ERROR(r.Bytes("digests.digest", spec.algorithms[slot].second, &dg));
-    digests[slot] = {id, std::vector<uint8_t>(dg.begin(), dg.end())};
+    if (seen & (1u << slot))
+      return EventError(e->index, e->offset, fi() + ".hashAlg: " + AlgName(id) + " appears twice");
+    seen |= 1u << slot;
+    const size_t size = spec.algorithms[slot].second;
+    if (data.size() - p < size) return short_field("digests.digest", size);
+    e->digests[slot] = data.subspan(p, size);
+    p += size;
   }
-  e->digests = std::move(digests);
-  return ReadEventData(r, &e->data);
+  if (data.size() - p < 4) return short_field("eventSize", 4);
+  uint32_t size = u32();
+  if (size > kMaxEventDataBytes) {
+    return InvalidInput("field 'eventSize' is " + std::to_string(size) + ", more than the limit " +
+                        std::to_string(kMaxEventDataBytes));
+  }
+  if (data.size() - p < size) return short_field("event", size);
+  e->data = data.subspan(p, size);
+  *pos = p + size;
+  return OkStatus();
 }
 
 }  // namespace
 
-Result<EventLog> ParseEventLog(ByteSpan data) {
+Result<EventLogView> ParseEventLogView(ByteSpan data) {
   if (data.size() > kMaxEventLogBytes) {
     return InvalidInput("event log is " + std::to_string(data.size()) + " bytes, more than the limit " +
                         std::to_string(kMaxEventLogBytes));
   }
   if (data.empty()) return InvalidInput("event log is empty");
   ByteReader r(data);
-  EventLog log;
-  Event first;
+  EventLogView log;
+  EventView first;
   RETURN_IF_ERROR(ReadLegacyEvent(r, 0, &first));
   bool has_spec03 = first.data.size() >= 16 && std::memcmp(first.data.data(), kSpecIdSignature, 16) == 0;
   if (!has_spec03) {
     // Legacy: every event in the SHA-1 layout.
     log.format = LogFormat::kLegacySha1;
     log.banks = {alg::kSha1};
-    log.events.push_back(std::move(first));
+    log.events.reserve(std::min<size_t>(data.size() / 32 + 1, size_t{1} << 16));
+    log.events.push_back(first);
     while (r.remaining() > 0) {
-      Event e;
+      EventView e;
       RETURN_IF_ERROR(ReadLegacyEvent(r, log.events.size(), &e));
-      log.events.push_back(std::move(e));
+      log.events.push_back(e);
     }
     return log;
   }
@@ -223,7 +246,7 @@ Result<EventLog> ParseEventLog(ByteSpan data) {
                       "the Spec ID Event03 header must be EV_NO_ACTION in PCR 0, got " + EventTypeName(first.type) +
                           " in PCR " + std::to_string(first.pcr));
   }
-  const auto& d0 = first.digests[0].digest;
+  const ByteSpan d0 = first.digests[0];
   if (std::any_of(d0.begin(), d0.end(), [](uint8_t b) { return b != 0; })) {
     return EventError(0, 0, "the Spec ID Event03 header's digest must be zero");
   }
@@ -232,14 +255,48 @@ Result<EventLog> ParseEventLog(ByteSpan data) {
   log.format = LogFormat::kCryptoAgile;
   log.spec_id = *spec;
   for (auto [id, size] : spec->algorithms) log.banks.push_back(id);
-  log.events.push_back(std::move(first));
+  // The smallest TCG_PCR_EVENT2 with these banks bounds the event count; reserving (up to
+  // 64Ki events) saves the re-allocations of a growing vector.
+  size_t min_event = 16;
+  for (auto [id, size] : spec->algorithms) min_event += 2u + size;
+  log.events.reserve(std::min<size_t>(r.remaining() / min_event + 2, size_t{1} << 16));
+  log.events.push_back(first);
 
-  while (r.remaining() > 0) {
-    Event e;
+  size_t pos = r.offset();
+  while (pos < data.size()) {
+    EventView e;
     e.index = log.events.size();
-    e.offset = r.offset();
-    Status st = ReadEvent2(r, *spec, &e);
+    e.offset = pos;
+    Status st = ReadEvent2(data, &pos, *spec, &e);
     if (!st.ok()) return st.Annotate("TCG_PCR_EVENT2[" + std::to_string(e.index) + "]");
+    log.events.push_back(e);
+  }
+  return log;
+}
+
+Result<EventLog> ParseEventLog(ByteSpan data) {
+  ASSIGN_OR_RETURN(EventLogView view, ParseEventLogView(data));
+  EventLog log;
+  log.format = view.format;
+  log.spec_id = std::move(view.spec_id);
+  log.banks = view.banks;
+  log.events.reserve(view.events.size());
+  for (const EventView& v : view.events) {
+    Event e;
+    e.index = v.index;
+    e.offset = v.offset;
+    e.pcr = v.pcr;
+    e.type = v.type;
+    // The header event and legacy events carry one SHA-1 digest; TCG_PCR_EVENT2 one per
+    // header bank, in header order.
+    bool sha1_layout = log.format == LogFormat::kLegacySha1 || v.index == 0;
+    size_t n = sha1_layout ? 1 : log.banks.size();
+    e.digests.reserve(n);
+    for (size_t k = 0; k < n; ++k) {
+      e.digests.push_back({sha1_layout ? alg::kSha1 : log.banks[k],
+                           std::vector<uint8_t>(v.digests[k].begin(), v.digests[k].end())});
+    }
+    e.data.assign(v.data.begin(), v.data.end());
     log.events.push_back(std::move(e));
   }
   return log;
@@ -251,10 +308,39 @@ std::vector<uint8_t> InitialPcrValue(uint32_t index, size_t size, std::optional<
   return v;
 }
 
-Result<ReplayResult> ReplayEventLog(const EventLog& log) {
+namespace {
+
+// Digest k of an event, and its bank: EventLog keeps them with their ids, a view in the
+// order of log.banks.
+size_t DigestCount(const EventLog&, const Event& e) { return e.digests.size(); }
+std::pair<uint16_t, ByteSpan> DigestAt(const EventLog&, const Event& e, size_t k) {
+  return {e.digests[k].alg, e.digests[k].digest};
+}
+size_t DigestCount(const EventLogView& log, const EventView&) { return log.banks.size(); }
+std::pair<uint16_t, ByteSpan> DigestAt(const EventLogView& log, const EventView& e, size_t k) {
+  return {log.banks[k], e.digests[k]};
+}
+
+template <typename Log>
+Result<ReplayResult> ReplayImpl(const Log& log, std::span<const uint16_t> only_banks) {
+  // PCR values live in fixed arrays while replaying (no map look-up or vector per extend)
+  // and become the PcrValues map at the end.
+  struct Bank {
+    uint16_t alg = 0;
+    size_t size = 0;
+    uint32_t extended = 0;  // bit i: PCR i was extended
+    std::array<std::array<uint8_t, 64>, kMaxLogPcrs> value{};
+  };
+  std::vector<Bank> banks;
+  for (uint16_t b : log.banks) {
+    if (!only_banks.empty() && std::find(only_banks.begin(), only_banks.end(), b) == only_banks.end()) continue;
+    size_t size = HashSize(b);
+    if (size == 0 || size > 64) return Unsupported("PCR bank " + AlgName(b));
+    banks.push_back({b, size, 0, {}});
+  }
   ReplayResult out;
   bool pcr0_extended = false;
-  for (const Event& e : log.events) {
+  for (const auto& e : log.events) {
     if (e.type == ev::kNoAction) {
       // Never extended. The StartupLocality event sets PCR 0's initial value.
       constexpr size_t kSigLen = sizeof(kStartupLocalitySignature);  // 16 with the NUL
@@ -275,19 +361,51 @@ Result<ReplayResult> ReplayEventLog(const EventLog& log) {
       }
       continue;
     }
+    if (e.pcr >= kMaxLogPcrs)
+      return EventError(e.index, e.offset, "pcrIndex " + std::to_string(e.pcr) + " is above 23");
     if (e.pcr == 0) pcr0_extended = true;
-    for (const EventDigest& d : e.digests) {
-      auto& bank = out.pcrs[d.alg];
-      auto it = bank.find(e.pcr);
-      if (it == bank.end())
-        it = bank.emplace(e.pcr, InitialPcrValue(e.pcr, HashSize(d.alg), out.startup_locality)).first;
-      RETURN_IF_ERROR(ExtendInPlace(d.alg, it->second, d.digest));
+    for (size_t k = 0; k < DigestCount(log, e); ++k) {
+      auto [alg_id, digest] = DigestAt(log, e, k);
+      Bank* bank = nullptr;
+      for (Bank& b : banks) {
+        if (b.alg == alg_id) bank = &b;
+      }
+      if (bank == nullptr) continue;
+      std::span<uint8_t> pcr(bank->value[e.pcr].data(), bank->size);
+      if (!(bank->extended & (1u << e.pcr))) {
+        auto init = InitialPcrValue(e.pcr, bank->size, out.startup_locality);
+        std::copy(init.begin(), init.end(), pcr.begin());
+        bank->extended |= 1u << e.pcr;
+      }
+      RETURN_IF_ERROR(ExtendInPlace(alg_id, pcr, digest));
+    }
+  }
+  for (const Bank& b : banks) {
+    if (b.extended == 0) continue;
+    auto& m = out.pcrs[b.alg];
+    for (uint32_t i = 0; i < kMaxLogPcrs; ++i) {
+      if (b.extended & (1u << i)) m.emplace(i, std::vector<uint8_t>(b.value[i].begin(), b.value[i].begin() + b.size));
     }
   }
   return out;
 }
 
+}  // namespace
+
+Result<ReplayResult> ReplayEventLog(const EventLog& log) { return ReplayImpl(log, {}); }
+Result<ReplayResult> ReplayEventLog(const EventLog& log, std::span<const uint16_t> only_banks) {
+  return ReplayImpl(log, only_banks);
+}
+Result<ReplayResult> ReplayEventLog(const EventLogView& log, std::span<const uint16_t> only_banks) {
+  return ReplayImpl(log, only_banks);
+}
+
 Appraisal CompareWithQuote(const EventLog& log, const ReplayResult& replay, const PcrValues& quoted,
+                           const std::set<uint32_t>& exclude) {
+  return CompareWithQuote(log.banks, replay, quoted, exclude);
+}
+
+Appraisal CompareWithQuote(const std::vector<uint16_t>& log_banks, const ReplayResult& replay, const PcrValues& quoted,
                            const std::set<uint32_t>& exclude) {
   Appraisal a;
   size_t compared = 0;
@@ -295,7 +413,7 @@ Appraisal CompareWithQuote(const EventLog& log, const ReplayResult& replay, cons
     bool judged = false;
     for (const auto& [idx, unused] : values) judged |= !exclude.count(idx);
     if (!judged) continue;
-    if (std::find(log.banks.begin(), log.banks.end(), bank) == log.banks.end()) {
+    if (std::find(log_banks.begin(), log_banks.end(), bank) == log_banks.end()) {
       a.Fail("eventlog.bank.missing", AlgName(bank), "the log to carry the quoted bank", "not in the log");
       continue;
     }

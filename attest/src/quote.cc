@@ -143,7 +143,11 @@ std::map<uint16_t, uint32_t> SelectionSet(const PcrSelection& s) {
 
 }  // namespace
 
-Appraisal CheckAkPublic(const TpmtPublic& ak, const AkPolicy& policy) {
+namespace {
+
+// CheckAkPublic, also handing out the loaded key so that AppraiseQuote loads (and
+// public-checks, a scalar multiplication for EC) the AK once, not twice.
+Appraisal CheckAkImpl(const TpmtPublic& ak, const AkPolicy& policy, PkeyPtr* key_out) {
   Appraisal a;
   const std::string attrs = ObjectAttributesString(ak.object_attributes);
   static const std::pair<uint32_t, const char*> kRequired[] = {{attr::kFixedTpm, "fixed_tpm"},
@@ -217,14 +221,29 @@ Appraisal CheckAkPublic(const TpmtPublic& ak, const AkPolicy& policy) {
   auto key = ToPkey(ak);
   if (key.ok()) {
     a.Pass("ak.public");
+    if (key_out != nullptr) *key_out = std::move(*key);
   } else {
     a.Fail("ak.public.invalid", "unique", "a valid public key", key.status().message());
   }
   return a;
 }
 
+// VerifyQuoteSignature with the AK already loaded (`key`), or loading it (null).
+Appraisal VerifySignatureImpl(const TpmtPublic& ak, EVP_PKEY* key, ByteSpan attest_bytes, const TpmtSignature& sig,
+                              uint16_t min_hash);
+
+}  // namespace
+
+Appraisal CheckAkPublic(const TpmtPublic& ak, const AkPolicy& policy) { return CheckAkImpl(ak, policy, nullptr); }
+
 Appraisal VerifyQuoteSignature(const TpmtPublic& ak, ByteSpan attest_bytes, const TpmtSignature& sig,
                                uint16_t min_hash) {
+  return VerifySignatureImpl(ak, nullptr, attest_bytes, sig, min_hash);
+}
+
+namespace {
+Appraisal VerifySignatureImpl(const TpmtPublic& ak, EVP_PKEY* prebuilt, ByteSpan attest_bytes,
+                              const TpmtSignature& sig, uint16_t min_hash) {
   Appraisal a;
   // No downgrade: the signature must use exactly the AK's (restricted) scheme and hash.
   if (ak.scheme.scheme == alg::kNull || sig.sig_alg != ak.scheme.scheme) {
@@ -246,8 +265,14 @@ Appraisal VerifyQuoteSignature(const TpmtPublic& ak, ByteSpan attest_bytes, cons
     a.Fail("quote.signature.invalid", "TPMT_SIGNATURE", "a valid signature by the AK", why);
     return a;
   };
-  auto key = ToPkey(ak);
-  if (!key.ok()) return fail_invalid("AK public unusable: " + key.status().message());
+  PkeyPtr loaded;
+  EVP_PKEY* key = prebuilt;
+  if (key == nullptr) {
+    auto k = ToPkey(ak);
+    if (!k.ok()) return fail_invalid("AK public unusable: " + k.status().message());
+    loaded = std::move(*k);
+    key = loaded.get();
+  }
   auto digest = Hash(sig.hash, {attest_bytes});
   if (!digest.ok()) return fail_invalid(digest.status().message());
 
@@ -271,7 +296,7 @@ Appraisal VerifyQuoteSignature(const TpmtPublic& ak, ByteSpan attest_bytes, cons
   } else {
     sig_bytes = sig.rsa_signature;
   }
-  PkeyCtxPtr ctx(EVP_PKEY_CTX_new_from_pkey(nullptr, key->get(), nullptr));
+  PkeyCtxPtr ctx(EVP_PKEY_CTX_new_from_pkey(nullptr, key, nullptr));
   if (!ctx || EVP_PKEY_verify_init(ctx.get()) != 1 || EVP_PKEY_CTX_set_signature_md(ctx.get(), Md(sig.hash)) != 1) {
     return fail_invalid("EVP_PKEY_verify_init failed");
   }
@@ -292,6 +317,7 @@ Appraisal VerifyQuoteSignature(const TpmtPublic& ak, ByteSpan attest_bytes, cons
   a.Pass("quote.signature");
   return a;
 }
+}  // namespace
 
 Result<std::vector<uint8_t>> ComputePcrDigest(uint16_t hash, const PcrSelection& sel, const PcrValues& values) {
   if (!IsSupportedHash(hash)) return Unsupported("PCR digest hash " + AlgName(hash));
@@ -320,7 +346,8 @@ Result<std::vector<uint8_t>> ComputePcrDigest(uint16_t hash, const PcrSelection&
 Result<TpmsAttest> QuotedAttest(const QuoteEvidence& evidence) { return ParseTpmsAttest(evidence.attest); }
 
 Appraisal AppraiseQuote(const TpmtPublic& ak, const QuoteEvidence& ev, const QuoteExpectations& expect) {
-  Appraisal a = CheckAkPublic(ak, expect.ak_policy);
+  PkeyPtr key;
+  Appraisal a = CheckAkImpl(ak, expect.ak_policy, &key);
   auto attest = ParseTpmsAttest(ev.attest);
   if (!attest.ok()) {
     a.Fail("quote.attest.malformed", "TPMS_ATTEST", "a well-formed TPMS_ATTEST", attest.status().message());
@@ -347,7 +374,8 @@ Appraisal AppraiseQuote(const TpmtPublic& ak, const QuoteEvidence& ev, const Quo
   if (!sig.ok()) {
     a.Fail("quote.signature.malformed", "TPMT_SIGNATURE", "a well-formed TPMT_SIGNATURE", sig.status().message());
   } else {
-    a.Merge(VerifyQuoteSignature(ak, ev.attest, *sig, expect.ak_policy.min_hash));
+    a.Merge(key ? VerifySignatureImpl(ak, key.get(), ev.attest, *sig, expect.ak_policy.min_hash)
+                : VerifyQuoteSignature(ak, ev.attest, *sig, expect.ak_policy.min_hash));
     digest_hash = sig->hash;
   }
 

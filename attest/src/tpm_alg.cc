@@ -1,6 +1,8 @@
 #include "enclave/attest/tpm_alg.h"
 
-#include <openssl/evp.h>
+// SHA*_Init/Update/Final: see HashInto.
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include <openssl/sha.h>
 
 #include <cstdio>
 #include <memory>
@@ -65,45 +67,43 @@ uint16_t HashAlgFromName(std::string_view name) {
 
 namespace {
 
-// Explicitly fetched digests, once per process: EVP_sha256() and friends make every
-// EVP_DigestInit_ex look the algorithm up again under a lock (a replay hashes thousands
-// of times per log).
-const EVP_MD* FetchedDigest(uint16_t hash_alg) {
-  static const EVP_MD* const kSha1 = EVP_MD_fetch(nullptr, "SHA1", nullptr);
-  static const EVP_MD* const kSha256 = EVP_MD_fetch(nullptr, "SHA256", nullptr);
-  static const EVP_MD* const kSha384 = EVP_MD_fetch(nullptr, "SHA384", nullptr);
-  static const EVP_MD* const kSha512 = EVP_MD_fetch(nullptr, "SHA512", nullptr);
-  switch (hash_alg) {
-    case alg::kSha1: return kSha1;
-    case alg::kSha256: return kSha256;
-    case alg::kSha384: return kSha384;
-    case alg::kSha512: return kSha512;
-    default: return nullptr;
+// The one-block-at-a-time digests (SHA256_Init/Update/Final and friends) rather than EVP:
+// a replay hashes two short inputs per event and bank, thousands of times per log, and
+// EVP_DigestInit_ex/Final_ex cost several times the compression itself there (provider
+// dispatch, context clean-up; measured with callgrind, see bench/attest_bench.cc). They
+// run the same assembly (SHA-NI where the CPU has it). Deprecated in OpenSSL 3.0, not
+// removed; the digest is public data, so nothing here needs EVP's context cleansing.
+template <typename Ctx, int (*Init)(Ctx*), int (*Update)(Ctx*, const void*, size_t),
+          int (*Final)(unsigned char*, Ctx*)>
+bool LowLevel(std::initializer_list<ByteSpan> parts, uint8_t* out) {
+  Ctx ctx;
+  if (Init(&ctx) != 1) return false;
+  for (ByteSpan p : parts) {
+    if (!p.empty() && Update(&ctx, p.data(), p.size()) != 1) return false;
   }
+  return Final(out, &ctx) == 1;
 }
-
-struct MdCtxFree {
-  void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
-};
-
-
 
 // Hashes `parts` into `out`, which has the hash's size.
 Status HashInto(uint16_t hash_alg, std::initializer_list<ByteSpan> parts, uint8_t* out) {
-  if (!IsSupportedHash(hash_alg)) return Unsupported("hash " + AlgName(hash_alg) + " is not supported");
-  const EVP_MD* md = FetchedDigest(hash_alg);
-  if (md == nullptr) return Internal("EVP_MD_fetch(" + AlgName(hash_alg) + ") failed");
-  thread_local std::unique_ptr<EVP_MD_CTX, MdCtxFree> ctx(EVP_MD_CTX_new());  // reused by this thread
-  if (!ctx || EVP_DigestInit_ex(ctx.get(), md, nullptr) != 1) return Internal("EVP_DigestInit_ex failed");
-  for (ByteSpan p : parts) {
-    if (!p.empty() && EVP_DigestUpdate(ctx.get(), p.data(), p.size()) != 1) {
-      return Internal("EVP_DigestUpdate failed");
-    }
+  bool ok = false;
+  switch (hash_alg) {
+    case alg::kSha1:
+      ok = LowLevel<SHA_CTX, SHA1_Init, SHA1_Update, SHA1_Final>(parts, out);
+      break;
+    case alg::kSha256:
+      ok = LowLevel<SHA256_CTX, SHA256_Init, SHA256_Update, SHA256_Final>(parts, out);
+      break;
+    case alg::kSha384:
+      ok = LowLevel<SHA512_CTX, SHA384_Init, SHA384_Update, SHA384_Final>(parts, out);
+      break;
+    case alg::kSha512:
+      ok = LowLevel<SHA512_CTX, SHA512_Init, SHA512_Update, SHA512_Final>(parts, out);
+      break;
+    default:
+      return Unsupported("hash " + AlgName(hash_alg) + " is not supported");
   }
-  unsigned int n = 0;
-  if (EVP_DigestFinal_ex(ctx.get(), out, &n) != 1 || n != HashSize(hash_alg)) {
-    return Internal("EVP_DigestFinal_ex failed");
-  }
+  if (!ok) return Internal("OpenSSL " + AlgName(hash_alg) + " digest failed");
   return OkStatus();
 }
 
@@ -116,6 +116,10 @@ Result<std::vector<uint8_t>> Hash(uint16_t hash_alg, std::initializer_list<ByteS
 }
 
 Status ExtendInPlace(uint16_t hash_alg, std::vector<uint8_t>& pcr, ByteSpan digest) {
+  return ExtendInPlace(hash_alg, std::span<uint8_t>(pcr), digest);
+}
+
+Status ExtendInPlace(uint16_t hash_alg, std::span<uint8_t> pcr, ByteSpan digest) {
   if (pcr.size() != HashSize(hash_alg)) return Internal("PCR value has the wrong size for " + AlgName(hash_alg));
   uint8_t next[64];
   RETURN_IF_ERROR(HashInto(hash_alg, {pcr, digest}, next));

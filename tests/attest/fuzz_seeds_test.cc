@@ -6,6 +6,8 @@
 
 #include "enclave/attest/event_log.h"
 #include "enclave/attest/ima_log.h"
+#include "enclave/attest/measurements.h"
+#include "enclave/attest/policy.h"
 #include "enclave/attest/tpm_types.h"
 #include "enclave/common/files.h"
 
@@ -41,6 +43,17 @@ TEST(AttestFuzzSeeds, ValidSeedsParse) {
     auto log = ParseEventLog(b);
     ASSERT_TRUE(log.ok()) << name << ": " << log.status().ToString();
     EXPECT_TRUE(ReplayEventLog(*log).ok()) << name;
+  }
+  auto policies = ValidSeeds("attest_policy");
+  ASSERT_GE(policies.size(), 3u);
+  for (const auto& [name, b] : policies) {
+    auto p = ParsePolicyText(std::string_view(reinterpret_cast<const char*>(b.data()), b.size()), "/base");
+    EXPECT_TRUE(p.ok()) << name << ": " << p.status().ToString();
+  }
+  auto boots = ValidSeeds("attest_measurements");
+  ASSERT_GE(boots.size(), 3u);
+  for (const auto& [name, b] : boots) {
+    EXPECT_TRUE(ParseEventLogView(b).ok() || ParseUefiVariable(b).ok()) << name;
   }
   auto ima = ValidSeeds("attest_ima");
   ASSERT_GE(ima.size(), 2u);

@@ -1,10 +1,13 @@
 // Writes seed inputs for the fuzz_attest_* targets into tests/fuzz/corpus/attest_*/
-// (run once; the event-log and IMA seeds are also copied from tests/data/attest/).
+// (run once; the event-log and IMA seeds are also copied from tests/data/attest/). Keys are
+// fresh each run, so to add one target's seeds write to a scratch folder and copy that
+// target's folder.
 //   attest_make_fuzz_seeds CORPUS_DIR
 #include <filesystem>
 #include <fstream>
 
 #include "attest_test_util.h"
+#include "boot_fixture.h"
 
 using namespace attest_test;
 
@@ -43,5 +46,12 @@ int main(int argc, char** argv) {
                                   {17, 5, StrBytes("drtm")}};
   Write(dir / "attest_eventlog/valid-small-crypto-agile.bin", CryptoAgileLog(events));
   Write(dir / "attest_eventlog/valid-small-legacy.bin", LegacyLog(events));
+  // fuzz_attest_measurements: a UEFI + shim/GRUB boot (boot_fixture.h), Secure Boot off,
+  // and one UEFI_VARIABLE_DATA on its own.
+  Write(dir / "attest_measurements/valid-typical-boot.bin", EncodeBootLog(TypicalBoot()));
+  auto off = TypicalBoot();
+  off[2] = SbVariable("SecureBoot", {0});
+  Write(dir / "attest_measurements/valid-secure-boot-off.bin", EncodeBootLog(off));
+  Write(dir / "attest_measurements/valid-uefi-variable.bin", UefiVariableData(Guid(true), "db", StrBytes("db-list")));
   return 0;
 }

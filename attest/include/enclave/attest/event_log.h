@@ -6,9 +6,11 @@
 // this verifier does not know is an error.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -99,6 +101,28 @@ inline constexpr size_t kMaxEventDataBytes = 16u << 20;
 
 Result<EventLog> ParseEventLog(ByteSpan data);
 
+// The same log read without copying: digests and data point into the parsed bytes, which
+// must outlive the view. The verifier's hot path (no allocation per event); ParseEventLog
+// is built on it, so both accept exactly the same logs.
+inline constexpr size_t kMaxLogBanks = 8;
+struct EventView {
+  size_t index = 0;
+  size_t offset = 0;
+  uint32_t pcr = 0;
+  uint32_t type = 0;
+  // digests[k] belongs to bank banks[k] of the log (the header event and legacy events:
+  // digests[0], SHA-1).
+  std::array<ByteSpan, kMaxLogBanks> digests{};
+  ByteSpan data;
+};
+struct EventLogView {
+  LogFormat format = LogFormat::kCryptoAgile;
+  std::optional<SpecIdHeader> spec_id;
+  std::vector<EventView> events;  // includes the header event (index 0)
+  std::vector<uint16_t> banks;
+};
+Result<EventLogView> ParseEventLogView(ByteSpan data);
+
 struct ReplayResult {
   // Final value of every PCR the log extends, per bank. PCRs the log does not extend are
   // absent (their value is the initial one).
@@ -116,12 +140,19 @@ std::vector<uint8_t> InitialPcrValue(uint32_t index, size_t size, std::optional<
 // most once, before any extend of PCR 0) sets PCR 0's initial last byte. Errors
 // (InvalidInput) for a malformed StartupLocality event.
 Result<ReplayResult> ReplayEventLog(const EventLog& log);
+// The same for the banks in `only_banks` (all banks when empty): a verifier replays only
+// the banks it compares with a quote.
+Result<ReplayResult> ReplayEventLog(const EventLog& log, std::span<const uint16_t> only_banks);
+Result<ReplayResult> ReplayEventLog(const EventLogView& log, std::span<const uint16_t> only_banks = {});
 
 // Compares the replayed values with quoted ones for every quoted (bank, PCR) that is not
 // in `exclude`: a PCR the log extends must match ("eventlog.pcr.mismatch"); one it never
 // extends must still hold its initial value ("eventlog.pcr.unlogged_extend"). A quoted
 // bank the log does not carry fails ("eventlog.bank.missing").
 Appraisal CompareWithQuote(const EventLog& log, const ReplayResult& replay, const PcrValues& quoted,
+                           const std::set<uint32_t>& exclude);
+// The same, given the log's banks (EventLog::banks or EventLogView::banks).
+Appraisal CompareWithQuote(const std::vector<uint16_t>& log_banks, const ReplayResult& replay, const PcrValues& quoted,
                            const std::set<uint32_t>& exclude);
 
 }  // namespace enclave::attest

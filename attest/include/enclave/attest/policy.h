@@ -4,8 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "enclave/attest/ek_cert.h"
 #include "enclave/attest/quote.h"
@@ -15,6 +18,17 @@
 
 namespace enclave::attest {
 
+// Allowed digests, per bank (hash alg id). A bank absent from the map is not judged;
+// a rule with no bank at all is refused by the parser.
+using AllowedDigests = std::map<uint16_t, std::set<std::vector<uint8_t>>>;
+
+// One file the IMA log must show with an allowed digest ("the trainer binary").
+struct ImaFileRule {
+  std::string path;                                        // absolute path as IMA logs it
+  std::set<std::pair<uint16_t, std::vector<uint8_t>>> digests;  // (file digest alg, digest)
+  bool required = true;  // the file must appear in the log at least once
+};
+
 struct Policy {
   std::string name;
   PcrSelection quote_selection;   // the PCRs a host must quote, per bank
@@ -22,13 +36,49 @@ struct Policy {
   AkPolicy ak;                    // AK attribute and key-size rules
   int64_t max_evidence_age_s = 0; // nonce issued -> appraisal; 0 is refused by the parser
   crypto::Digest256 digest{};     // SHA-256 of the policy file's bytes, for the audit log
-  // Reference values (per PCR, Secure Boot, boot applications, kernel command line, IMA
-  // file digests) follow in the implementation; see the format document.
+  // Where ek_trust was loaded from (resolved paths): a directory, or root and
+  // intermediate files.
+  std::string ek_roots_dir;
+  std::vector<std::string> ek_root_files, ek_intermediate_files;
+
+  // Boot event log. When required, evidence without one fails ("eventlog.missing").
+  bool require_event_log = true;
+  // Quoted PCRs the boot event log need not extend (e.g. 10, extended by IMA): they are
+  // left out of the log-vs-quote comparison. Every other quoted PCR must be extended by
+  // the log and match its replay.
+  std::set<uint32_t> log_exempt_pcrs;
+
+  // Reference values. Each is judged only when present in the policy.
+  std::map<uint32_t, AllowedDigests> pcr_values;     // PCR -> quoted value in one of the allowed
+  std::map<uint32_t, AllowedDigests> event_digests;  // PCR -> every event extending it allowed
+  bool require_secure_boot = false;                  // PCR 7 says Secure Boot was on
+  AllowedDigests boot_applications;                  // EV_EFI_BOOT_SERVICES_APPLICATION in PCR 4
+  std::vector<std::string> kernel_cmdlines;          // exact strings; empty: not judged
+  bool judge_kernel_cmdlines = false;                // "kernel_cmdlines" key present
+
+  // IMA runtime log (PCR 10).
+  bool require_ima_log = false;
+  bool ima_allow_violations = false;
+  std::vector<ImaFileRule> ima_files;
+
+  // PCRs whose events the policy reads or judges: an event type the verifier does not
+  // know in one of them is a failure (the type is not covered by the digest).
+  std::set<uint32_t> JudgedPcrs() const;
 };
 
 // Parses policy JSON. `base_dir` resolves relative paths in it (the EK root directory).
+// The digest is SHA-256 of `json_text`.
 Result<Policy> ParsePolicy(std::string_view json_text, const std::string& base_dir);
+// ParsePolicy without loading the EK roots (ek_trust stays empty; the paths are set): every
+// rule of the document checked, no file read. For tools that only inspect a policy, and the
+// fuzz target.
+Result<Policy> ParsePolicyText(std::string_view json_text, const std::string& base_dir);
+// Loads ek_trust from the policy's EK root paths.
+Status LoadPolicyEkRoots(Policy* policy);
 // Reads and parses a policy file; relative paths resolve against the file's directory.
 Result<Policy> LoadPolicyFile(const std::string& path);
+
+// Largest policy file accepted.
+inline constexpr size_t kMaxPolicyBytes = 4u << 20;
 
 }  // namespace enclave::attest

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,7 @@ uint16_t HashAlgFromName(std::string_view name);
 Result<std::vector<uint8_t>> Hash(uint16_t hash_alg, std::initializer_list<ByteSpan> parts);
 // PCR extend in place: pcr = H(pcr || digest); pcr must already have the hash's size.
 Status ExtendInPlace(uint16_t hash_alg, std::vector<uint8_t>& pcr, ByteSpan digest);
+Status ExtendInPlace(uint16_t hash_alg, std::span<uint8_t> pcr, ByteSpan digest);
 
 // Big-endian writer: the byte order of every TPM 2.0 structure.
 class BeWriter {

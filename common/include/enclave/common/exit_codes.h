@@ -19,6 +19,9 @@ enum ExitCode : int {
   kExitUnsupported = 9,        // unknown format version, suite or feature
   kExitUnavailable = 10,       // service or device unreachable
   kExitIo = 11,                // read, write or sync failed
+  kExitPolicyDenied = 12,      // attestation: evaluated, and the policy says no
+  kExitNotEvaluated = 13,      // attestation: could not evaluate (bad evidence file, policy, TPM error)
+  kExitVerdictDiffers = 14,    // audit: a recomputed attestation verdict differs from the recorded one
 };
 
 int ExitCodeFor(const Status& status);

@@ -1,0 +1,317 @@
+#include "enclave/attest/verifier.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "enclave/attest/event_log.h"
+#include "enclave/attest/ima_log.h"
+#include "enclave/attest/measurements.h"
+#include "enclave/attest/tpm_alg.h"
+
+namespace enclave::attest {
+namespace {
+
+constexpr char kQualifyingLabel[] = "enclave-attest quote v1";  // followed by its NUL
+
+std::string AllowedList(const std::set<std::vector<uint8_t>>& allowed) {
+  std::string s = "one of [";
+  size_t n = 0;
+  for (const auto& d : allowed) {
+    if (n++) s += ", ";
+    if (n > 4) {
+      s += "... " + std::to_string(allowed.size()) + " in all";
+      break;
+    }
+    s += HexEncode(d);
+  }
+  return s + "]";
+}
+
+void CheckEvidenceAge(const Policy& policy, const AppraisalContext& ctx, Appraisal* a) {
+  if (ctx.now < ctx.nonce_issued_at) {
+    a->Fail("evidence.age.future", "nonce_issued_at", "<= now (" + std::to_string(ctx.now) + ")",
+            std::to_string(ctx.nonce_issued_at));
+    return;
+  }
+  int64_t age = ctx.now - ctx.nonce_issued_at;
+  if (age > policy.max_evidence_age_s) {
+    a->Fail("evidence.age.expired", "now - nonce_issued_at", "<= " + std::to_string(policy.max_evidence_age_s) + " s",
+            std::to_string(age) + " s");
+  } else {
+    a->Pass("evidence.age");
+  }
+}
+
+void CheckPcrValues(const Policy& policy, const PcrValues& quoted, Appraisal* a) {
+  size_t before = a->failures().size();
+  for (const auto& [pcr, banks] : policy.pcr_values) {
+    for (const auto& [bank, allowed] : banks) {
+      std::string where = AlgName(bank) + " PCR " + std::to_string(pcr);
+      const std::vector<uint8_t>* v = nullptr;
+      auto b = quoted.find(bank);
+      if (b != quoted.end()) {
+        auto it = b->second.find(pcr);
+        if (it != b->second.end()) v = &it->second;
+      }
+      if (v == nullptr) {
+        a->Fail("pcr.value.missing", where, AllowedList(allowed), "not quoted");
+      } else if (!allowed.count(*v)) {
+        a->Fail("pcr.value.not_allowed", where, AllowedList(allowed), HexEncode(*v));
+      }
+    }
+  }
+  if (a->failures().size() == before) a->Pass("pcr.values");
+}
+
+// The policy's rules over the log's events. `log` has been replayed and compared with
+// the quote by the caller.
+void CheckEventRules(const Policy& policy, const EventLogView& log, Appraisal* a) {
+  const std::set<uint32_t> judged = policy.JudgedPcrs();
+  Measurements m = ReadMeasurements(log);
+  size_t before = a->failures().size();
+  for (const auto& p : m.problems) {
+    if (judged.count(p.pcr)) a->Fail(p.finding.check, p.finding.where, p.finding.expected, p.finding.got);
+  }
+  if (!judged.empty() && a->failures().size() == before) a->Pass("eventlog.events.readable");
+
+  // Per-event reference digests.
+  if (!policy.event_digests.empty()) {
+    before = a->failures().size();
+    std::vector<uint8_t> digest;
+    for (const EventView& e : log.events) {
+      if (e.type == ev::kNoAction) continue;
+      auto rule = policy.event_digests.find(e.pcr);
+      if (rule == policy.event_digests.end()) continue;
+      for (const auto& [bank_id, allowed] : rule->second) {
+        const uint16_t bank = bank_id;  // a structured binding cannot be captured (before C++20 P1091 in clang)
+        auto where = [&] {
+          return "event " + std::to_string(e.index) + " (" + EventTypeName(e.type) + ") " + AlgName(bank) + " PCR " +
+                 std::to_string(e.pcr);
+        };
+        auto k = std::find(log.banks.begin(), log.banks.end(), bank);
+        if (k == log.banks.end()) {
+          a->Fail("event.digest.bank_missing", where(), "a digest in the judged bank", "none in the log");
+          continue;
+        }
+        ByteSpan d = e.digests[static_cast<size_t>(k - log.banks.begin())];
+        digest.assign(d.begin(), d.end());
+        if (!allowed.count(digest)) a->Fail("event.digest.not_allowed", where(), AllowedList(allowed), HexEncode(d));
+      }
+    }
+    if (a->failures().size() == before) a->Pass("event.digests");
+  }
+
+  if (policy.require_secure_boot) a->Merge(CheckSecureBoot(m));
+
+  if (!policy.boot_applications.empty()) {
+    before = a->failures().size();
+    if (m.boot_applications.empty()) {
+      a->Fail("bootapp.missing", "PCR 4", "at least one EV_EFI_BOOT_SERVICES_APPLICATION", "none");
+    }
+    for (const BootApplication& app : m.boot_applications) {
+      for (const auto& [bank, allowed] : policy.boot_applications) {
+        std::string where = "event " + std::to_string(app.event) + " " + AlgName(bank) + " PCR 4";
+        auto it = app.digests.find(bank);
+        if (it == app.digests.end()) {
+          a->Fail("bootapp.bank.missing", where, "a digest in the judged bank", "none in the log");
+        } else if (!allowed.count(it->second)) {
+          a->Fail("bootapp.digest.not_allowed", where, AllowedList(allowed), HexEncode(it->second));
+        }
+      }
+    }
+    if (a->failures().size() == before) a->Pass("bootapp.digests");
+  }
+
+  if (policy.judge_kernel_cmdlines) {
+    before = a->failures().size();
+    if (m.kernel_cmdlines.empty()) {
+      a->Fail("cmdline.missing", "PCR 8", "a GRUB kernel_cmdline EV_IPL event", "none");
+    }
+    for (const KernelCmdline& c : m.kernel_cmdlines) {
+      bool ok = false;
+      for (const auto& allowed : policy.kernel_cmdlines) ok |= allowed == c.text;
+      if (!ok) {
+        a->Fail("cmdline.not_allowed", "event " + std::to_string(c.event) + " PCR " + std::to_string(c.pcr),
+                "one of the policy's kernel_cmdlines", c.text);
+      }
+    }
+    if (a->failures().size() == before) a->Pass("cmdline");
+  }
+}
+
+void CheckBootLog(const Policy& policy, const EvidenceParts& evidence, const PcrValues& quoted, Appraisal* a) {
+  const bool has_rules = policy.require_secure_boot || !policy.boot_applications.empty() ||
+                         policy.judge_kernel_cmdlines || !policy.event_digests.empty();
+  if (evidence.event_log.empty()) {
+    if (policy.require_event_log || has_rules) {
+      a->Fail("eventlog.missing", "evidence", "a boot event log", "none");
+    }
+    return;
+  }
+  bool any_judged = false;
+  for (const auto& [bank, values] : quoted)
+    for (const auto& [idx, unused] : values) any_judged |= !policy.log_exempt_pcrs.count(idx);
+  // A log that no quoted PCR is compared with, under a policy that neither requires nor
+  // reads one, binds nothing: it is not read (with a requirement, CompareWithQuote fails
+  // it as eventlog.pcrs.none_compared).
+  if (!any_judged && !policy.require_event_log && !has_rules) return;
+  auto log = ParseEventLogView(evidence.event_log);  // points into `evidence`, which outlives it
+  if (!log.ok()) {
+    a->Fail("eventlog.malformed", "event log", "a well-formed TCG event log", log.status().message());
+    return;
+  }
+  // Only the quoted banks are compared, so only they are replayed.
+  std::vector<uint16_t> banks;
+  for (const auto& [bank, unused] : quoted) banks.push_back(bank);
+  auto replay = banks.empty() ? ReplayEventLog(*log) : ReplayEventLog(*log, banks);
+  if (!replay.ok()) {
+    a->Fail("eventlog.replay.invalid", "event log", "a replayable log", replay.status().message());
+    return;
+  }
+  a->Merge(CompareWithQuote(log->banks, *replay, quoted, policy.log_exempt_pcrs));
+  // A quoted PCR the log never extends fails unless the policy exempts it: its value
+  // (initial or not) says nothing the log can account for.
+  for (const auto& [bank, values] : quoted) {
+    auto rb = replay->pcrs.find(bank);
+    for (const auto& [idx, unused] : values) {
+      if (policy.log_exempt_pcrs.count(idx)) continue;
+      if (rb == replay->pcrs.end() || !rb->second.count(idx)) {
+        if (std::find(log->banks.begin(), log->banks.end(), bank) == log->banks.end()) continue;  // bank.missing
+        std::string where = AlgName(bank) + " PCR " + std::to_string(idx);
+        bool reported = false;  // as eventlog.pcr.unlogged_extend, when not at its initial value
+        for (const auto& f : a->failures()) reported |= f.check == "eventlog.pcr.unlogged_extend" && f.where == where;
+        if (reported) continue;
+        a->Fail("eventlog.pcr.not_extended", where, "extended by the event log (or listed in event_log.exempt_pcrs)",
+                "no event in the log");
+      }
+    }
+  }
+  CheckEventRules(policy, *log, a);
+}
+
+// ima_log.h's parser needs the template-hash algorithm: the column's width names it.
+uint16_t ImaTemplateHashAlg(std::string_view text) {
+  size_t sp1 = text.find(' ');
+  if (sp1 == std::string_view::npos) return alg::kSha1;
+  size_t sp2 = text.find(' ', sp1 + 1);
+  if (sp2 == std::string_view::npos) return alg::kSha1;
+  switch (sp2 - sp1 - 1) {
+    case 64:
+      return alg::kSha256;
+    case 96:
+      return alg::kSha384;
+    case 128:
+      return alg::kSha512;
+    default:
+      return alg::kSha1;  // 40 hex digits, or malformed: the parser says which
+  }
+}
+
+void CheckIma(const Policy& policy, const EvidenceParts& evidence, const PcrValues& quoted, Appraisal* a) {
+  bool pcr10_quoted = false;
+  for (const auto& b : policy.quote_selection.banks) pcr10_quoted |= (b.select & (1u << kImaPcr)) != 0;
+  bool configured = policy.require_ima_log || !policy.ima_files.empty();
+  if (evidence.ima_log.empty()) {
+    bool needed = policy.require_ima_log;
+    for (const auto& r : policy.ima_files) needed |= r.required;
+    if (needed) a->Fail("ima.missing", "evidence", "an IMA measurement list", "none");
+    return;
+  }
+  // An IMA log the quote does not cover is not read at all.
+  if (!pcr10_quoted && !configured) return;
+  auto log = ParseImaLog(evidence.ima_log, ImaTemplateHashAlg(evidence.ima_log));
+  if (!log.ok()) {
+    a->Fail("ima.log.malformed", "IMA log", "a well-formed ima-ng measurement list", log.status().message());
+    return;
+  }
+  a->Merge(CompareImaWithQuote(*log, quoted, policy.ima_allow_violations));
+  size_t before = a->failures().size();
+  for (const ImaFileRule& rule : policy.ima_files) {
+    size_t seen = 0;
+    for (const ImaEntry& e : log->entries) {
+      if (e.path != rule.path) continue;
+      ++seen;
+      if (!rule.digests.count({e.file_digest_alg, e.file_digest})) {
+        std::string expected = "one of [";
+        size_t n = 0;
+        for (const auto& [alg_id, d] : rule.digests)
+          expected += (n++ ? ", " : "") + AlgName(alg_id) + ":" + HexEncode(d);
+        a->Fail("ima.file.digest_not_allowed", "line " + std::to_string(e.line) + " " + e.path, expected + "]",
+                e.file_digest_alg_name + ":" + HexEncode(e.file_digest));
+      }
+    }
+    if (seen == 0 && rule.required) {
+      a->Fail("ima.file.missing", rule.path, "measured by IMA", "not in the IMA log");
+    }
+  }
+  if (!policy.ima_files.empty() && a->failures().size() == before) a->Pass("ima.files");
+}
+
+}  // namespace
+
+Result<crypto::Digest256> QualifyingData(std::span<const uint8_t> nonce,
+                                         const std::optional<crypto::Digest256>& bound_digest) {
+  if (nonce.empty() || nonce.size() > 32) {
+    return InvalidInput("nonce is " + std::to_string(nonce.size()) + " bytes, expected 1..32");
+  }
+  crypto::Sha256Hasher h;
+  h.Update(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(kQualifyingLabel), sizeof(kQualifyingLabel)));
+  const uint8_t len = static_cast<uint8_t>(nonce.size());
+  h.Update(std::span<const uint8_t>(&len, 1));
+  h.Update(nonce);
+  crypto::Digest256 zero{};
+  h.Update(bound_digest ? std::span<const uint8_t>(*bound_digest) : std::span<const uint8_t>(zero));
+  return h.Final();
+}
+
+Result<Verdict> AppraiseEvidence(const Policy& policy, const EvidenceParts& evidence, const AppraisalContext& context) {
+  if (policy.max_evidence_age_s <= 0) return InvalidInput("policy has no maximum evidence age");
+  if (policy.quote_selection.banks.empty()) return InvalidInput("policy selects no PCRs to quote");
+  if (context.now <= 0 || context.nonce_issued_at <= 0) {
+    return InvalidInput("appraisal context needs now and nonce_issued_at (unix seconds)");
+  }
+  if (context.ak_public.empty()) return InvalidInput("appraisal context has no AK public (from the enrolment)");
+  auto ak = ParseTpmtPublic(context.ak_public);
+  if (!ak.ok()) return ak.status().Annotate("the enrolled AK public (TPMT_PUBLIC)");
+  ASSIGN_OR_RETURN(crypto::Digest256 qd, QualifyingData(context.nonce, context.bound_digest));
+
+  Verdict v;
+  QuoteExpectations expect;
+  expect.extra_data.assign(qd.begin(), qd.end());
+  expect.selection = policy.quote_selection;
+  expect.ak_policy = policy.ak;
+  expect.previous = context.last_clock;
+  v.appraisal = AppraiseQuote(*ak, evidence.quote, expect);
+  auto attest = QuotedAttest(evidence.quote);
+  if (attest.ok()) v.clock = attest->clock_info;
+
+  CheckEvidenceAge(policy, context, &v.appraisal);
+  // The logs and reference values are judged against the reported PCR values; those are
+  // bound to the signature by the quote's PCR digest, which AppraiseQuote checked (a
+  // failure there fails the verdict whatever the rest says).
+  const PcrValues& quoted = evidence.quote.pcrs;
+  if (!policy.pcr_values.empty()) CheckPcrValues(policy, quoted, &v.appraisal);
+  CheckBootLog(policy, evidence, quoted, &v.appraisal);
+  CheckIma(policy, evidence, quoted, &v.appraisal);
+  return v;
+}
+
+std::string VerdictJson(const Verdict& verdict) {
+  nlohmann::ordered_json j;
+  j["verdict"] = verdict.passed() ? "pass" : "fail";
+  j["passed"] = nlohmann::ordered_json::array();
+  for (const auto& c : verdict.appraisal.passed()) j["passed"].push_back(c);
+  j["failures"] = nlohmann::ordered_json::array();
+  for (const auto& f : verdict.appraisal.failures()) {
+    nlohmann::ordered_json o;
+    o["check"] = f.check;
+    o["where"] = f.where;
+    o["expected"] = f.expected;
+    o["got"] = f.got;
+    j["failures"].push_back(std::move(o));
+  }
+  // Invalid UTF-8 from evidence (a command line, an IMA path) is replaced, never thrown.
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+}  // namespace enclave::attest

@@ -1,0 +1,498 @@
+// AppraiseEvidence end to end on a synthetic measured boot (boot_fixture.h): every policy
+// rule passes on the genuine evidence and fails, with its named finding, when one thing
+// changes; the verdict JSON form; the qualifying data formula.
+#include "enclave/attest/verifier.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "boot_fixture.h"
+#include "enclave/attest/measurements.h"
+
+namespace enclave::attest {
+namespace {
+
+using namespace attest_test;
+using json = nlohmann::json;
+
+constexpr int64_t kIssued = 1700000000;
+
+std::string TempDir(const std::string& tag) {
+  std::string dir = ::testing::TempDir() + "verifier_" + tag + "_" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// Independent of verifier.cc: SHA-256(label || 0x00 || u8 len || nonce || bound or zeros).
+Bytes ExpectedQualifyingData(const Bytes& nonce, const Bytes& bound) {
+  Bytes in = StrBytes("enclave-attest quote v1");
+  in.push_back(0);
+  in.push_back(uint8_t(nonce.size()));
+  in = Cat(in, nonce);
+  in = Cat(in, bound.empty() ? Bytes(32, 0) : bound);
+  return Sha256(in);
+}
+
+struct Host {
+  Pkey key = MakeEcKey();
+  std::vector<BootEvent> events = TypicalBoot();
+  std::vector<ImaFile> ima = {{"/usr/bin/enclave-train", Sha256(StrBytes("trainer v1"))},
+                              {"/usr/lib/modules/nvidia.ko", Sha256(StrBytes("driver 550"))},
+                              {"/usr/bin/bash", Sha256(StrBytes("bash"))}};
+  std::vector<uint32_t> quoted = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  Bytes nonce = Bytes(16, 0x42);
+  std::optional<Bytes> extra;  // overrides the qualifying data in the quote
+  bool send_event_log = true;
+  bool send_ima_log = true;
+
+  Bytes AkPublic() { return EncodeAkPublic(key.get()); }
+
+  EvidenceParts Evidence() {
+    EvidenceParts ev;
+    auto boot = BootPcrs(events, 0x000B);
+    Bytes concat;
+    for (uint32_t i : quoted) {
+      Bytes v = i == 10 ? ImaPcr10Sha256(ima) : boot.count(i) ? boot[i] : Bytes(32, 0);
+      ev.quote.pcrs[alg::kSha256][i] = v;
+      concat = Cat(concat, v);
+    }
+    AttestFields f;
+    f.extra = extra ? *extra : ExpectedQualifyingData(nonce, {});
+    f.sel = {{alg::kSha256, quoted}};
+    f.pcr_digest = Sha256(concat);
+    ev.quote.attest = EncodeAttest(f);
+    ev.quote.signature = SignAttest(key.get(), ev.quote.attest);
+    if (send_event_log) ev.event_log = EncodeBootLog(events);
+    if (send_ima_log) ev.ima_log = ImaLogText(ima);
+    return ev;
+  }
+};
+
+class VerifierTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TempDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    WriteFile(dir_ + "/roots/root.pem", SelfSignedPem("Test EK Root"));
+    json pcrs = json::array();
+    for (int i = 0; i <= 10; ++i) pcrs.push_back(i);
+    policy_ = {
+        {"version", 1},
+        {"name", "verifier-test"},
+        {"quote_pcrs", {{"sha256", pcrs}}},
+        {"ek_roots", {{"files", {"roots/root.pem"}}}},
+        {"max_evidence_age_s", 300},
+        {"event_log", {{"required", true}, {"exempt_pcrs", {10}}}},
+        {"secure_boot", true},
+        {"boot_applications", {{"sha256", {Hex(Sha256(StrBytes("shim image"))), Hex(Sha256(StrBytes("grub image")))}}}},
+        {"kernel_cmdlines", {"/vmlinuz-6.1 root=/dev/sda1 ro"}},
+        {"ima",
+         {{"required", true},
+          {"files",
+           {{"/usr/bin/enclave-train", {{"digests", {"sha256:" + Hex(Sha256(StrBytes("trainer v1")))}}}},
+            {"/usr/lib/modules/nvidia.ko", {{"digests", {"sha256:" + Hex(Sha256(StrBytes("driver 550")))}}}}}}}},
+    };
+  }
+
+  Policy LoadPolicy() {
+    auto p = ParsePolicy(policy_.dump(), dir_);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    return p.ok() ? *p : Policy{};
+  }
+
+  AppraisalContext Context() {
+    AppraisalContext c;
+    c.ak_public = host_.AkPublic();
+    c.nonce = host_.nonce;
+    c.nonce_issued_at = kIssued;
+    c.now = kIssued + 30;
+    return c;
+  }
+
+  Verdict Appraise() { return Appraise(Context()); }
+  Verdict Appraise(const AppraisalContext& ctx) {
+    Policy p = LoadPolicy();
+    auto v = AppraiseEvidence(p, host_.Evidence(), ctx);
+    EXPECT_TRUE(v.ok()) << v.status().ToString();
+    return v.ok() ? *v : Verdict{};
+  }
+
+  // Exactly the named check fails (possibly more than once), nothing else.
+  void ExpectOnly(const Verdict& v, const std::string& check) {
+    EXPECT_FALSE(v.passed());
+    EXPECT_TRUE(v.appraisal.Failed(check)) << v.appraisal.Summary();
+    for (const auto& f : v.appraisal.failures()) EXPECT_EQ(f.check, check) << v.appraisal.Summary();
+  }
+
+  // `check` fails, and every failure is one of `allowed` (consequences of the same change).
+  void ExpectAmong(const Verdict& v, const std::string& check, std::set<std::string> allowed) {
+    EXPECT_FALSE(v.passed());
+    EXPECT_TRUE(v.appraisal.Failed(check)) << v.appraisal.Summary();
+    allowed.insert(check);
+    for (const auto& f : v.appraisal.failures()) EXPECT_TRUE(allowed.count(f.check)) << v.appraisal.Summary();
+  }
+
+  std::string dir_;
+  json policy_;
+  Host host_;
+};
+
+TEST_F(VerifierTest, GenuineEvidencePassesEveryRule) {
+  Verdict v = Appraise();
+  EXPECT_TRUE(v.passed()) << v.appraisal.Summary();
+  const auto& p = v.appraisal.passed();
+  for (const char* check : {"quote.signature", "quote.extra_data", "quote.pcr_digest", "evidence.age", "eventlog.pcrs",
+                            "secureboot.enabled", "bootapp.digests", "cmdline", "ima.pcr", "ima.files",
+                            "eventlog.events.readable"}) {
+    EXPECT_NE(std::find(p.begin(), p.end(), check), p.end()) << check;
+  }
+  ASSERT_TRUE(v.clock.has_value());
+  EXPECT_EQ(v.clock->clock, 1000u);
+}
+
+TEST_F(VerifierTest, QualifyingDataFormula) {
+  Bytes nonce = {1, 2, 3};
+  crypto::Digest256 bound{};
+  bound.fill(0x5A);
+  auto qd = QualifyingData(nonce, bound);
+  ASSERT_TRUE(qd.ok());
+  EXPECT_EQ(Bytes(qd->begin(), qd->end()), ExpectedQualifyingData(nonce, Bytes(32, 0x5A)));
+  auto unbound = QualifyingData(nonce, std::nullopt);
+  ASSERT_TRUE(unbound.ok());
+  EXPECT_EQ(Bytes(unbound->begin(), unbound->end()), ExpectedQualifyingData(nonce, {}));
+  // The vector in docs/formats/evidence.md.
+  EXPECT_EQ(Hex(Bytes(unbound->begin(), unbound->end())),
+            "053a712b568192e1506f6319dd9c1206abc53fad2c9a55bdb026bf53fb6c00d5");
+  EXPECT_FALSE(QualifyingData(Bytes{}, std::nullopt).ok());
+  EXPECT_FALSE(QualifyingData(Bytes(33, 1), std::nullopt).ok());
+  EXPECT_TRUE(QualifyingData(Bytes(32, 1), std::nullopt).ok());
+}
+
+TEST_F(VerifierTest, BoundDigestMustMatch) {
+  AppraisalContext ctx = Context();
+  crypto::Digest256 bound{};
+  bound.fill(7);
+  ctx.bound_digest = bound;  // the host quoted with nothing bound
+  ExpectOnly(Appraise(ctx), "quote.extra_data.mismatch");
+  host_.extra = ExpectedQualifyingData(host_.nonce, Bytes(32, 7));
+  EXPECT_TRUE(Appraise(ctx).passed());
+}
+
+TEST_F(VerifierTest, WrongNonceFails) {
+  AppraisalContext ctx = Context();
+  ctx.nonce = Bytes(16, 0x43);
+  ExpectOnly(Appraise(ctx), "quote.extra_data.mismatch");
+}
+
+TEST_F(VerifierTest, EvidenceAge) {
+  AppraisalContext ctx = Context();
+  ctx.now = kIssued + 300;
+  EXPECT_TRUE(Appraise(ctx).passed());
+  ctx.now = kIssued + 301;
+  ExpectOnly(Appraise(ctx), "evidence.age.expired");
+  ctx.now = kIssued - 1;
+  ExpectOnly(Appraise(ctx), "evidence.age.future");
+}
+
+TEST_F(VerifierTest, CouldNotEvaluateIsAnError) {
+  Policy p = LoadPolicy();
+  AppraisalContext ctx = Context();
+  ctx.ak_public.clear();
+  EXPECT_FALSE(AppraiseEvidence(p, host_.Evidence(), ctx).ok());
+  ctx = Context();
+  ctx.ak_public.resize(10);
+  EXPECT_FALSE(AppraiseEvidence(p, host_.Evidence(), ctx).ok());
+  ctx = Context();
+  ctx.nonce.clear();
+  EXPECT_FALSE(AppraiseEvidence(p, host_.Evidence(), ctx).ok());
+  ctx = Context();
+  ctx.now = 0;
+  EXPECT_FALSE(AppraiseEvidence(p, host_.Evidence(), ctx).ok());
+  EXPECT_FALSE(AppraiseEvidence(Policy{}, host_.Evidence(), Context()).ok());
+}
+
+TEST_F(VerifierTest, DifferentAkFails) {
+  AppraisalContext ctx = Context();
+  Pkey other = MakeEcKey();
+  ctx.ak_public = EncodeAkPublic(other.get());
+  ExpectOnly(Appraise(ctx), "quote.signature.invalid");
+}
+
+TEST_F(VerifierTest, ChangedEventFailsReplay) {
+  host_.events = TypicalBoot();
+  EvidenceParts ev = host_.Evidence();
+  // The host reports PCRs of the genuine boot but a log with one event changed.
+  auto changed = TypicalBoot();
+  changed[1].data = StrBytes("platform firmware blob, patched");
+  ev.event_log = EncodeBootLog(changed);
+  Policy p = LoadPolicy();
+  auto v = AppraiseEvidence(p, ev, Context());
+  ASSERT_TRUE(v.ok());
+  ExpectOnly(*v, "eventlog.pcr.mismatch");
+}
+
+TEST_F(VerifierTest, QuotedPcrTheLogNeverExtendsFailsUnlessExempt) {
+  host_.quoted.push_back(11);  // PCR 11: zero, no event
+  policy_["quote_pcrs"]["sha256"].push_back(11);
+  ExpectOnly(Appraise(), "eventlog.pcr.not_extended");
+  policy_["event_log"]["exempt_pcrs"].push_back(11);
+  EXPECT_TRUE(Appraise().passed()) << Appraise().appraisal.Summary();
+}
+
+TEST_F(VerifierTest, ALogNoQuotedPcrIsComparedWith) {
+  host_.quoted = {10};
+  policy_["quote_pcrs"] = {{"sha256", {10}}};
+  for (const char* key : {"secure_boot", "boot_applications", "kernel_cmdlines"}) policy_.erase(key);
+  policy_["event_log"]["required"] = false;
+  Verdict v = Appraise();
+  EXPECT_TRUE(v.passed()) << v.appraisal.Summary();  // the log is sent but binds nothing: not read
+  policy_["event_log"]["required"] = true;
+  ExpectOnly(Appraise(), "eventlog.pcrs.none_compared");
+}
+
+TEST_F(VerifierTest, EventLogRequired) {
+  host_.send_event_log = false;
+  ExpectOnly(Appraise(), "eventlog.missing");
+}
+
+TEST_F(VerifierTest, MalformedEventLogIsAFinding) {
+  EvidenceParts ev = host_.Evidence();
+  ev.event_log.resize(ev.event_log.size() - 3);
+  Policy p = LoadPolicy();
+  auto v = AppraiseEvidence(p, ev, Context());
+  ASSERT_TRUE(v.ok());
+  ExpectOnly(*v, "eventlog.malformed");
+}
+
+TEST_F(VerifierTest, PcrReferenceValues) {
+  auto boot = BootPcrs(host_.events, 0x000B);
+  policy_["pcr_values"] = {{"0", {{"sha256", {Hex(Bytes(32, 1)), Hex(boot[0])}}}}};
+  EXPECT_TRUE(Appraise().passed());
+  policy_["pcr_values"] = {{"0", {{"sha256", {Hex(Bytes(32, 1))}}}}};
+  ExpectOnly(Appraise(), "pcr.value.not_allowed");
+}
+
+TEST_F(VerifierTest, PerEventReferenceDigests) {
+  json allowed = json::array();
+  for (const auto& e : host_.events) {
+    if (e.pcr == 4) allowed.push_back(Hex(Sha256(e.measured ? *e.measured : e.data)));
+  }
+  policy_["event_digests"] = {{"4", {{"sha256", allowed}}}};
+  EXPECT_TRUE(Appraise().passed());
+  allowed.erase(allowed.begin() + 1);
+  policy_["event_digests"] = {{"4", {{"sha256", allowed}}}};
+  ExpectOnly(Appraise(), "event.digest.not_allowed");
+}
+
+TEST_F(VerifierTest, SecureBootOffFails) {
+  host_.events[2] = SbVariable("SecureBoot", {0});
+  ExpectOnly(Appraise(), "secureboot.disabled");
+  policy_["secure_boot"] = false;
+  EXPECT_TRUE(Appraise().passed());
+}
+
+TEST_F(VerifierTest, SecureBootVariableMissing) {
+  host_.events.erase(host_.events.begin() + 6);  // dbx
+  ExpectOnly(Appraise(), "secureboot.config.missing");
+}
+
+TEST_F(VerifierTest, SecureBootVariablesOutOfOrder) {
+  std::swap(host_.events[3], host_.events[4]);  // KEK before PK
+  ExpectOnly(Appraise(), "secureboot.config.order");
+}
+
+TEST_F(VerifierTest, SecureBootSeparatorError) {
+  for (auto& e : host_.events) {
+    if (e.pcr == 7 && e.type == 0x4) e = Separator(7, 0xFFFFFFFFu);
+  }
+  ExpectOnly(Appraise(), "secureboot.separator.error");
+}
+
+TEST_F(VerifierTest, SecureBootConfigAfterSeparator) {
+  host_.events.push_back(SbVariable("db", StrBytes("late db")));
+  ExpectOnly(Appraise(), "secureboot.config.after_separator");
+}
+
+TEST_F(VerifierTest, SecureBootDataThatTheDigestDoesNotCoverFails) {
+  // The log claims SecureBoot=1 while the extended digest is that of SecureBoot=0.
+  BootEvent& sb = host_.events[2];
+  sb.measured = UefiVariableData(Guid(false), "SecureBoot", {0});
+  // The event is not believed, so SecureBoot counts as not measured.
+  ExpectAmong(Appraise(), "eventlog.variable.digest_mismatch", {"secureboot.config.missing"});
+}
+
+TEST_F(VerifierTest, BootApplicationNotAllowed) {
+  host_.events[19].measured = StrBytes("other grub image");
+  ExpectOnly(Appraise(), "bootapp.digest.not_allowed");
+}
+
+TEST_F(VerifierTest, KernelCommandLineNotAllowed) {
+  host_.events[21] = GrubString("kernel_cmdline: ", "/vmlinuz-6.1 root=/dev/sda1 ro init=/bin/sh");
+  ExpectOnly(Appraise(), "cmdline.not_allowed");
+}
+
+TEST_F(VerifierTest, KernelCommandLineTextNotCoveredByDigestFails) {
+  // The event text shows the allowed command line; the digest is of another one.
+  host_.events[21].measured = StrBytes("/vmlinuz-6.1 root=/dev/sda1 ro init=/bin/sh");
+  ExpectAmong(Appraise(), "eventlog.cmdline.digest_mismatch", {"cmdline.missing"});
+}
+
+TEST_F(VerifierTest, KernelCommandLineMissing) {
+  host_.events.erase(host_.events.begin() + 21);
+  ExpectOnly(Appraise(), "cmdline.missing");
+}
+
+TEST_F(VerifierTest, UnknownEventTypeInJudgedPcrFails) {
+  host_.events.push_back({4, 0x12345, StrBytes("mystery"), std::nullopt, true});
+  // Its digest is not an allowed boot application either, but it is not one by type; the
+  // type itself is the failure.
+  ExpectOnly(Appraise(), "eventlog.event_type.unknown");
+}
+
+TEST_F(VerifierTest, UnknownEventTypeInUnjudgedPcrIsReplayedOnly) {
+  host_.events.push_back({5, 0x12345, StrBytes("mystery"), std::nullopt, true});
+  Verdict v = Appraise();
+  EXPECT_TRUE(v.passed()) << v.appraisal.Summary();
+}
+
+TEST_F(VerifierTest, ImaFileDigestNotAllowed) {
+  host_.ima[0].sha256 = Sha256(StrBytes("trainer v2"));
+  ExpectOnly(Appraise(), "ima.file.digest_not_allowed");
+}
+
+TEST_F(VerifierTest, ImaRequiredFileMissing) {
+  host_.ima.erase(host_.ima.begin() + 1);
+  ExpectOnly(Appraise(), "ima.file.missing");
+  policy_["ima"]["files"]["/usr/lib/modules/nvidia.ko"]["required"] = false;
+  EXPECT_TRUE(Appraise().passed());
+}
+
+TEST_F(VerifierTest, ImaLogNotMatchingPcr10Fails) {
+  EvidenceParts ev = host_.Evidence();
+  ev.ima_log = ImaLogText({host_.ima[0], host_.ima[1]});  // one measurement left out
+  Policy p = LoadPolicy();
+  auto v = AppraiseEvidence(p, ev, Context());
+  ASSERT_TRUE(v.ok());
+  ExpectOnly(*v, "ima.pcr.mismatch");
+}
+
+TEST_F(VerifierTest, ImaLogRequired) {
+  host_.send_ima_log = false;
+  ExpectOnly(Appraise(), "ima.missing");
+}
+
+TEST_F(VerifierTest, VerdictJsonGolden) {
+  Verdict v;
+  v.appraisal.Pass("quote.signature");
+  v.appraisal.Pass("evidence.age");
+  v.appraisal.Fail("cmdline.not_allowed", "event 19 PCR 8", "one of the policy's kernel_cmdlines", "quiet \"x\"");
+  EXPECT_EQ(VerdictJson(v),
+            R"({"verdict":"fail","passed":["quote.signature","evidence.age"],"failures":[{"check":"cmdline.not_allowed",)"
+            R"("where":"event 19 PCR 8","expected":"one of the policy's kernel_cmdlines","got":"quiet \"x\""}]})");
+  Verdict pass;
+  pass.appraisal.Pass("quote.signature");
+  EXPECT_EQ(VerdictJson(pass), R"({"verdict":"pass","passed":["quote.signature"],"failures":[]})");
+  EXPECT_EQ(VerdictJson(Verdict{}), R"({"verdict":"fail","passed":[],"failures":[]})");
+}
+
+TEST_F(VerifierTest, VerdictJsonOfARealFailure) {
+  AppraisalContext ctx = Context();
+  ctx.now = kIssued + 1000;
+  Verdict v = Appraise(ctx);
+  auto j = json::parse(VerdictJson(v));
+  EXPECT_EQ(j["verdict"], "fail");
+  ASSERT_EQ(j["failures"].size(), 1u);
+  EXPECT_EQ(j["failures"][0]["check"], "evidence.age.expired");
+  EXPECT_EQ(j["failures"][0]["expected"], "<= 300 s");
+  EXPECT_EQ(j["failures"][0]["got"], "1000 s");
+}
+
+// ExtendInPlace (the low-level digest calls of tpm_alg.cc) equals H(pcr || digest).
+TEST(MeasurementsTest, Sha256ExtendMatchesTheDigest) {
+  Bytes pcr(32, 0), d(32, 0);
+  for (int round = 0; round < 64; ++round) {
+    for (size_t i = 0; i < 32; ++i) d[i] = uint8_t(round * 31 + i * 7);
+    Bytes want = Sha256(Cat(pcr, d));
+    ASSERT_TRUE(ExtendInPlace(alg::kSha256, pcr, d).ok());
+    ASSERT_EQ(pcr, want) << round;
+  }
+  Bytes sha1pcr(20, 0);
+  Bytes want = Sha1(Cat(sha1pcr, Bytes(20, 9)));
+  ASSERT_TRUE(ExtendInPlace(alg::kSha1, sha1pcr, Bytes(20, 9)).ok());
+  EXPECT_EQ(sha1pcr, want);
+}
+
+TEST(MeasurementsTest, KnownTypesAreTheNamedOnes) {
+  for (uint32_t t = 0; t < 0x40; ++t) {
+    EXPECT_EQ(IsKnownEventType(t), EventTypeName(t).rfind("EV_UNKNOWN_", 0) != 0) << t;
+    EXPECT_EQ(IsKnownEventType(0x80000000u + t), EventTypeName(0x80000000u + t).rfind("EV_UNKNOWN_", 0) != 0) << t;
+  }
+  for (uint32_t t = 0x800000C0u; t < 0x80000100u; ++t) {
+    EXPECT_EQ(IsKnownEventType(t), EventTypeName(t).rfind("EV_UNKNOWN_", 0) != 0) << t;
+  }
+  EXPECT_FALSE(IsKnownEventType(0xFFFFFFFFu));
+}
+
+// The copy-free view and the copying EventLog read the same log the same way.
+TEST(MeasurementsTest, ViewAndEventLogAgree) {
+  Bytes bytes = EncodeBootLog(TypicalBoot());
+  auto log = ParseEventLog(bytes);
+  auto view = ParseEventLogView(bytes);
+  ASSERT_TRUE(log.ok() && view.ok());
+  ASSERT_EQ(log->events.size(), view->events.size());
+  EXPECT_EQ(log->banks, view->banks);
+  for (size_t i = 1; i < log->events.size(); ++i) {
+    const Event& e = log->events[i];
+    const EventView& v = view->events[i];
+    EXPECT_EQ(e.pcr, v.pcr);
+    EXPECT_EQ(e.type, v.type);
+    EXPECT_EQ(e.offset, v.offset);
+    EXPECT_EQ(e.data, Bytes(v.data.begin(), v.data.end()));
+    for (size_t k = 0; k < view->banks.size(); ++k) {
+      EXPECT_EQ(e.digests[k].alg, view->banks[k]);
+      EXPECT_EQ(e.digests[k].digest, Bytes(v.digests[k].begin(), v.digests[k].end()));
+    }
+  }
+  auto r1 = ReplayEventLog(*log);
+  auto r2 = ReplayEventLog(*view);
+  ASSERT_TRUE(r1.ok() && r2.ok());
+  EXPECT_EQ(r1->pcrs, r2->pcrs);
+  EXPECT_EQ(r1->pcrs.at(alg::kSha256), BootPcrs(TypicalBoot(), alg::kSha256));
+  EXPECT_EQ(r1->pcrs.at(alg::kSha1), BootPcrs(TypicalBoot(), alg::kSha1));
+  const uint16_t only[] = {alg::kSha256};
+  auto r3 = ReplayEventLog(*view, only);
+  ASSERT_TRUE(r3.ok());
+  EXPECT_EQ(r3->pcrs.size(), 1u);
+  EXPECT_EQ(r3->pcrs.at(alg::kSha256), r1->pcrs.at(alg::kSha256));
+  Measurements a = ReadMeasurements(*log), b = ReadMeasurements(*view);
+  EXPECT_EQ(a.kernel_cmdlines.size(), b.kernel_cmdlines.size());
+  EXPECT_EQ(a.boot_applications.size(), 2u);
+  EXPECT_EQ(b.boot_applications.size(), 2u);
+  EXPECT_EQ(a.secure_boot.config.size(), 5u);
+  EXPECT_EQ(b.secure_boot.config.size(), 5u);
+  EXPECT_EQ(a.separators, b.separators);
+  EXPECT_TRUE(CheckSecureBoot(a).ok());
+  EXPECT_TRUE(CheckSecureBoot(b).ok());
+}
+
+TEST(MeasurementsTest, UefiVariableDataIsExact) {
+  Bytes good = UefiVariableData(Guid(false), "SecureBoot", {1});
+  auto v = ParseUefiVariable(good);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(v->name, "SecureBoot");
+  EXPECT_EQ(v->data, Bytes{1});
+  Bytes trailing = Cat(good, {0});
+  EXPECT_FALSE(ParseUefiVariable(trailing).ok());
+  good.resize(good.size() - 1);
+  EXPECT_FALSE(ParseUefiVariable(good).ok());
+  EXPECT_FALSE(ParseUefiVariable(Bytes(31, 0)).ok());
+  // A name length that would overflow 2*n.
+  Bytes huge = UefiVariableData(Guid(false), "X", {});
+  for (int i = 0; i < 8; ++i) huge[16 + i] = 0xFF;
+  EXPECT_FALSE(ParseUefiVariable(huge).ok());
+}
+
+}  // namespace
+}  // namespace enclave::attest
