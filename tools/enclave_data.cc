@@ -1,14 +1,18 @@
 // enclave-data: the data owner's CLI. Seals CSV files into sealed datasets, manages the
-// tenant keystore, inspects, verifies and opens sealed files. Thin: the work is in
-// dataset/ and crypto/.
+// tenant keystore and its export keys, inspects, verifies and opens sealed files and
+// exported models. Thin: the work is in dataset/ and crypto/.
+#include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <optional>
 #include <sstream>
 
 #include "cli.h"
 #include "enclave/common/bytes.h"
+#include "enclave/common/files.h"
 #include "enclave/common/progress.h"
 #include "enclave/crypto/keystore.h"
+#include "enclave/crypto/model_export.h"
 #include "enclave/dataset/sealed_dataset.h"
 
 namespace enclave {
@@ -116,14 +120,185 @@ Status KeystoreList(const Args& args) {
                       {"suite", crypto::SuiteName(e.suite)},
                       {"created", e.created}});
     }
-    cli::PrintJson({{"ok", true}, {"keystore_id", HexEncode(ks.id())}, {"data_keys", keys}});
+    json exports = json::array();
+    for (const auto& e : ks.export_keys()) {
+      exports.push_back({{"name", e.name},
+                         {"key_id", HexEncode(e.key_id)},
+                         {"algorithm", "x25519"},
+                         {"public_key", HexEncode(e.public_key)},
+                         {"created", e.created}});
+    }
+    cli::PrintJson({{"ok", true}, {"keystore_id", HexEncode(ks.id())}, {"data_keys", keys}, {"export_keys", exports}});
     return OkStatus();
   }
-  std::printf("keystore %s (id %s), %zu data keys\n", args.Get("keystore").c_str(), HexEncode(ks.id()).c_str(),
-              ks.entries().size());
+  std::printf("keystore %s (id %s), %zu data keys, %zu export keys\n", args.Get("keystore").c_str(),
+              HexEncode(ks.id()).c_str(), ks.entries().size(), ks.export_keys().size());
   for (const auto& e : ks.entries()) {
     std::printf("  %-32s %s %-18s %s\n", e.dataset_id.c_str(), HexEncode(e.key_id).c_str(),
                 std::string(crypto::SuiteName(e.suite)).c_str(), e.created.c_str());
+  }
+  for (const auto& e : ks.export_keys()) {
+    std::printf("  export key %-21s %s x25519             %s\n", e.name.c_str(), HexEncode(e.key_id).c_str(),
+                e.created.c_str());
+  }
+  return OkStatus();
+}
+
+std::string Rfc3339(uint64_t unix_seconds) {
+  std::time_t t = static_cast<std::time_t>(unix_seconds);
+  std::tm tm{};
+  if (gmtime_r(&t, &tm) == nullptr) return std::to_string(unix_seconds);
+  char buf[40];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+json PublicKeyJson(const crypto::ExportPublicKey& key) {
+  return {{"keystore_id", HexEncode(key.keystore_id)},
+          {"key_id", HexEncode(key.key_id)},
+          {"name", key.name},
+          {"algorithm", "x25519"},
+          {"public_key", HexEncode(key.public_key)},
+          {"fingerprint", HexEncode(crypto::ExportKeyFingerprint(key))}};
+}
+
+// `keystore export-key create|show`: the tenant's X25519 export key pairs.
+Status KeystoreExportKey(const Args& args) {
+  const std::string action = args.positional()[0];
+  if (action != "create" && action != "show") {
+    return InvalidInput("keystore export-key: unknown action '" + action + "' (create or show)");
+  }
+  if (action == "create" && (args.Has("out") || args.Has("force"))) {
+    return InvalidInput("--out and --force apply to `export-key show` only");
+  }
+  ASSIGN_OR_RETURN(crypto::Keystore ks, UnlockKeystore(args));
+  crypto::ExportPublicKey key;
+  if (action == "create") {
+    ASSIGN_OR_RETURN(crypto::ExportKeyEntry entry, ks.CreateExportKey(args.Get("id", "export")));
+    ASSIGN_OR_RETURN(key, crypto::ExportPublicKeyOf(ks, entry.name));
+  } else {
+    ASSIGN_OR_RETURN(key, crypto::ExportPublicKeyOf(ks, args.Get("id")));
+    if (args.Has("out")) {
+      const std::string text = crypto::EncodeExportPublicKey(key);
+      ASSIGN_OR_RETURN(AtomicOutputFile out, AtomicOutputFile::Create(args.Get("out"), args.Has("force")));
+      RETURN_IF_ERROR(out.Write(text.data(), text.size()));
+      RETURN_IF_ERROR(out.Commit());
+    }
+  }
+  const std::string fingerprint = HexEncode(crypto::ExportKeyFingerprint(key));
+  if (args.json()) {
+    json j = PublicKeyJson(key);
+    j["ok"] = true;
+    if (args.Has("out")) j["out"] = args.Get("out");
+    cli::PrintJson(j);
+  } else {
+    std::printf("%s '%s' (key id %s) of keystore %s\npublic key   %s\nfingerprint  %s\n",
+                action == "create" ? "created export key" : "export key", key.name.c_str(), HexEncode(key.key_id).c_str(),
+                HexEncode(key.keystore_id).c_str(), HexEncode(key.public_key).c_str(), fingerprint.c_str());
+    if (args.Has("out")) std::printf("wrote the public key file %s\n", args.Get("out").c_str());
+  }
+  return OkStatus();
+}
+
+json ModelJson(const std::string& path, const crypto::ModelExportInfo& info, bool authenticated) {
+  const auto& h = info.header;
+  const auto& m = info.metadata;
+  const bool no_job = std::all_of(m.info.job_digest.begin(), m.info.job_digest.end(), [](uint8_t b) { return b == 0; });
+  return {{"ok", true},
+          {"authenticated", authenticated},
+          {"file", path},
+          {"content", "exported-model"},
+          {"format_version", h.version},
+          {"model_id", h.params.object_id},
+          {"suite", crypto::SuiteName(h.params.suite)},
+          {"keystore_id", HexEncode(h.params.keystore_id)},
+          {"key_id", HexEncode(h.params.key_id)},
+          {"recipient_public_key", HexEncode(m.recipient.recipient_public_key)},
+          {"model_format", m.info.format_id},
+          {"job_digest", no_job ? json(nullptr) : json(HexEncode(m.info.job_digest))},
+          {"created", Rfc3339(m.info.created_unix)},
+          {"created_unix", m.info.created_unix},
+          {"chunk_bytes", h.params.chunk_size},
+          {"chunks", h.chunk_count},
+          {"payload_bytes", h.params.payload_length},
+          {"file_bytes", h.FileSize()},
+          {"sha256", HexEncode(info.file_digest)}};
+}
+
+void PrintModel(const std::string& path, const crypto::ModelExportInfo& info, bool authenticated) {
+  json j = ModelJson(path, info, authenticated);
+  std::printf("file          %s\n", path.c_str());
+  std::printf("content       exported model (sealed to an export key)\n");
+  std::printf("model id      %s\n", info.header.params.object_id.c_str());
+  std::printf("model format  %s\n", info.metadata.info.format_id.c_str());
+  std::printf("job digest    %s\n", j["job_digest"].is_null() ? "(none)" : j["job_digest"].get<std::string>().c_str());
+  std::printf("created       %s\n", j["created"].get<std::string>().c_str());
+  std::printf("suite         %s\n", std::string(crypto::SuiteName(info.header.params.suite)).c_str());
+  std::printf("keystore id   %s\n", HexEncode(info.header.params.keystore_id).c_str());
+  std::printf("export key id %s\n", HexEncode(info.header.params.key_id).c_str());
+  std::printf("model bytes   %llu in %llu chunks\n", static_cast<unsigned long long>(info.header.params.payload_length),
+              static_cast<unsigned long long>(info.header.chunk_count));
+  std::printf("file size     %llu bytes\n", static_cast<unsigned long long>(info.header.FileSize()));
+  std::printf("sha256        %s\n", HexEncode(info.file_digest).c_str());
+  if (!authenticated) std::printf("(header read without a key: not authenticated; `verify` authenticates it)\n");
+}
+
+// The content type of a sealed file, from its structurally checked header.
+Result<crypto::ContentType> ContentTypeOf(const std::string& path) {
+  ASSIGN_OR_RETURN(auto reader, crypto::SealedFileReader::Open(path));
+  return reader->header().params.content_type;
+}
+
+Status SealTo(const Args& args) {
+  ASSIGN_OR_RETURN(crypto::ExportPublicKey key, crypto::ReadExportPublicKey(args.Get("pub")));
+  crypto::ModelSealOptions o;
+  ASSIGN_OR_RETURN(o.suite, crypto::ParseSuite(args.Get("suite", "aes-256-gcm")));
+  o.model_id = args.Get("model-id", "model");
+  o.info.format_id = args.Get("format-id");
+  if (args.Has("job-digest")) {
+    auto d = HexDecode(args.Get("job-digest"));
+    if (!d.ok() || d->size() != 32) return InvalidInput("--job-digest must be 64 hex digits (a SHA-256)");
+    std::copy(d->begin(), d->end(), o.info.job_digest.begin());
+  }
+  ASSIGN_OR_RETURN(uint64_t chunk, args.GetU64("chunk-bytes", crypto::kDefaultModelChunkBytes));
+  if (chunk == 0 || chunk > crypto::kMaxChunkBytes) return InvalidInput("--chunk-bytes must be 1..2^30");
+  o.chunk_size = static_cast<uint32_t>(chunk);
+  ASSIGN_OR_RETURN(auto probe, FileReader::Open(args.Get("in")));
+  ProgressBar bar("sealing", probe.size(), !args.json());
+  ASSIGN_OR_RETURN(crypto::ModelExportInfo info,
+                   crypto::SealModelFileToFile(key, args.Get("in"), o, args.Get("out"), args.Has("force"),
+                                               [&](uint64_t done, uint64_t) { bar.Update(done); }));
+  bar.Finish();
+  if (args.json()) {
+    json j = ModelJson(args.Get("out"), info, true);
+    j["fingerprint"] = HexEncode(crypto::ExportKeyFingerprint(key));
+    cli::PrintJson(j);
+  } else {
+    std::printf("sealed %llu bytes of %s to export key '%s' (fingerprint %s) into %s\nsha256 %s\n",
+                static_cast<unsigned long long>(info.header.params.payload_length), args.Get("in").c_str(),
+                key.name.c_str(), HexEncode(crypto::ExportKeyFingerprint(key)).c_str(), args.Get("out").c_str(),
+                HexEncode(info.file_digest).c_str());
+  }
+  return OkStatus();
+}
+
+Status OpenModel(const Args& args) {
+  const std::string path = args.Get("in");
+  ASSIGN_OR_RETURN(crypto::Keystore ks, UnlockKeystore(args));
+  ASSIGN_OR_RETURN(auto probe, crypto::SealedFileReader::Open(path));
+  ProgressBar bar("opening", probe->header().params.payload_length, !args.json());
+  ASSIGN_OR_RETURN(crypto::ModelExportInfo info,
+                   crypto::OpenModelToFile(path, ks, args.Get("out"), args.Has("force"),
+                                           [&](uint64_t done, uint64_t) { bar.Update(done); }));
+  bar.Finish();
+  if (args.json()) {
+    json j = ModelJson(path, info, true);
+    j["out"] = args.Get("out");
+    cli::PrintJson(j);
+  } else {
+    std::printf("opened %s into %s: %llu bytes of model format '%s', all %llu chunks authenticated\n", path.c_str(),
+                args.Get("out").c_str(), static_cast<unsigned long long>(info.header.params.payload_length),
+                info.metadata.info.format_id.c_str(), static_cast<unsigned long long>(info.header.chunk_count));
   }
   return OkStatus();
 }
@@ -176,6 +351,13 @@ Status Seal(const Args& args) {
 
 Status Inspect(const Args& args) {
   const std::string path = args.positional()[0];
+  ASSIGN_OR_RETURN(crypto::ContentType type, ContentTypeOf(path));
+  if (type == crypto::ContentType::kExportedModel) {
+    ASSIGN_OR_RETURN(crypto::ModelExportInfo info, crypto::InspectModelExport(path));
+    if (args.json()) cli::PrintJson(ModelJson(path, info, false));
+    else PrintModel(path, info, false);
+    return OkStatus();
+  }
   ASSIGN_OR_RETURN(dataset::DatasetInfo info, dataset::InspectSealed(path));
   if (args.json()) cli::PrintJson(InfoJson(path, info, false));
   else PrintInfo(path, info);
@@ -186,6 +368,21 @@ Status Verify(const Args& args) {
   const std::string path = args.positional()[0];
   ASSIGN_OR_RETURN(crypto::Keystore ks, UnlockKeystore(args));
   ASSIGN_OR_RETURN(auto probe, crypto::SealedFileReader::Open(path));
+  if (probe->header().params.content_type == crypto::ContentType::kExportedModel) {
+    ProgressBar bar("verifying", probe->header().params.payload_length, !args.json());
+    ASSIGN_OR_RETURN(crypto::ModelExportInfo info,
+                     crypto::VerifyModelExport(path, ks, [&](uint64_t done, uint64_t) { bar.Update(done); }));
+    bar.Finish();
+    if (args.json()) {
+      json j = ModelJson(path, info, true);
+      j["verified_chunks"] = info.header.chunk_count;
+      cli::PrintJson(j);
+    } else {
+      std::printf("OK: %s: exported model, all %llu chunks authenticated, sha256 %s\n", path.c_str(),
+                  static_cast<unsigned long long>(info.header.chunk_count), HexEncode(info.file_digest).c_str());
+    }
+    return OkStatus();
+  }
   ProgressBar real("verifying", probe->header().FileSize(), !args.json());
   ASSIGN_OR_RETURN(dataset::DatasetInfo info, dataset::VerifySealed(path, ks, Progress(args, &real)));
   real.Finish();
@@ -248,6 +445,10 @@ int main(int argc, char** argv) {
        KeystoreInit},
       {"keystore list", "list the data keys in a keystore (never their bytes)", "", 0, {kKeystore, pass, kJson},
        KeystoreList},
+      {"keystore export-key", "create an X25519 export key pair, or show/write its public key file", "create|show", 1,
+       {kKeystore, pass, {"id", "NAME", "export key name (create: default 'export'; show: default the newest)"},
+        {"out", "F.pub", "show: write the public key file here"}, kForce, kJson},
+       KeystoreExportKey},
       {"seal", "seal a CSV file into a sealed dataset under a fresh data key", "", 0,
        {{"csv", "F", "input CSV with a header line", true},
         {"label", "COL", "name of the label column", true},
@@ -258,11 +459,25 @@ int main(int argc, char** argv) {
         kKeystore, {"out", "F.sealed", "output file", true},
         {"chunk-records", "N", "records per chunk (default: what fits in 64 KiB)"}, kForce, pass, kJson},
        Seal},
-      {"inspect", "show a sealed file's header: ids, suite, schema, sizes, digest (no key)", "F.sealed", 1, {kJson},
+      {"inspect", "show a sealed file's header: ids, suite, schema or model facts, sizes, digest (no key)", "F.sealed", 1, {kJson},
        Inspect},
-      {"verify", "authenticate every chunk of a sealed file", "F.sealed", 1, {kKeystore, pass, kJson}, Verify},
+      {"verify", "authenticate every chunk of a sealed dataset or exported model", "F.sealed", 1, {kKeystore, pass, kJson}, Verify},
       {"open", "decrypt a sealed file back into CSV (owner side)", "F.sealed", 1,
        {kKeystore, {"out", "F.csv", "output CSV", true}, kForce, pass, kJson}, Open},
+      {"seal-to", "seal a file (a trained model) to a tenant's export public key (no keystore needed)", "", 0,
+       {{"pub", "F.pub", "the tenant's export public key file (keystore export-key show --out)", true},
+        {"in", "F", "the plaintext model (opaque bytes)", true},
+        {"out", "F.sealed", "output file", true},
+        {"format-id", "ID", "the model's plaintext format id (letters, digits, . _ - : / +)", true},
+        {"job-digest", "HEX", "SHA-256 of the job specification (default: none)"},
+        {"model-id", "ID", "model id in the header (default 'model')"},
+        {"suite", "SUITE", "aes-256-gcm (default) or chacha20-poly1305"},
+        {"chunk-bytes", "N", "plaintext bytes per chunk (default 1 MiB)"}, kForce, kJson},
+       SealTo},
+      {"open-model", "decrypt an exported model with the tenant keystore (owner side)", "", 0,
+       {kKeystore, {"in", "F.sealed", "the exported model", true}, {"out", "F", "the plaintext model", true}, kForce,
+        pass, kJson},
+       OpenModel},
       {"synth", "write synthetic tabular data (for benchmarks)", "", 0,
        {{"rows", "N", "rows", true}, {"features", "D", "numeric feature columns", true},
         {"seed", "S", "random seed (default 1)"}, {"out", "F.csv", "output CSV", true}, kForce, kJson},

@@ -48,6 +48,17 @@ std::vector<uint8_t> DekAad(const Id128& keystore_id, const DataKeyEntry& e) {
   return std::move(w.bytes());
 }
 
+std::vector<uint8_t> ExportKeyAad(const Id128& keystore_id, const ExportKeyEntry& e) {
+  ByteWriter w;
+  w.Bytes("enclave keystore v1 export key");
+  w.Bytes(keystore_id);
+  w.Bytes(e.key_id);
+  w.Bytes(e.public_key);
+  w.U16(static_cast<uint16_t>(e.name.size()));
+  w.Bytes(e.name);
+  return std::move(w.bytes());
+}
+
 // XChaCha20-Poly1305 (libsodium) key wrapping with a random 192-bit nonce.
 void Wrap(const SecretBytes& kek, const SecretBytes& key, ByteSpan aad, std::vector<uint8_t>* nonce,
           std::vector<uint8_t>* wrapped) {
@@ -158,6 +169,23 @@ Result<json> ReadJson(const std::string& path) {
   return doc;
 }
 
+Status ParseExportEntry(const json& e, ExportKeyEntry* entry, std::vector<uint8_t>* nonce,
+                        std::vector<uint8_t>* wrapped) {
+  if (!e.is_object()) return InvalidInput("not an object");
+  ASSIGN_OR_RETURN(entry->name, GetString(e, "name"));
+  RETURN_IF_ERROR(ValidateObjectId(entry->name).Annotate("export key name"));
+  ASSIGN_OR_RETURN(std::string alg, GetString(e, "algorithm"));
+  if (alg != "x25519") return Unsupported("unknown export key algorithm '" + alg + "'");
+  ASSIGN_OR_RETURN(std::vector<uint8_t> key_id, GetHex(e, "key_id", 16));
+  std::copy(key_id.begin(), key_id.end(), entry->key_id.begin());
+  ASSIGN_OR_RETURN(std::vector<uint8_t> pub, GetHex(e, "public_key", kX25519Bytes));
+  std::copy(pub.begin(), pub.end(), entry->public_key.begin());
+  ASSIGN_OR_RETURN(entry->created, GetString(e, "created"));
+  ASSIGN_OR_RETURN(*nonce, GetHex(e, "nonce", kWrapNonceBytes));
+  ASSIGN_OR_RETURN(*wrapped, GetHex(e, "wrapped", 32 + kWrapTagBytes));
+  return OkStatus();
+}
+
 }  // namespace
 
 Status Keystore::Init(const std::string& path, const SecretBytes& passphrase, const KdfParams& kdf) {
@@ -244,6 +272,23 @@ Result<Keystore> Keystore::Unlock(const std::string& path, const SecretBytes& pa
       ks->entries_.push_back(w.entry);
       ks->wrapped_.push_back(std::move(w));
     }
+    // Optional: keystores written before export keys existed have no such member.
+    auto exports = doc.find("export_keys");
+    if (exports != doc.end()) {
+      if (!exports->is_array()) return InvalidInput("'export_keys' must be an array");
+      for (size_t i = 0; i < exports->size(); ++i) {
+        auto field = [&](const Status& s) { return s.Annotate("export_keys[" + std::to_string(i) + "]"); };
+        WrappedExportKey w;
+        if (Status s = ParseExportEntry((*exports)[i], &w.entry, &w.nonce, &w.wrapped); !s.ok()) return field(s);
+        for (const ExportKeyEntry& other : ks->export_entries_) {
+          if (other.name == w.entry.name || other.key_id == w.entry.key_id) {
+            return field(InvalidInput("export key name '" + w.entry.name + "' or key id used twice"));
+          }
+        }
+        ks->export_entries_.push_back(w.entry);
+        ks->wrapped_export_.push_back(std::move(w));
+      }
+    }
     ASSIGN_OR_RETURN(SecretBytes pass_key, PassphraseKey(passphrase, salt, kdf));
     auto kek = Unwrap(pass_key, nonce, wrapped, KekAad(ks->id_, kdf, salt));
     if (!kek.ok()) return PermissionDenied("wrong passphrase (or the keystore's KDF or KEK fields were altered)");
@@ -298,6 +343,79 @@ Result<SecretBytes> Keystore::CreateDataKey(const std::string& dataset_id, Suite
   RETURN_IF_ERROR(AddDataKey(key));
   *key_id = key.entry.key_id;
   return std::move(key.dek);
+}
+
+Result<ExportKeyEntry> Keystore::CreateExportKey(const std::string& name) {
+  RETURN_IF_ERROR(ValidateObjectId(name).Annotate("export key name"));
+  LockFile lock;
+  RETURN_IF_ERROR(AcquireLock(path_, &lock));
+  ASSIGN_OR_RETURN(json doc, ReadJson(path_));
+  auto on_disk_id = GetString(doc, "keystore_id");
+  if (!on_disk_id.ok() || *on_disk_id != HexEncode(id_)) {
+    return FailedPrecondition(path_ + ": keystore was replaced by another one while in use");
+  }
+  auto exports = doc.find("export_keys");
+  if (exports == doc.end()) {
+    doc["export_keys"] = json::array();
+    exports = doc.find("export_keys");
+  } else if (!exports->is_array()) {
+    return InvalidInput(path_ + ": 'export_keys' must be an array");
+  }
+  // Checked against the file as it is now, under the lock: another process may have added it.
+  for (const json& e : *exports) {
+    if (e.is_object() && e.contains("name") && e["name"] == name) {
+      return AlreadyExists(path_ + ": an export key named '" + name + "' exists");
+    }
+  }
+  WrappedExportKey w;
+  w.entry.name = name;
+  w.entry.created = NowRfc3339();
+  RandomBytes(w.entry.key_id);
+  ASSIGN_OR_RETURN(SecretBytes private_key, SecretBytes::Random(kX25519Bytes));
+  if (crypto_scalarmult_base(w.entry.public_key.data(), private_key.ExposeSecret().data()) != 0) {
+    return Internal("crypto_scalarmult_base failed");
+  }
+  Wrap(kek_, private_key, ExportKeyAad(id_, w.entry), &w.nonce, &w.wrapped);
+  exports->push_back({{"name", w.entry.name},
+                      {"key_id", HexEncode(w.entry.key_id)},
+                      {"algorithm", "x25519"},
+                      {"public_key", HexEncode(w.entry.public_key)},
+                      {"created", w.entry.created},
+                      {"nonce", HexEncode(w.nonce)},
+                      {"wrapped", HexEncode(w.wrapped)}});
+  RETURN_IF_ERROR(WriteJson(path_, doc, /*overwrite=*/true));
+  ExportKeyEntry entry = w.entry;
+  export_entries_.push_back(w.entry);
+  wrapped_export_.push_back(std::move(w));
+  return entry;
+}
+
+Result<ExportKeyEntry> Keystore::FindExportKey(const std::string& name) const {
+  if (export_entries_.empty()) {
+    return NotFound(path_ + ": no export key (create one with `enclave-data keystore export-key create`)");
+  }
+  if (name.empty()) return export_entries_.back();
+  for (const ExportKeyEntry& e : export_entries_) {
+    if (e.name == name) return e;
+  }
+  return NotFound(path_ + ": no export key named '" + name + "'");
+}
+
+Result<SecretBytes> Keystore::GetExportPrivateKey(const Id128& key_id) const {
+  for (const WrappedExportKey& w : wrapped_export_) {
+    if (w.entry.key_id != key_id) continue;
+    auto key = Unwrap(kek_, w.nonce, w.wrapped, ExportKeyAad(id_, w.entry));
+    if (!key.ok()) {
+      return AuthFailed(path_ + ": export key '" + w.entry.name + "' failed to unwrap (entry altered)");
+    }
+    X25519PublicKey derived{};
+    if (crypto_scalarmult_base(derived.data(), key->ExposeSecret().data()) != 0 ||
+        !ConstantTimeEquals(derived, w.entry.public_key)) {
+      return AuthFailed(path_ + ": export key '" + w.entry.name + "': private half does not match its public key");
+    }
+    return key;
+  }
+  return NotFound(path_ + ": no export key with key id " + HexEncode(key_id));
 }
 
 Result<SecretBytes> Keystore::GetDataKey(const std::string& dataset_id, const Id128& key_id) const {

@@ -61,7 +61,7 @@ Status CheckParams(const SealParams& p) {
                         std::to_string(kMaxChunkBytes));
   }
   if (p.metadata.size() > kMaxMetadataBytes) return InvalidInput("metadata larger than 16 MiB");
-  if (p.content_type != ContentType::kTabularDataset) {
+  if (p.content_type != ContentType::kTabularDataset && p.content_type != ContentType::kExportedModel) {
     return Unsupported("unknown content type " + std::to_string(static_cast<unsigned>(p.content_type)));
   }
   return OkStatus();

@@ -3,6 +3,7 @@
 #include "enclave/crypto/keystore.h"
 
 #include <gtest/gtest.h>
+#include <sodium.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -389,6 +390,126 @@ TEST_F(KeystoreTest, ConcurrentProcessesKeepAllKeys) {
     const std::string f = e.path().filename().string();
     EXPECT_TRUE(f == "tenant.keystore" || f == "tenant.keystore.lock") << "left behind: " << f;
   }
+}
+
+
+// --- Export keys (X25519 pairs for exported models) ---
+
+TEST_F(KeystoreTest, ExportKeysCreateFindAndSurviveReUnlock) {
+  ASSERT_OK_AND_ASSIGN(Keystore ks, Keystore::Unlock(path_, Passphrase()));
+  EXPECT_TRUE(ks.export_keys().empty());
+  EXPECT_CODE(ks.FindExportKey(""), Code::kNotFound);
+  ASSERT_OK_AND_ASSIGN(ExportKeyEntry a, ks.CreateExportKey("export-2026"));
+  ASSERT_OK_AND_ASSIGN(ExportKeyEntry b, ks.CreateExportKey("export-2027"));
+  EXPECT_NE(a.key_id, b.key_id);
+  EXPECT_NE(a.public_key, b.public_key);
+  EXPECT_CODE(ks.CreateExportKey("export-2026"), Code::kAlreadyExists);
+  EXPECT_CODE(ks.CreateExportKey("bad name"), Code::kInvalidInput);
+  EXPECT_CODE(ks.CreateExportKey(""), Code::kInvalidInput);
+  ASSERT_OK_AND_ASSIGN(ExportKeyEntry newest, ks.FindExportKey(""));
+  EXPECT_EQ(newest.key_id, b.key_id);
+  ASSERT_OK_AND_ASSIGN(ExportKeyEntry named, ks.FindExportKey("export-2026"));
+  EXPECT_EQ(named.key_id, a.key_id);
+  EXPECT_CODE(ks.FindExportKey("nope"), Code::kNotFound);
+
+  // The private half is X25519's preimage of the public half, and survives a re-unlock.
+  ASSERT_OK_AND_ASSIGN(SecretBytes priv, ks.GetExportPrivateKey(a.key_id));
+  X25519PublicKey derived{};
+  ASSERT_EQ(crypto_scalarmult_base(derived.data(), priv.ExposeSecret().data()), 0);
+  EXPECT_EQ(derived, a.public_key);
+  ASSERT_OK_AND_ASSIGN(Keystore again, Keystore::Unlock(path_, Passphrase()));
+  ASSERT_EQ(again.export_keys().size(), 2u);
+  EXPECT_EQ(again.export_keys()[0].public_key, a.public_key);
+  ASSERT_OK_AND_ASSIGN(SecretBytes priv2, again.GetExportPrivateKey(a.key_id));
+  EXPECT_TRUE(ConstantTimeEquals(priv.ExposeSecret(), priv2.ExposeSecret()));
+  Id128 unknown{};
+  EXPECT_CODE(again.GetExportPrivateKey(unknown), Code::kNotFound);
+
+  // Adding a data key keeps the export keys; creating an export key keeps the data keys.
+  Id128 key_id{};
+  ASSERT_OK(again.CreateDataKey("ds", Suite::kAes256Gcm, &key_id));
+  ASSERT_OK(again.CreateExportKey("export-2028"));
+  ASSERT_OK_AND_ASSIGN(Keystore third, Keystore::Unlock(path_, Passphrase()));
+  EXPECT_EQ(third.export_keys().size(), 3u);
+  EXPECT_OK(third.GetDataKey("ds", key_id));
+  const json doc = ReadDoc();
+  EXPECT_EQ(doc["export_keys"][0]["algorithm"], "x25519");
+  EXPECT_EQ(doc["export_keys"][0]["public_key"], HexEncode(a.public_key));
+  EXPECT_EQ(doc["version"], 1);  // an additive, backward-compatible member
+}
+
+// A keystore written before export keys existed (the interop fixture) still opens, and
+// gains an export key without its data keys changing.
+TEST(KeystoreCompat, KeystoreWithoutExportKeysStillOpens) {
+  TempDir dir;
+  const std::string fixture = std::string(ENCLAVE_TEST_DATA) + "/dataset/interop_example.keystore.json";
+  const std::string original = ReadText(fixture);
+  ASSERT_FALSE(original.empty()) << fixture;
+  ASSERT_EQ(json::parse(original).count("export_keys"), 0u) << "the fixture should be an old-format keystore";
+  const std::string path = dir.File("old.keystore.json");
+  WriteText(path, original);
+  SecretBytes pass = Secret(AsBytes("correct horse battery staple"));
+  ASSERT_OK_AND_ASSIGN(Keystore ks, Keystore::Unlock(path, pass));
+  EXPECT_TRUE(ks.export_keys().empty());
+  ASSERT_EQ(ks.entries().size(), 1u);
+  ASSERT_OK_AND_ASSIGN(SecretBytes dek, ks.GetDataKey("example:credit-mini", ks.entries()[0].key_id));
+  std::vector<uint8_t> expected(32);
+  for (size_t i = 0; i < 32; ++i) expected[i] = static_cast<uint8_t>(i);
+  EXPECT_TRUE(std::equal(expected.begin(), expected.end(), dek.ExposeSecret().begin()));
+  ASSERT_OK(ks.CreateExportKey("export"));
+  const json before = json::parse(original), after = json::parse(ReadText(path));
+  EXPECT_EQ(after["data_keys"], before["data_keys"]);
+  EXPECT_EQ(after["kek"], before["kek"]);
+  EXPECT_EQ(after["kdf"], before["kdf"]);
+  EXPECT_EQ(after["export_keys"].size(), 1u);
+  ASSERT_OK_AND_ASSIGN(Keystore again, Keystore::Unlock(path, pass));
+  EXPECT_OK(again.GetDataKey("example:credit-mini", again.entries()[0].key_id));
+  EXPECT_OK(again.GetExportPrivateKey(again.export_keys()[0].key_id));
+}
+
+TEST_F(KeystoreTest, AlteredExportKeyEntries) {
+  {
+    ASSERT_OK_AND_ASSIGN(Keystore ks, Keystore::Unlock(path_, Passphrase()));
+    ASSERT_OK(ks.CreateExportKey("first"));
+    ASSERT_OK(ks.CreateExportKey("second"));
+  }
+  const std::string original = ReadText(path_);
+  // Edits the unwrap detects: kAuthFailed from GetExportPrivateKey.
+  auto expect_unwrap_fails = [&](const std::function<void(json&)>& edit, const std::string& what) {
+    json doc = json::parse(original);
+    edit(doc);
+    WriteDoc(doc);
+    auto ks = Keystore::Unlock(path_, Passphrase());
+    ASSERT_TRUE(ks.ok()) << what << ": " << ks.status().ToString();
+    ASSERT_EQ(ks->export_keys().size(), 2u) << what;
+    EXPECT_CODE(ks->GetExportPrivateKey(ks->export_keys()[0].key_id), Code::kAuthFailed) << what;
+    EXPECT_OK(ks->GetExportPrivateKey(ks->export_keys()[1].key_id)) << what;
+    WriteText(path_, original);
+  };
+  const json doc = json::parse(original);
+  const std::string other_pub = doc["export_keys"][1]["public_key"];
+  expect_unwrap_fails([&](json& d) { d["export_keys"][0]["public_key"] = other_pub; }, "public key swapped");
+  expect_unwrap_fails([](json& d) { d["export_keys"][0]["name"] = "renamed"; }, "renamed");
+  expect_unwrap_fails([](json& d) { d["export_keys"][0]["wrapped"] = FlipHexChar(d["export_keys"][0]["wrapped"], 5); },
+                      "wrapped flipped");
+  expect_unwrap_fails([](json& d) { d["export_keys"][0]["nonce"] = FlipHexChar(d["export_keys"][0]["nonce"], 0); },
+                      "nonce flipped");
+  expect_unwrap_fails([](json& d) { d["export_keys"][0]["key_id"] = FlipHexChar(d["export_keys"][0]["key_id"], 0); },
+                      "key id changed");
+  expect_unwrap_fails(
+      [&](json& d) {  // the wrapped private key of another entry moved here
+        d["export_keys"][0]["nonce"] = d["export_keys"][1]["nonce"];
+        d["export_keys"][0]["wrapped"] = d["export_keys"][1]["wrapped"];
+      },
+      "wrap moved from another entry");
+  // Structural damage: the keystore does not open at all.
+  ExpectUnlockFails([](json& d) { d["export_keys"] = json::object(); }, Code::kInvalidInput, "not an array");
+  ExpectUnlockFails([](json& d) { d["export_keys"][0].erase("public_key"); }, Code::kInvalidInput, "no public key");
+  ExpectUnlockFails([](json& d) { d["export_keys"][0]["public_key"] = "abcd"; }, Code::kInvalidInput, "short key");
+  ExpectUnlockFails([](json& d) { d["export_keys"][0]["algorithm"] = "p256"; }, Code::kUnsupported, "algorithm");
+  ExpectUnlockFails([](json& d) { d["export_keys"][1]["name"] = "first"; }, Code::kInvalidInput, "duplicate name");
+  ExpectUnlockFails([](json& d) { d["export_keys"][0]["name"] = "a b"; }, Code::kInvalidInput, "bad name");
+  ExpectUnlockFails([](json& d) { d["export_keys"][0] = 7; }, Code::kInvalidInput, "entry not an object");
 }
 
 }  // namespace

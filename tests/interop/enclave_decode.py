@@ -1,17 +1,21 @@
 #!/usr/bin/python3
-"""An independent decoder for enclave sealed datasets and tenant keystores.
+"""An independent decoder for enclave sealed datasets, exported models and tenant keystores.
 
-Written from docs/formats/sealed-dataset.md and docs/formats/keystore.md alone (it shares
-no code with the C++ implementation), so that the documents are proven complete: the
-interop test (tests/interop/CMakeLists.txt) seals files with `enclave-data`, decodes them
-here and compares the CSV with `enclave-data open` byte for byte.
+Written from docs/formats/sealed-dataset.md, docs/formats/model-export.md and
+docs/formats/keystore.md alone (it shares no code with the C++ implementation), so that the
+documents are proven complete: the interop test (tests/interop/CMakeLists.txt) seals files
+with `enclave-data`, decodes them here and compares the CSV (or model bytes) with
+`enclave-data open` (`open-model`) byte for byte, and seals models here for `enclave-data`.
 
 Run it with Debian's /usr/bin/python3: it needs `cryptography` and `nacl` (PyNaCl).
 
   enclave_decode.py decode SEALED --keystore K --passphrase-fd N --out OUT.csv
-  enclave_decode.py inspect SEALED                 (header and schema as JSON; no key)
+  enclave_decode.py inspect SEALED                 (header and schema/model facts as JSON; no key)
   enclave_decode.py explain SEALED --keystore K --passphrase-fd N
                                                    (markdown tables for the worked example)
+  enclave_decode.py open-model SEALED --keystore K --passphrase-fd N --out MODEL
+  enclave_decode.py seal-to MODEL --pub F.pub --out SEALED --format-id ID [--suite S]
+                                  [--chunk-bytes N] [--model-id ID] [--job-digest HEX]
 
 Exit codes follow docs/exit-codes.md: 3 invalid input, 4 authentication failed,
 5 wrong passphrase, 6 not found, 9 unsupported.
@@ -28,6 +32,8 @@ from fractions import Fraction
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 import nacl.bindings
@@ -161,6 +167,27 @@ class Keystore:
                 })
             except DecodeError as err:
                 raise DecodeError(err.code, 'data_keys[%d]: %s' % (i, err)) from None
+        # Optional member (keystore.md, "Export keys"); absent in older keystores.
+        self.export_keys = []
+        exports = doc.get('export_keys', [])
+        if not isinstance(exports, list):
+            raise invalid("'export_keys' must be an array")
+        for i, e in enumerate(exports):
+            try:
+                if not isinstance(e, dict):
+                    raise invalid('not an object')
+                name = _str_field(e, 'name')
+                validate_object_id(name)
+                if _str_field(e, 'algorithm') != 'x25519':
+                    raise DecodeError(EXIT_UNSUPPORTED, 'unknown export key algorithm')
+                entry = {'name': name, 'key_id': _hex_field(e, 'key_id', 16),
+                         'public_key': _hex_field(e, 'public_key', 32), 'created': _str_field(e, 'created'),
+                         'nonce': _hex_field(e, 'nonce', 24), 'wrapped': _hex_field(e, 'wrapped', 48)}
+                if any(x['name'] == name or x['key_id'] == entry['key_id'] for x in self.export_keys):
+                    raise invalid('export key name or key id used twice')
+                self.export_keys.append(entry)
+            except DecodeError as err:
+                raise DecodeError(err.code, 'export_keys[%d]: %s' % (i, err)) from None
         # Argon2id (crypto_pwhash ARGON2ID13), 32 bytes out.
         self.passphrase_key = nacl.pwhash.argon2id.kdf(32, passphrase, self.kdf_salt,
                                                        opslimit=self.opslimit, memlimit=self.memlimit)
@@ -181,6 +208,38 @@ class Keystore:
                 raise auth_failed("data key of '%s' failed to unwrap" % dataset_id) from None
         raise DecodeError(EXIT_NOT_FOUND, "no data key for dataset '%s' with key id %s" % (dataset_id, key_id.hex()))
 
+    def export_private_key(self, key_id):
+        """(private, public) of export key `key_id`: unwrapped, and checked against each other."""
+        for e in self.export_keys:
+            if e['key_id'] != key_id:
+                continue
+            name = e['name'].encode()
+            aad = (b'enclave keystore v1 export key' + self.id + key_id + e['public_key'] +
+                   struct.pack('<H', len(name)) + name)
+            try:
+                private = xchacha_open(self.kek, e['nonce'], e['wrapped'], aad)
+            except nacl.exceptions.CryptoError:
+                raise auth_failed("export key '%s' failed to unwrap" % e['name']) from None
+            if x25519_base(private) != e['public_key']:
+                raise auth_failed("export key '%s': private half does not match its public key" % e['name'])
+            return private, e['public_key']
+        raise DecodeError(EXIT_NOT_FOUND, 'no export key with key id %s' % key_id.hex())
+
+
+# ------------------------------------------------------------------ X25519 (RFC 7748)
+
+def x25519_base(private):
+    return X25519PrivateKey.from_private_bytes(private).public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+
+
+def x25519(private, public):
+    """The shared secret; None when it is all zero (a low-order public key)."""
+    try:
+        shared = X25519PrivateKey.from_private_bytes(private).exchange(X25519PublicKey.from_public_bytes(public))
+    except ValueError:
+        return None
+    return None if shared == bytes(32) else shared
+
 
 # ----------------------------------------------------------- sealed file (sealed-dataset.md)
 
@@ -196,6 +255,8 @@ OBJECT_ID_CHARS = frozenset(b'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWX
 INFO_PAYLOAD = b'enclave sealed-file v1 payload key'
 INFO_HEADER = b'enclave sealed-file v1 header key'
 INFO_COMMITMENT = b'enclave sealed-file v1 key commitment'
+CONTENT_TABULAR = 1
+CONTENT_MODEL = 2
 
 
 def validate_object_id(s):
@@ -280,7 +341,7 @@ def parse_header(data):
     validate_object_id(h['object_id'])
     if not 1 <= h['chunk_size'] <= MAX_CHUNK:
         raise invalid('chunk size out of range')
-    if h['content_type'] != 1:
+    if h['content_type'] not in (CONTENT_TABULAR, CONTENT_MODEL):
         raise DecodeError(EXIT_UNSUPPORTED, 'unknown content type %d' % h['content_type'])
     if r.pos != header_length:
         raise invalid('header_length disagrees with the fields')
@@ -498,6 +559,8 @@ def inspect(data):
 def decode_to_csv(data, keystore):
     """All checks in the documented order; returns the CSV text (str)."""
     h = inspect(data)
+    if h['content_type'] != CONTENT_TABULAR:
+        raise invalid('not a tabular dataset')
     if h['keystore_id'] != keystore.id:
         raise DecodeError(EXIT_NOT_FOUND, 'sealed with another keystore')
     dek = keystore.data_key(h['object_id'], h['key_id'])
@@ -567,6 +630,154 @@ def header_json(h):
         'rows': h['payload_length'] // (4 * len(columns)),
         'schema': {'columns': [{'name': n, 'kind': KIND_NAMES[k]} for n, k in columns], 'classes': classes,
                    'features': len(columns) - 1},
+    }
+
+
+# ------------------------------------------------------------ exported models (model-export.md)
+
+PUB_FORMAT = 'enclave-export-public-key'
+PUB_MAX_BYTES = 64 << 10
+FORMAT_ID_CHARS = frozenset(b'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-:/+')
+WRAP_INFO = b'enclave model-export v1 wrap key'
+WRAP_AAD_LABEL = b'enclave model-export v1 dek'
+FINGERPRINT_LABEL = b'enclave export key v1'
+
+
+def fingerprint(keystore_id, key_id, public_key):
+    return hashlib.sha256(FINGERPRINT_LABEL + keystore_id + key_id + public_key).digest()
+
+
+def parse_public_key(raw):
+    """The export public key file: a dict with keystore_id, key_id, name, public_key."""
+    if len(raw) > PUB_MAX_BYTES:
+        raise invalid('public key file larger than 64 KiB')
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        raise invalid('not a JSON public key file') from None
+    if not isinstance(doc, dict) or doc.get('format') != PUB_FORMAT:
+        raise invalid('not an enclave export public key file')
+    version = _uint_field(doc, 'version')
+    if version != 1:
+        raise DecodeError(EXIT_UNSUPPORTED, 'public key file version %d' % version)
+    if _str_field(doc, 'algorithm') != 'x25519':
+        raise DecodeError(EXIT_UNSUPPORTED, 'unknown public key algorithm')
+    key = {'keystore_id': _hex_field(doc, 'keystore_id', 16), 'key_id': _hex_field(doc, 'key_id', 16),
+           'name': _str_field(doc, 'name')}
+    validate_object_id(key['name'])
+    key['public_key'] = _hex_field(doc, 'public_key', 32)
+    fp = _hex_field(doc, 'fingerprint', 32)
+    if not hmac.compare_digest(fp, fingerprint(key['keystore_id'], key['key_id'], key['public_key'])):
+        raise invalid('fingerprint does not match the key')
+    return key
+
+
+def validate_format_id(s):
+    b = s if isinstance(s, bytes) else s.encode('utf-8', 'surrogatepass')
+    if not 1 <= len(b) <= 128:
+        raise invalid('model format id must be 1..128 bytes')
+    if any(c not in FORMAT_ID_CHARS for c in b):
+        raise invalid('model format id has a character outside A-Z a-z 0-9 . _ - : / +')
+
+
+def parse_model_metadata(meta):
+    r = Reader(meta)
+    if r.u16('metadata_version') != 1:
+        raise DecodeError(EXIT_UNSUPPORTED, 'model metadata version')
+    if r.u16('recipient_kind') != 1:
+        raise DecodeError(EXIT_UNSUPPORTED, 'unknown recipient kind')
+    m = {'recipient_public_key': r.take('recipient_public_key', 32),
+         'ephemeral_public_key': r.take('ephemeral_public_key', 32),
+         'wrapped_dek': r.take('wrapped_dek', 48),
+         'job_digest': r.take('job_digest', 32),
+         'created': r.u64('created')}
+    fid = r.take('format_id', r.u16('format_id_length'))
+    validate_format_id(fid)
+    m['format_id'] = fid.decode('ascii')
+    if r.pos != len(meta):
+        raise invalid('model metadata has trailing bytes')
+    m['fields'] = r.fields
+    return m
+
+
+def wrap_key_for(shared, ephemeral, recipient):
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=ephemeral + recipient, info=WRAP_INFO).derive(shared)
+
+
+def wrap_aad(keystore_id, key_id):
+    return WRAP_AAD_LABEL + keystore_id + key_id
+
+
+def open_model(data, keystore):
+    """Every check of model-export.md in order; returns (model bytes, header, metadata)."""
+    h = inspect(data)
+    if h['content_type'] != CONTENT_MODEL:
+        raise invalid('not an exported model')
+    m = parse_model_metadata(h['metadata'])
+    if h['keystore_id'] != keystore.id:
+        raise DecodeError(EXIT_NOT_FOUND, 'sealed to an export key of another keystore')
+    private, public = keystore.export_private_key(h['key_id'])
+    if m['recipient_public_key'] != public:
+        raise auth_failed('recipient public key is not this export key')
+    shared = x25519(private, m['ephemeral_public_key'])
+    if shared is None:
+        raise auth_failed('ephemeral public key is a low-order point')
+    wk = wrap_key_for(shared, m['ephemeral_public_key'], m['recipient_public_key'])
+    try:
+        dek = ChaCha20Poly1305(wk).decrypt(bytes(12), m['wrapped_dek'], wrap_aad(h['keystore_id'], h['key_id']))
+    except InvalidTag:
+        raise auth_failed('recipient block failed to unwrap') from None
+    keys = authenticate_header(h, dek)
+    return b''.join(open_chunks(data, h, keys['payload_key'])), h, m
+
+
+def seal_model(pub, model, format_id, suite=1, chunk_size=1 << 20, model_id='model', job_digest=bytes(32),
+               created=None, ephemeral=None, dek=None, salt=None):
+    """An independent sealer (model-export.md, "Sealing to a public key")."""
+    validate_format_id(format_id)
+    validate_object_id(model_id)
+    if not 1 <= chunk_size <= MAX_CHUNK:
+        raise invalid('chunk size out of range')
+    e = ephemeral if ephemeral is not None else os.urandom(32)
+    big_e = x25519_base(e)
+    shared = x25519(e, pub['public_key'])
+    if shared is None:
+        raise invalid('export public key is a low-order point')
+    dek = dek if dek is not None else os.urandom(32)
+    wrapped = ChaCha20Poly1305(wrap_key_for(shared, big_e, pub['public_key'])).encrypt(
+        bytes(12), dek, wrap_aad(pub['keystore_id'], pub['key_id']))
+    fid = format_id.encode()
+    meta = (struct.pack('<HH', 1, 1) + pub['public_key'] + big_e + wrapped + job_digest +
+            struct.pack('<QH', created if created is not None else int(__import__('time').time()), len(fid)) + fid)
+    oid = model_id.encode()
+    n = chunk_count_for(len(model), chunk_size)
+    salt = salt if salt is not None else os.urandom(32)
+    header_length = 174 + len(oid) + len(meta)
+    body = (MAGIC + struct.pack('<HHHHI', 1, suite, CONTENT_MODEL, 0, header_length) + pub['keystore_id'] +
+            pub['key_id'] + salt + struct.pack('<IQQH', chunk_size, len(model), n, len(oid)) + oid +
+            struct.pack('<I', len(meta)) + meta)
+    k = derive_subkeys(dek, salt)
+    body += k['commitment']
+    header = body + hmac.new(k['header_key'], body, hashlib.sha256).digest()
+    assert len(header) == header_length
+    digest = hashlib.sha256(header).digest()
+    aead = make_aead(suite, k['payload_key'])
+    out = [header]
+    for i in range(n):
+        out.append(aead.encrypt(chunk_nonce(i, i + 1 == n), model[i * chunk_size:(i + 1) * chunk_size], digest))
+    return b''.join(out)
+
+
+def model_json(h, m, data):
+    return {
+        'content': 'exported-model', 'format_version': h['version'], 'model_id': h['object_id'],
+        'suite': SUITE_BY_ID[h['suite']], 'keystore_id': h['keystore_id'].hex(), 'key_id': h['key_id'].hex(),
+        'recipient_public_key': m['recipient_public_key'].hex(), 'model_format': m['format_id'],
+        'job_digest': None if m['job_digest'] == bytes(32) else m['job_digest'].hex(),
+        'created': __import__('time').strftime('%Y-%m-%dT%H:%M:%SZ', __import__('time').gmtime(m['created'])),
+        'created_unix': m['created'], 'chunk_bytes': h['chunk_size'], 'chunks': h['chunk_count'],
+        'payload_bytes': h['payload_length'], 'file_bytes': file_size_for(h),
+        'sha256': hashlib.sha256(data).hexdigest(),
     }
 
 
@@ -655,16 +866,35 @@ def example_values(data, keystore):
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    ap.add_argument('verb', choices=['decode', 'inspect', 'explain'])
-    ap.add_argument('sealed')
+    ap.add_argument('verb', choices=['decode', 'inspect', 'explain', 'open-model', 'seal-to'])
+    ap.add_argument('sealed', help='the sealed file (seal-to: the model to seal)')
     ap.add_argument('--keystore')
     ap.add_argument('--passphrase-fd', type=int)
     ap.add_argument('--out')
+    ap.add_argument('--pub')
+    ap.add_argument('--format-id')
+    ap.add_argument('--suite', default='aes-256-gcm')
+    ap.add_argument('--chunk-bytes', type=int, default=1 << 20)
+    ap.add_argument('--model-id', default='model')
+    ap.add_argument('--job-digest')
     a = ap.parse_args(argv)
     try:
         data = read_file(a.sealed)
+        if a.verb == 'seal-to':
+            if not (a.pub and a.out and a.format_id) or a.suite not in SUITE_NAMES:
+                print('enclave_decode: seal-to needs --pub, --out, --format-id and a known --suite', file=sys.stderr)
+                return 2
+            pub = parse_public_key(read_file(a.pub))
+            job = bytes.fromhex(a.job_digest) if a.job_digest else bytes(32)
+            sealed = seal_model(pub, data, a.format_id, SUITE_NAMES[a.suite], a.chunk_bytes, a.model_id, job)
+            with open(a.out, 'xb') as f:
+                f.write(sealed)
+            return 0
         if a.verb == 'inspect':
             h = inspect(data)
+            if h['content_type'] == CONTENT_MODEL:
+                print(json.dumps(model_json(h, parse_model_metadata(h['metadata']), data), indent=2))
+                return 0
             j = header_json(h)
             j['sha256'] = hashlib.sha256(data).hexdigest()
             print(json.dumps(j, indent=2))
@@ -676,6 +906,14 @@ def main(argv):
         if a.verb == 'explain':
             header, values, _ = explain(data, ks)
             print(header + '\n\n' + values)
+            return 0
+        if a.verb == 'open-model':
+            model, _, _ = open_model(data, ks)
+            if not a.out:
+                print('enclave_decode: open-model needs --out', file=sys.stderr)
+                return 2
+            with open(a.out, 'wb') as f:
+                f.write(model)
             return 0
         text, _, _, _ = decode_to_csv(data, ks)
         if not a.out:

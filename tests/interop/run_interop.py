@@ -10,6 +10,10 @@ tests/interop/CMakeLists.txt; each subcommand is one test:
            same exit code as `enclave-data verify`
   fixture  the worked example under tests/data/dataset/ reads with both implementations
   docs     every value quoted in the documents' worked examples matches the fixture
+  model    exported models (docs/formats/model-export.md): export key and public key file,
+           seal-to with enclave-data and open in Python and vice versa, byte for byte;
+           header bit flips, chunk flips, truncation, extension, swapped recipient blocks,
+           another keystore, a wrong passphrase: the same exit code from both
 
 Passphrases travel through file descriptors only (--passphrase-fd), never argv.
 Exit 77 (CTest SKIP_RETURN_CODE) when Python lacks `cryptography` or `nacl`.
@@ -298,9 +302,189 @@ def cmd_docs(a, work):
     check(values['commitment'] == h['commitment'].hex(), 'commitment recomputed from the DEK == header commitment')
 
 
+# ------------------------------------------------------------------------------- model
+
+MODEL_INSPECT_FIELDS = ['content', 'format_version', 'model_id', 'suite', 'keystore_id', 'key_id',
+                        'recipient_public_key', 'model_format', 'job_digest', 'created', 'created_unix',
+                        'chunk_bytes', 'chunks', 'payload_bytes', 'file_bytes', 'sha256']
+
+
+def cmd_model(a, work):
+    passfile = os.path.join(work, 'pass')
+    write(passfile, PASSPHRASE + b'\n')
+    tool = Tool(a.enclave_data, passfile)
+    ks_path = make_keystore(tool, work)
+    tool.run('keystore', 'export-key', 'create', '--keystore', ks_path, '--id', 'tenant-export')
+    pub_path = os.path.join(work, 'tenant-export.pub')
+    shown = json.loads(tool.run('keystore', 'export-key', 'show', '--keystore', ks_path, '--out', pub_path,
+                                '--json').stdout)
+    pub = dec.parse_public_key(read(pub_path))
+    ks = dec.Keystore(ks_path, PASSPHRASE)
+    check(pub['public_key'].hex() == shown['public_key'] and pub['key_id'].hex() == shown['key_id'] and
+          dec.fingerprint(pub['keystore_id'], pub['key_id'], pub['public_key']).hex() == shown['fingerprint'],
+          'public key file: Python reads what export-key show printed (key, id, fingerprint)')
+    check(len(ks.export_keys) == 1 and ks.export_private_key(pub['key_id'])[1] == pub['public_key'],
+          'Python unwraps the export private key and it matches the public key file')
+
+    def py_open_code(data, keystore=ks):
+        try:
+            dec.open_model(data, keystore)
+            return 0
+        except dec.DecodeError as e:
+            return e.code
+
+    def cxx_open(path, out, keystore=ks_path, passphrase=None):
+        t = Tool(a.enclave_data, passphrase) if passphrase else tool
+        if os.path.exists(out):
+            os.unlink(out)
+        return t.run('open-model', '--keystore', keystore, '--in', path, '--out', out, expect=None).returncode
+
+    if a.docs:
+        block = doc_block(os.path.join(a.docs, 'formats', 'model-export.md'), 'example-public-key')
+        try:
+            ex = dec.parse_public_key(block.encode())
+            check(ex['name'] == 'export', 'model-export.md: the example public key file parses, fingerprint matches')
+        except dec.DecodeError as e:
+            check(False, 'model-export.md: the example public key file parses: %s' % e)
+
+        rows = dict((c[0], c[1].strip('`')) for c in doc_tables(os.path.join(a.docs, 'formats', 'model-export.md'),
+                                                                'wrap-vector'))
+        v = {k: bytes.fromhex(rows.get(k, '')) for k in ('recipient_private_key', 'keystore_id', 'key_id',
+                                                           'ephemeral_private_key', 'dek')}
+        big_r, big_e = dec.x25519_base(v['recipient_private_key']), dec.x25519_base(v['ephemeral_private_key'])
+        shared = dec.x25519(v['ephemeral_private_key'], big_r)
+        wk = dec.wrap_key_for(shared, big_e, big_r)
+        aad = dec.wrap_aad(v['keystore_id'], v['key_id'])
+        want = {'recipient_public_key': big_r, 'ephemeral_public_key': big_e, 'shared_secret': shared,
+                'fingerprint': dec.fingerprint(v['keystore_id'], v['key_id'], big_r), 'wrap_key': wk,
+                'wrap_aad': aad, 'wrapped_dek': dec.ChaCha20Poly1305(wk).encrypt(bytes(12), v['dek'], aad)}
+        check(dec.x25519(v['recipient_private_key'], big_e) == shared, 'wrap vector: both sides agree on the secret')
+        for k, value in want.items():
+            check(rows.get(k) == value.hex(), 'model-export.md wrap vector: %s recomputed' % k)
+
+    # 1. enclave-data seals, both open, byte for byte.
+    cases = [(0, 'aes-256-gcm', None), (1, 'chacha20-poly1305', None), (1000, 'aes-256-gcm', '64'),
+             (70000, 'chacha20-poly1305', '4096'), (3 * (1 << 20) + 5, 'aes-256-gcm', None)]
+    for n, suite, chunk in cases:
+        name = 'm%d-%s' % (n, suite)
+        model = os.urandom(n)
+        src = os.path.join(work, name + '.bin')
+        write(src, model)
+        sealed = os.path.join(work, name + '.sealed')
+        args = ['seal-to', '--pub', pub_path, '--in', src, '--out', sealed, '--format-id', 'interop/v1',
+                '--suite', suite, '--model-id', 'interop:' + name, '--job-digest', hashlib_hex(name)]
+        if chunk:
+            args += ['--chunk-bytes', chunk]
+        tool.run(*args, passphrase=False)
+        ref = os.path.join(work, name + '.ref')
+        check(cxx_open(sealed, ref) == 0 and read(ref) == model, '%s: enclave-data open-model gives the model back' % name)
+        try:
+            got, h, m = dec.open_model(read(sealed), ks)
+            check(got == model, '%s: Python opens it, byte for byte (%d bytes)' % (name, n))
+        except dec.DecodeError as e:
+            check(False, '%s: Python opens it: %s' % (name, e))
+            continue
+        c = json.loads(tool.run('inspect', '--json', sealed, passphrase=False).stdout)
+        p = dec.model_json(h, m, read(sealed))
+        for k in MODEL_INSPECT_FIELDS:
+            check(c.get(k) == p.get(k), '%s: inspect field %s agrees (%s)' % (name, k, json.dumps(p.get(k))[:50]))
+
+    # 2. Python seals, enclave-data opens.
+    for suite, chunk in ((1, 1 << 20), (2, 333)):
+        model = os.urandom(10000)
+        sealed = os.path.join(work, 'py-%d.sealed' % suite)
+        write(sealed, dec.seal_model(pub, model, 'python/v1', suite, chunk, 'py.model', bytes(range(32))))
+        out = os.path.join(work, 'py-%d.bin' % suite)
+        check(cxx_open(sealed, out) == 0 and read(out) == model,
+              'a model sealed by the Python implementation (suite %d) opens with enclave-data' % suite)
+        check(tool.run('verify', sealed, '--keystore', ks_path, expect=None).returncode == 0,
+              'enclave-data verify accepts the Python-sealed model (suite %d)' % suite)
+
+    # 3. Tampering: both reject with the same exit code, and open-model leaves no output.
+    model = os.urandom(100)
+    good = dec.seal_model(pub, model, 'tamper/v1', 1, 32, 'tamper')
+    other = dec.seal_model(pub, model, 'tamper/v1', 1, 32, 'tamper')
+    h = dec.parse_header(good)
+    meta_at = 110 + len(h['object_id'])
+    mutations = []
+    for off in range(h['header_length']):
+        for bit in (0x01, 0x80):
+            d = bytearray(good)
+            d[off] ^= bit
+            mutations.append(('header byte %d ^0x%02x' % (off, bit), bytes(d)))
+    for i in range(h['chunk_count']):
+        for at in (0, dec.chunk_plain_size(h, i)):  # first ciphertext byte, first tag byte
+            d = bytearray(good)
+            d[dec.chunk_offset(h, i) + at] ^= 0x01
+            mutations.append(('chunk %d byte %d' % (i, at), bytes(d)))
+    mutations += [('truncated by one byte', good[:-1]), ('truncated to the header', good[:h['header_length']]),
+                  ('truncated inside the header', good[:100]), ('one byte appended', good + b'\x00')]
+    for lo, hi, what in ((meta_at + 2, meta_at + 116, 'whole recipient block'),
+                         (meta_at + 36, meta_at + 116, 'ephemeral key and wrapped DEK'),
+                         (meta_at + 68, meta_at + 116, 'wrapped DEK')):
+        mutations.append(('%s from another file' % what, good[:lo] + other[lo:hi] + good[hi:]))
+    out = os.path.join(work, 'tampered.bin')
+    disagreements = rejected = left_output = 0
+    for i, (what, data) in enumerate(mutations):
+        path = os.path.join(work, 'tampered.sealed')
+        write(path, data)
+        p, c = py_open_code(data), cxx_open(path, out)
+        rejected += p != 0
+        left_output += os.path.exists(out)
+        if p == 0:
+            check(False, 'Python decoder rejects: %s' % what)
+        if p != c:
+            disagreements += 1
+            check(False, '%s: Python exit %d, enclave-data open-model exit %d' % (what, p, c))
+    check(rejected == len(mutations), 'Python decoder rejects all %d model mutations' % len(mutations))
+    check(disagreements == 0, 'Python decoder and enclave-data open-model give the same exit code for all of them')
+    check(left_output == 0, 'enclave-data open-model left no output for any of them')
+    untouched = os.path.join(work, 'untouched.sealed')
+    write(untouched, good)
+    check(py_open_code(good) == 0 and cxx_open(untouched, out) == 0 and read(out) == model,
+          'the untouched tamper fixture opens in both')
+
+    # 4. Another tenant's keystore (with an export key of the same name); a wrong passphrase.
+    other_dir = os.path.join(work, 'other')
+    os.mkdir(other_dir)
+    other_ks = make_keystore(tool, other_dir)
+    tool.run('keystore', 'export-key', 'create', '--keystore', other_ks, '--id', 'tenant-export')
+    p = py_open_code(good, dec.Keystore(other_ks, PASSPHRASE))
+    c = cxx_open(untouched, out, keystore=other_ks)
+    check(p == c == dec.EXIT_NOT_FOUND, 'another keystore: exit 6 in both (python %d, C++ %d)' % (p, c))
+    wrong = os.path.join(work, 'wrong-pass')
+    write(wrong, b'not the passphrase at all\n')
+    try:
+        dec.Keystore(ks_path, b'not the passphrase at all')
+        p = 0
+    except dec.DecodeError as e:
+        p = e.code
+    c = cxx_open(untouched, out, passphrase=wrong)
+    check(p == c == dec.EXIT_PERMISSION_DENIED, 'wrong passphrase: exit 5 in both (python %d, C++ %d)' % (p, c))
+
+    # 5. A damaged public key file: refused by both with exit 3.
+    doc = json.loads(read(pub_path))
+    doc['public_key'] = doc['public_key'][:-2] + ('00' if doc['public_key'][-2:] != '00' else '01')
+    bad_pub = os.path.join(work, 'bad.pub')
+    write(bad_pub, json.dumps(doc).encode())
+    try:
+        dec.parse_public_key(read(bad_pub))
+        p = 0
+    except dec.DecodeError as e:
+        p = e.code
+    c = tool.run('seal-to', '--pub', bad_pub, '--in', os.path.join(work, 'm1-chacha20-poly1305.bin'), '--out',
+                 os.path.join(work, 'bad.sealed'), '--format-id', 'x', passphrase=False, expect=None).returncode
+    check(p == c == dec.EXIT_INVALID_INPUT and not os.path.exists(os.path.join(work, 'bad.sealed')),
+          'public key file with a mismatched fingerprint: exit 3 in both (python %d, C++ %d)' % (p, c))
+
+
+def hashlib_hex(text):
+    return __import__('hashlib').sha256(text.encode()).hexdigest()
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('test', choices=['samples', 'tamper', 'fixture', 'docs'])
+    ap.add_argument('test', choices=['samples', 'tamper', 'fixture', 'docs', 'model'])
     ap.add_argument('--enclave-data')
     ap.add_argument('--samples', help='data/samples')
     ap.add_argument('--fixtures', help='tests/data/dataset')

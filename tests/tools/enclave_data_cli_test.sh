@@ -121,6 +121,84 @@ check "seal chacha" 0 "$bin" seal --csv s.csv --label y --suite chacha20-poly130
 check "open chacha" 0 "$bin" open s.sealed "${ks[@]}" --out s2.csv 3<pass
 if cmp -s s.csv s2.csv; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL synth round trip"; fi
 
+# Exported models (docs/formats/model-export.md): export keys, the public key file,
+# seal-to (no keystore), open-model (owner side), inspect/verify of content type 2.
+for verb in "keystore export-key" seal-to open-model; do
+  check "help $verb" 0 "$bin" $verb --help
+done
+check "export-key unknown action" 3 "$bin" keystore export-key frobnicate "${ks[@]}" 3<pass
+check "export-key show before create" 6 "$bin" keystore export-key show "${ks[@]}" 3<pass
+expect_stderr "no export key"
+check "export-key create" 0 "$bin" keystore export-key create "${ks[@]}" --id tenant-export --json 3<pass
+fp=$(/usr/bin/python3 -c 'import json; print(json.load(open("out.txt"))["fingerprint"])')
+check "export-key create again" 7 "$bin" keystore export-key create "${ks[@]}" --id tenant-export 3<pass
+check "export-key create bad name" 3 "$bin" keystore export-key create "${ks[@]}" --id "a b" 3<pass
+check "export-key create wrong passphrase" 5 "$bin" keystore export-key create "${ks[@]}" --id x 3<wrong
+check "export-key create --out" 3 "$bin" keystore export-key create "${ks[@]}" --id y --out y.pub 3<pass
+expect_absent y.pub
+check "export-key show" 0 "$bin" keystore export-key show "${ks[@]}" --out tenant.pub 3<pass
+if grep -q "\"fingerprint\": \"$fp\"" tenant.pub && grep -q "fingerprint  $fp" out.txt; then
+  passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL public key file fingerprint"; fi
+check "export-key show exists" 7 "$bin" keystore export-key show "${ks[@]}" --out tenant.pub 3<pass
+check "export-key show --force" 0 "$bin" keystore export-key show "${ks[@]}" --out tenant.pub --force 3<pass
+check "export-key show unknown" 6 "$bin" keystore export-key show "${ks[@]}" --id nope 3<pass
+check "list with export key" 0 "$bin" keystore list "${ks[@]}" --json 3<pass
+if grep -q '"name": "tenant-export"' out.txt && ! grep -q wrapped out.txt && ! grep -q nonce out.txt; then
+  passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL keystore list export keys"; fi
+check "old verbs still work" 0 "$bin" verify bcw.sealed "${ks[@]}" 3<pass
+
+head -c 300000 /dev/urandom >model.bin
+digest=$(sha256sum bcw.sealed | cut -c1-64)
+check "seal-to" 0 "$bin" seal-to --pub tenant.pub --in model.bin --out model.sealed --format-id test/v1 \
+  --job-digest "$digest" --chunk-bytes 65536 --json
+check "seal-to exists" 7 "$bin" seal-to --pub tenant.pub --in model.bin --out model.sealed --format-id test/v1
+check "seal-to no pub" 6 "$bin" seal-to --pub absent.pub --in model.bin --out x.sealed --format-id test/v1
+check "seal-to no input" 6 "$bin" seal-to --pub tenant.pub --in absent.bin --out x.sealed --format-id test/v1
+expect_absent x.sealed
+check "seal-to bad format id" 3 "$bin" seal-to --pub tenant.pub --in model.bin --out x.sealed --format-id "a b"
+check "seal-to bad job digest" 3 "$bin" seal-to --pub tenant.pub --in model.bin --out x.sealed --format-id t --job-digest 12
+check "seal-to bad chunk" 3 "$bin" seal-to --pub tenant.pub --in model.bin --out x.sealed --format-id t --chunk-bytes 0
+sed 's/"public_key": "\(..\)/"public_key": "00/' tenant.pub >edited.pub
+cmp -s edited.pub tenant.pub && sed -i 's/"public_key": "00/"public_key": "11/' edited.pub
+check "seal-to edited public key" 3 "$bin" seal-to --pub edited.pub --in model.bin --out x.sealed --format-id t
+expect_stderr "fingerprint does not match"
+check "seal-to not a key file" 3 "$bin" seal-to --pub ks.json --in model.bin --out x.sealed --format-id t
+expect_absent x.sealed
+
+check "inspect model" 0 "$bin" inspect model.sealed --json
+if /usr/bin/python3 -c 'import json,sys; d=json.load(open("out.txt")); assert d["content"]=="exported-model" and d["payload_bytes"]==300000 and d["model_format"]=="test/v1" and d["job_digest"]==sys.argv[1] and d["chunks"]==5 and not d["authenticated"]' "$digest"; then
+  passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL inspect --json of a model"; fi
+check "inspect model text" 0 "$bin" inspect model.sealed
+check "verify model" 0 "$bin" verify model.sealed "${ks[@]}" 3<pass
+check "open-model" 0 "$bin" open-model "${ks[@]}" --in model.sealed --out model.out --json 3<pass
+if cmp -s model.bin model.out; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL model round trip"; fi
+check "open-model exists" 7 "$bin" open-model "${ks[@]}" --in model.sealed --out model.out 3<pass
+check "open-model wrong passphrase" 5 "$bin" open-model "${ks[@]}" --in model.sealed --out w.bin 3<wrong
+expect_absent w.bin
+check "open-model other keystore" 6 "$bin" open-model --keystore other.json --passphrase-fd 3 --in model.sealed --out o.bin 3<pass
+expect_stderr "not of this keystore"
+expect_absent o.bin
+check "open-model of a dataset" 3 "$bin" open-model "${ks[@]}" --in bcw.sealed --out d.bin 3<pass
+expect_stderr "not an exported model"
+check "open of a model" 3 "$bin" open model.sealed "${ks[@]}" --out m.csv 3<pass
+expect_absent m.csv
+cp model.sealed mt.sealed
+msize=$(stat -c %s mt.sealed)
+printf '\x01' | dd of=mt.sealed bs=1 seek=$((msize - 40)) conv=notrunc status=none
+check "open-model tampered chunk" 4 "$bin" open-model "${ks[@]}" --in mt.sealed --out mt.bin 3<pass
+expect_stderr "failed authentication"
+expect_absent mt.bin
+head -c $((msize - 1)) model.sealed >ms.sealed
+check "open-model truncated" 4 "$bin" open-model "${ks[@]}" --in ms.sealed --out ms.bin 3<pass
+expect_stderr "truncated"
+expect_absent ms.bin
+cp model.sealed mh.sealed  # one byte of the ephemeral public key (metadata offset 36, model id 'model')
+printf '\x00' | dd of=mh.sealed bs=1 seek=$((110 + 5 + 36)) conv=notrunc status=none
+cmp -s mh.sealed model.sealed && printf '\x01' | dd of=mh.sealed bs=1 seek=$((110 + 5 + 36)) conv=notrunc status=none
+check "open-model tampered recipient block" 4 "$bin" open-model "${ks[@]}" --in mh.sealed --out mh.bin 3<pass
+expect_absent mh.bin
+check "verify tampered model" 4 "$bin" verify mt.sealed "${ks[@]}" 3<pass
+
 # A key-holding binary disables core dumps before it reads a passphrase: hold it at the
 # passphrase read (a FIFO nobody has written yet) and look at its limits.
 # The soft limit is raised first, so only the binary's own setrlimit can make both 0.

@@ -1,9 +1,12 @@
 // The tenant keystore (docs/formats/keystore.md): one JSON file holding the tenant
 // key-encryption key (KEK), wrapped under a key derived from a passphrase with Argon2id,
-// and every data key (DEK), wrapped by the KEK with its dataset id and key id as
-// associated data. Updates are atomic (write, fsync, rename) under a lock file.
+// every data key (DEK), wrapped by the KEK with its dataset id and key id as associated
+// data, and the tenant's export key pairs (X25519: trained models are sealed to the public
+// half, docs/formats/model-export.md), private halves wrapped by the KEK like the DEKs.
+// Updates are atomic (write, fsync, rename) under a lock file.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -28,6 +31,18 @@ struct DataKeyEntry {
   std::string dataset_id;
   Id128 key_id{};
   Suite suite = Suite::kAes256Gcm;
+  std::string created;  // RFC 3339 UTC
+};
+
+inline constexpr size_t kX25519Bytes = 32;
+using X25519PublicKey = std::array<uint8_t, kX25519Bytes>;
+
+// An export key pair's public part. `name` is the tenant's label for it (unique in the
+// keystore, same charset as dataset ids); `key_id` is random and is what model files name.
+struct ExportKeyEntry {
+  std::string name;
+  Id128 key_id{};
+  X25519PublicKey public_key{};
   std::string created;  // RFC 3339 UTC
 };
 
@@ -56,6 +71,16 @@ class Keystore {
   // Unwraps the DEK of (dataset_id, key_id): what a sealed header names.
   Result<SecretBytes> GetDataKey(const std::string& dataset_id, const Id128& key_id) const;
 
+  const std::vector<ExportKeyEntry>& export_keys() const { return export_entries_; }
+  // Makes a fresh X25519 export key pair named `name` and stores it, durably, under the
+  // keystore lock; kAlreadyExists if the name is taken.
+  Result<ExportKeyEntry> CreateExportKey(const std::string& name);
+  // The export key named `name`, or with an empty name the newest one.
+  Result<ExportKeyEntry> FindExportKey(const std::string& name) const;
+  // Unwraps the private half of export key `key_id` and checks that it is the private
+  // half of the stored public key (kAuthFailed otherwise).
+  Result<SecretBytes> GetExportPrivateKey(const Id128& key_id) const;
+
  private:
   struct WrappedEntry {
     DataKeyEntry entry;
@@ -67,6 +92,12 @@ class Keystore {
   SecretBytes kek_;
   std::vector<DataKeyEntry> entries_;
   std::vector<WrappedEntry> wrapped_;
+  struct WrappedExportKey {
+    ExportKeyEntry entry;
+    std::vector<uint8_t> nonce, wrapped;
+  };
+  std::vector<ExportKeyEntry> export_entries_;
+  std::vector<WrappedExportKey> wrapped_export_;
 };
 
 }  // namespace enclave::crypto

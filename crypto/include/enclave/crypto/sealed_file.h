@@ -32,7 +32,8 @@ inline constexpr size_t kMaxObjectIdBytes = 128;
 
 // What the payload is. Wire values (u16); append-only.
 enum class ContentType : uint16_t {
-  kTabularDataset = 1,
+  kTabularDataset = 1,  // docs/formats/sealed-dataset.md
+  kExportedModel = 2,   // docs/formats/model-export.md: opaque model bytes sealed to a public key
 };
 
 using Id128 = std::array<uint8_t, 16>;
