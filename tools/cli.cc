@@ -75,7 +75,7 @@ namespace {
 void PrintProgramHelp(const Program& p, std::FILE* out) {
   std::fprintf(out, "%s: %s\n\nUsage: %s <verb> [options]   (%s <verb> --help for details)\n\nVerbs:\n",
                p.name.c_str(), p.summary.c_str(), p.name.c_str(), p.name.c_str());
-  for (const Verb& v : p.verbs) std::fprintf(out, "  %-14s %s\n", v.name.c_str(), v.summary.c_str());
+  for (const Verb& v : p.verbs) std::fprintf(out, "  %-16s %s\n", v.name.c_str(), v.summary.c_str());
   std::fprintf(out, "\nExit codes: docs/exit-codes.md (0 ok, 2 usage, 3 invalid input, 4 authentication "
                     "failed, 5 permission denied, ...).\n");
 }

@@ -1,19 +1,25 @@
 // enclave-audit: the compliance officer's CLI. Verifies the audit log offline with the log's
 // public key, shows timelines, proves single entries to third parties, writes compliance
-// reports (HTML/JSON); `init` and `append`
-// create and feed a log for tests and demos (the broker appends through the library).
+// reports (HTML/JSON), re-checks the archived evidence of past attestation verdicts;
+// `init`, `append` and `evidence record` create and feed a log for tests and demos (the
+// broker appends through the library).
 // Thin: the work is in audit/. Exit codes: docs/formats/audit-log.md, "enclave-audit".
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <thread>
 
 #include "cli.h"
+#include "enclave/attest/bundle.h"
+#include "enclave/attest/policy.h"
+#include "enclave/audit/evidence_archive.h"
 #include "enclave/audit/log_writer.h"
 #include "enclave/audit/report.h"
 #include "enclave/audit/verify.h"
+#include "enclave/common/exit_codes.h"
 #include "enclave/common/files.h"
 
 namespace enclave {
@@ -404,6 +410,147 @@ Status Report(const Args& args) {
   return OkStatus();
 }
 
+// --- evidence record / evidence verify ---
+
+Result<std::string> ReadText(const std::string& path, size_t limit) {
+  ASSIGN_OR_RETURN(std::vector<uint8_t> b, ReadWholeFile(path, limit));
+  return std::string(b.begin(), b.end());
+}
+
+Result<int64_t> UnixSeconds(const Args& args, const std::string& flag, int64_t fallback) {
+  ASSIGN_OR_RETURN(uint64_t v, args.GetU64(flag, static_cast<uint64_t>(fallback)));
+  if (v == 0 || v > static_cast<uint64_t>(INT64_MAX)) return InvalidInput("--" + flag + " out of range");
+  return static_cast<int64_t>(v);
+}
+
+// The broker's recording step for tests and demos: appraise the given files as the
+// broker would and append the verdict with its archived inputs.
+Status EvidenceRecord(const Args& args) {
+  VerdictInputs in;
+  in.actor = args.Get("actor", "broker");
+  in.host = args.Get("host");
+  in.job_digest = args.Get("job-digest");
+  const std::string policy_path = args.Get("policy");
+  ASSIGN_OR_RETURN(in.policy, ReadText(policy_path, attest::kMaxPolicyBytes));
+  in.policy_dir = std::filesystem::path(policy_path).parent_path().string();
+  ASSIGN_OR_RETURN(in.evidence_bundle, ReadText(args.Get("evidence"), attest::kMaxBundleBytes));
+  ASSIGN_OR_RETURN(in.enrolment_bundle, ReadText(args.Get("enrolment"), attest::kMaxBundleBytes));
+  auto nonce = HexDecode(args.Get("nonce"));
+  if (!nonce.ok() || nonce->empty() || nonce->size() > 32) {
+    return InvalidInput("--nonce must be 1 to 32 bytes of hex, got '" + args.Get("nonce") + "'");
+  }
+  in.context.nonce = std::move(nonce).value();
+  if (args.Has("bound-digest")) {
+    auto b = HexDecode(args.Get("bound-digest"));
+    if (!b.ok() || b->size() != 32) return InvalidInput("--bound-digest must be 64 hex digits (SHA-256)");
+    crypto::Digest256 d{};
+    std::copy(b->begin(), b->end(), d.begin());
+    in.context.bound_digest = d;
+  }
+  ASSIGN_OR_RETURN(in.context.nonce_issued_at, UnixSeconds(args, "nonce-issued-at", 0));
+  ASSIGN_OR_RETURN(in.context.appraised_at,
+                   UnixSeconds(args, "appraised-at", static_cast<int64_t>(NowMs() / 1000)));
+  if (args.Has("last-clock")) {
+    ASSIGN_OR_RETURN(std::string text, ReadText(args.Get("last-clock"), 1u << 20));
+    auto clock = attest::ParseClockState(text);
+    if (!clock.ok()) return clock.status().Annotate(args.Get("last-clock"));
+    in.context.last_clock = *clock;
+  }
+  ASSIGN_OR_RETURN(LogSigningKey key, LogSigningKey::Load(args.Get("signing-key")));
+  ASSIGN_OR_RETURN(auto writer, LogWriter::Open(args.Get("log"), std::move(key)));
+  ASSIGN_OR_RETURN(EvidenceArchive archive, EvidenceArchive::Open(args.Get("log"), /*create=*/true));
+  ASSIGN_OR_RETURN(RecordedVerdict r, AppraiseAndRecord(*writer, archive, in));
+  const std::string verdict = attest::VerdictJson(r.verdict);
+  if (args.json()) {
+    cli::PrintJson({{"ok", true}, {"entry", r.index}, {"verdict", json::parse(verdict)}});
+  } else {
+    std::printf("recorded entry %llu: attestation.verdict for %s: %s\n%s\n", static_cast<unsigned long long>(r.index),
+                in.host.c_str(), r.verdict.passed() ? "accepted" : "rejected", verdict.c_str());
+  }
+  return OkStatus();
+}
+
+// "Differs" and "could not evaluate" are outcomes with their own exit codes, not Status
+// classes: the verb prints its result and exits here.
+[[noreturn]] void ExitWith(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::exit(code);
+}
+
+json VerdictOrNull(const std::string& text) {
+  if (text.empty()) return nullptr;
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return j.is_discarded() ? json(text) : j;
+}
+
+Status EvidenceVerify(const Args& args) {
+  ASSIGN_OR_RETURN(LogPublicKey key, LogPublicKey::Load(args.Get("key")));
+  ASSIGN_OR_RETURN(uint64_t index, args.GetU64("entry", 0));
+  std::optional<AuditorState> state;
+  if (args.Has("state")) {
+    ASSIGN_OR_RETURN(state, AuditorState::Load(args.Get("state")));
+    if (!state) return NotFound(args.Get("state") + ": no such auditor state file (run verify --state first)");
+  }
+  ASSIGN_OR_RETURN(RecheckResult r, RecheckVerdict(args.Get("log"), key, index, state ? &*state : nullptr));
+  const json& f = r.entry.event.fields;
+  const char* outcome = r.outcome == RecheckOutcome::kReproduced ? "reproduced"
+                        : r.outcome == RecheckOutcome::kDiffers  ? "differs"
+                                                                 : "could not evaluate";
+  const int code = r.outcome == RecheckOutcome::kReproduced ? kExitOk
+                   : r.outcome == RecheckOutcome::kDiffers  ? kExitVerdictDiffers
+                                                            : kExitNotEvaluated;
+  if (r.outcome == RecheckOutcome::kNotEvaluated) {
+    std::fprintf(stderr, "enclave-audit evidence verify: could not evaluate entry %llu: %s\n",
+                 static_cast<unsigned long long>(index), r.not_evaluated.ToString().c_str());
+  }
+  if (args.json()) {
+    json out = {{"ok", r.outcome == RecheckOutcome::kReproduced},
+                {"outcome", outcome},
+                {"entry", index},
+                {"time", r.entry.event.time},
+                {"host", Field(f, "host")},
+                {"log", {{"verified", true}, {"entries", r.log.entries}, {"latest_tree_head", r.log.latest.ToJson()},
+                         {"consistency_checked", state.has_value()}}},
+                {"recorded_entry_verdict", Field(f, "verdict")},
+                {"recorded", VerdictOrNull(r.recorded_json)},
+                {"recomputed", VerdictOrNull(r.recomputed_json)},
+                {"differences", r.differences}};
+    if (r.outcome == RecheckOutcome::kNotEvaluated) {
+      out["error"] = {{"code", "could not evaluate"}, {"class", CodeName(r.not_evaluated.code())},
+                      {"message", r.not_evaluated.message()}};
+    }
+    cli::PrintJson(out);
+  } else if (r.outcome != RecheckOutcome::kNotEvaluated) {
+    std::printf("%s: entry %llu, attestation.verdict for host %s at %s (recorded: %s)\n",
+                r.outcome == RecheckOutcome::kReproduced ? "REPRODUCED" : "DIFFERS",
+                static_cast<unsigned long long>(index), Field(f, "host").c_str(), r.entry.event.time.c_str(),
+                Field(f, "verdict").c_str());
+    std::printf("  log          verified: %llu entries, latest signed tree head size %llu%s\n",
+                static_cast<unsigned long long>(r.log.entries),
+                static_cast<unsigned long long>(r.log.latest.head.tree_size),
+                state ? ", consistent with the accepted head in --state" : "");
+    std::printf("  inputs       evidence %s, enrolment %s, policy %s, %zu policy file(s); every blob matches its "
+                "digest\n",
+                Short(Field(f, "evidence_sha256")).c_str(), Short(Field(f, "enrolment_sha256")).c_str(),
+                Short(StripDigest(Field(f, "policy_digest"))).c_str(), f.at("policy_files").size());
+    std::printf("  recomputed   with now = %llu (the recorded appraisal time), nonce issued at %llu, %s\n",
+                static_cast<unsigned long long>(f.at("appraised_at").get<uint64_t>()),
+                static_cast<unsigned long long>(f.at("nonce_issued_at").get<uint64_t>()),
+                f.contains("last_clock") ? "the recorded last clock info" : "no earlier clock info");
+    if (r.outcome == RecheckOutcome::kReproduced) {
+      std::printf("  result       the recomputed verdict equals the recorded one, byte for byte:\n  %s\n",
+                  r.recomputed_json.c_str());
+    } else {
+      std::printf("  recorded     %s\n  recomputed   %s\n  differences  %zu\n", r.recorded_json.c_str(),
+                  r.recomputed_json.c_str(), r.differences.size());
+      for (const std::string& d : r.differences) std::printf("    - %s\n", d.c_str());
+    }
+  }
+  if (code != kExitOk) ExitWith(code);
+  return OkStatus();
+}
+
 // --- bench ---
 
 Status Bench(const Args& args) {
@@ -508,6 +655,26 @@ int main(int argc, char** argv) {
        {kLog, kSigningKey, {"event", "JSON", "one event: {\"type\":..., \"actor\":..., fields...}"},
         {"events-file", "FILE", "one JSON event per line, '#' lines are comments ('-': stdin)"}, kJson},
        Append},
+      {"evidence verify",
+       "verify the log, then recompute one archived attestation verdict offline and compare it with the record",
+       "", 0,
+       {kLog, kKey, {"entry", "N", "index of an attestation.verdict entry (0-based)", true},
+        {"state", "FILE", "also check consistency with the tree head this auditor accepted (not updated)"}, kJson},
+       EvidenceVerify},
+      {"evidence record",
+       "appraise evidence as the broker does and append the verdict with its archived inputs (tests, demos)", "", 0,
+       {kLog, kSigningKey, {"host", "HOST", "the host's id", true},
+        {"actor", "ACTOR", "who decides (default: broker)"},
+        {"policy", "FILE", "attestation policy (its EK root files are archived too)", true},
+        {"enrolment", "FILE", "the host's enrolment bundle (its AK public)", true},
+        {"evidence", "FILE", "the host's evidence bundle", true},
+        {"nonce", "HEX", "the nonce the verifier issued (1..32 bytes)", true},
+        {"nonce-issued-at", "SECONDS", "when the nonce was issued (unix seconds)", true},
+        {"appraised-at", "SECONDS", "appraisal time (unix seconds; default now)"},
+        {"bound-digest", "HEX", "SHA-256 of the data bound into the quote"},
+        {"last-clock", "FILE", "last accepted clock info (enclave-attest clock v1)"},
+        {"job-digest", "DIGEST", "the job this verdict is for"}, kJson},
+       EvidenceRecord},
       {"bench", "measure durable appends/s with group commit, verification time and proof size", "", 0,
        {{"dir", "DIR", "new scratch log directory", true}, {"entries", "N", "appends (default 20000)"},
         {"threads", "T", "concurrent appenders (default 64)"},

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <iterator>
 
 #include "enclave/audit/tree_head.h"
 #include "strict_json.h"
@@ -29,6 +30,9 @@ enum class Kind {
   kMetrics,     // object id -> finite number
   kSignature,   // 128 hex digits (Ed25519)
   kUint,        // non-negative integer
+  kNonce,       // 2..64 lower-case hex digits, an even number (1..32 bytes)
+  kClock,       // {"clock":u64,"reset_count":u32,"restart_count":u32,"safe":0|1}
+  kFileList,    // array of 1..64 {"path":id,"sha256":digest}
 };
 
 struct FieldSpec {
@@ -54,7 +58,18 @@ const std::vector<TypeSpec>& Specs() {
         {"verdict", Kind::kVerdict, true},
         {"checks", Kind::kChecks, true},
         {"job_digest", Kind::kDigest, false},
-        {"policy_digest", Kind::kDigest, false}}},
+        {"policy_digest", Kind::kDigest, false},
+        // The archived inputs of the appraisal (docs/formats/audit-log.md, "Archived
+        // evidence"): all of them or none, see ValidateFields.
+        {"evidence_sha256", Kind::kDigest, false},
+        {"enrolment_sha256", Kind::kDigest, false},
+        {"policy_files", Kind::kFileList, false},
+        {"nonce", Kind::kNonce, false},
+        {"bound_digest", Kind::kDigest, false},
+        {"nonce_issued_at", Kind::kUint, false},
+        {"appraised_at", Kind::kUint, false},
+        {"last_clock", Kind::kClock, false},
+        {"result_sha256", Kind::kDigest, false}}},
       {EventType::kKeyReleased,
        "key.released",
        {{"dataset_id", Kind::kId, true},
@@ -191,6 +206,52 @@ Status CheckField(const JsonDoc& doc, uint32_t n, Kind kind, const std::string& 
       }
       return OkStatus();
     }
+    case Kind::kNonce:
+      if (!is_string || v.text.empty() || v.text.size() > 64 || v.text.size() % 2 != 0 || !IsHex(v.text)) {
+        return InvalidInput("field '" + field + "' must be 1..32 bytes as lower-case hex");
+      }
+      return OkStatus();
+    case Kind::kClock: {
+      if (v.kind != JKind::kObject) return InvalidInput("field '" + field + "' must be an object");
+      for (uint32_t m = v.child; m != JsonDoc::kNone; m = doc.node(m).next) {
+        const std::string_view k = doc.node(m).key;
+        if (k != "clock" && k != "reset_count" && k != "restart_count" && k != "safe") {
+          return InvalidInput("field '" + field + "' has unknown member '" + std::string(k.substr(0, 64)) + "'");
+        }
+      }
+      const std::pair<const char*, uint64_t> members[] = {
+          {"clock", UINT64_MAX}, {"reset_count", UINT32_MAX}, {"restart_count", UINT32_MAX}, {"safe", 1}};
+      for (const auto& [name, max] : members) {
+        const uint32_t m = doc.Find(n, name);
+        uint64_t u = 0;
+        if (m == JsonDoc::kNone || doc.node(m).kind != JKind::kNumber || !internal::JsonUnsigned(doc.node(m).text, &u) ||
+            u > max) {
+          return InvalidInput("field '" + field + "." + name + "' must be an integer 0.." + std::to_string(max));
+        }
+      }
+      return OkStatus();
+    }
+    case Kind::kFileList: {
+      if (v.kind != JKind::kArray || v.size == 0 || v.size > 64) {
+        return InvalidInput("field '" + field + "' must be an array of 1..64 {path, sha256} objects");
+      }
+      size_t i = 0;
+      for (uint32_t c = v.child; c != JsonDoc::kNone; c = doc.node(c).next, ++i) {
+        const std::string item = field + "[" + std::to_string(i) + "]";
+        if (doc.node(c).kind != JKind::kObject) return InvalidInput("field '" + item + "' must be an object");
+        for (uint32_t m = doc.node(c).child; m != JsonDoc::kNone; m = doc.node(m).next) {
+          const std::string_view k = doc.node(m).key;
+          if (k != "path" && k != "sha256") {
+            return InvalidInput("field '" + item + "' has unknown member '" + std::string(k.substr(0, 64)) + "'");
+          }
+        }
+        const uint32_t path = doc.Find(c, "path"), sha = doc.Find(c, "sha256");
+        if (path == JsonDoc::kNone || sha == JsonDoc::kNone) return InvalidInput("field '" + item + "' needs path and sha256");
+        RETURN_IF_ERROR(CheckField(doc, path, Kind::kId, item + ".path"));
+        RETURN_IF_ERROR(CheckField(doc, sha, Kind::kDigest, item + ".sha256"));
+      }
+      return OkStatus();
+    }
     case Kind::kIdList:
     case Kind::kDigestList: {
       if (v.kind != JKind::kArray || v.size == 0 || v.size > kMaxArray) {
@@ -284,6 +345,29 @@ Status ValidateFields(const TypeSpec& spec, const JsonDoc& doc, uint32_t obj, bo
     }
     if (verdict == "rejected" && all_ok) {
       return InvalidInput("attestation.verdict is 'rejected' but no check failed (give the failing check and reason)");
+    }
+    // The archived appraisal inputs come as a set: a verdict either can be recomputed
+    // (every required one present) or says nothing about its inputs.
+    static const char* const kArchived[] = {"evidence_sha256", "enrolment_sha256", "policy_files",  "nonce",
+                                             "nonce_issued_at", "appraised_at",    "result_sha256"};
+    size_t present = 0;
+    for (const char* f : kArchived) present += doc.Find(obj, f) != JsonDoc::kNone;
+    if (present != 0 && present != std::size(kArchived)) {
+      for (const char* f : kArchived) {
+        if (doc.Find(obj, f) == JsonDoc::kNone) {
+          return InvalidInput(std::string("attestation.verdict archives its inputs but lacks field '") + f + "'");
+        }
+      }
+    }
+    if (present != 0 && doc.Find(obj, "policy_digest") == JsonDoc::kNone) {
+      return InvalidInput("attestation.verdict archives its inputs but lacks field 'policy_digest'");
+    }
+    if (present == 0) {
+      for (const char* f : {"bound_digest", "last_clock"}) {
+        if (doc.Find(obj, f) != JsonDoc::kNone) {
+          return InvalidInput(std::string("attestation.verdict field '") + f + "' needs the archived inputs");
+        }
+      }
     }
   }
   return OkStatus();
