@@ -1,10 +1,13 @@
-// enclave-train: the data scientist's CLI. Runs a training job (run) or a stratified
-// k-fold cross-validation of it (cv) on the CPU or GPU backend. Thin: the work is in train/.
+// enclave-train: the data scientist's CLI. Runs a training job (run: the model leaves
+// sealed to the tenant's export key, with a report and a training-curve plot; encrypted
+// checkpoints and --resume) or a stratified k-fold cross-validation of it (cv) on the CPU
+// or GPU backend; and predict, the data owner's use of a model. Thin: the work is in train/.
 //
-// Until the key broker exists, data keys come from a local keystore in a development mode
-// that says so on stderr and in the report.
+// Until the key broker exists, data and checkpoint keys come from a local keystore in a
+// development mode that says so on stderr and in the report.
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -15,9 +18,16 @@
 #include "enclave/common/progress.h"
 #include "enclave/crypto/hash.h"
 #include "enclave/crypto/keystore.h"
+#include "enclave/crypto/model_export.h"
+#include "enclave/dataset/csv.h"
 #include "enclave/train/backend.h"
+#include "enclave/train/checkpoint.h"
 #include "enclave/train/data.h"
 #include "enclave/train/job.h"
+#include "enclave/train/metrics.h"
+#include "enclave/train/model_file.h"
+#include "enclave/train/plot.h"
+#include "enclave/train/predict.h"
 #include "enclave/train/trainer.h"
 
 namespace enclave {
@@ -32,11 +42,21 @@ const FlagSpec kJson{"json", "", "emit one JSON line per epoch and a JSON summar
 const FlagSpec kJob{"job", "F.toml", "job specification (docs/formats/job.md)", true};
 const FlagSpec kKeystore{"keystore", "K", "local tenant keystore holding the data keys (development mode)"};
 const FlagSpec kDevice{"device", "cpu|gpu|auto", "override the job's device"};
-const FlagSpec kForce{"force", "", "overwrite an existing metrics file in the output directory"};
+const FlagSpec kForce{"force", "", "overwrite existing outputs (report, plot, model) in the output directory"};
+const FlagSpec kExportKey{"export-key", "F.pub",
+                          "the tenant's export public key file (enclave-data keystore export-key show --out); "
+                          "overrides the job's export_key"};
+const FlagSpec kResume{"resume", "", "continue from the newest checkpoint in OUTPUT_DIR/checkpoints"};
+const FlagSpec kStopAfter{"stop-after-step", "N",
+                          "write a checkpoint after optimizer step N and stop (interruption, for testing resume)"};
 
 constexpr const char* kDevWarning =
-    "DEVELOPMENT MODE: no key broker, no attestation: data keys come from a local keystore (or the data is "
-    "clear CSV); the model is not exported. Do not use with real data.";
+    "DEVELOPMENT MODE: no key broker, no attestation: data and checkpoint keys come from a local keystore (or "
+    "the data is clear CSV); the report is not signed. Do not use with real data.";
+constexpr const char* kReportName = "report.json";
+constexpr const char* kPlotName = "training-curve.svg";
+constexpr const char* kModelName = "model.sealed";
+constexpr uint64_t kMaxModelBytes = uint64_t{2} << 30;
 
 json Num(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 
@@ -112,7 +132,8 @@ struct Session {
   std::string key_source;
 };
 
-Result<Session> Prepare(const Args& args) {
+// `checkpoints`: the run writes or reads checkpoints, whose key is in the keystore.
+Result<Session> Prepare(const Args& args, bool checkpoints) {
   Session s;
   ASSIGN_OR_RETURN(s.job, LoadJob(args.Get("job")));
   if (args.Has("device")) {
@@ -125,7 +146,11 @@ Result<Session> Prepare(const Args& args) {
   bool sealed = false;
   for (const DatasetSpec& d : s.job.datasets) sealed = sealed || d.format == DatasetFormat::kSealed;
   std::fprintf(stderr, "enclave-train: WARNING: %s\n", kDevWarning);
-  if (sealed) {
+  if (checkpoints && !args.Has("keystore")) {
+    return FailedPrecondition(
+        "checkpoints are encrypted with a key from the keystore: without a key broker, give --keystore (development mode)");
+  }
+  if (sealed || checkpoints) {
     if (!args.Has("keystore")) {
       return FailedPrecondition("the job reads sealed datasets: without a key broker, give --keystore (development mode)");
     }
@@ -133,10 +158,11 @@ Result<Session> Prepare(const Args& args) {
     ASSIGN_OR_RETURN(crypto::Keystore ks, crypto::Keystore::Unlock(args.Get("keystore"), pass));
     s.keystore.emplace(std::move(ks));
     s.key_source = "local keystore " + args.Get("keystore") + " (development mode, no broker)";
-    std::fprintf(stderr, "enclave-train: WARNING: data keys from the local keystore %s, not from an attested broker\n",
-                 args.Get("keystore").c_str());
-  } else {
-    s.key_source = "none: clear CSV input (development mode)";
+    std::fprintf(stderr, "enclave-train: WARNING: %s keys from the local keystore %s, not from an attested broker\n",
+                 sealed ? "data" : "checkpoint", args.Get("keystore").c_str());
+  }
+  if (!sealed) {
+    if (!s.keystore) s.key_source = "none: clear CSV input (development mode)";
     std::fprintf(stderr, "enclave-train: WARNING: training from clear CSV (development only)\n");
   }
   if (!s.job.broker_url.empty()) {
@@ -151,6 +177,7 @@ json ReportHeader(const Args& args, const Session& s, const char* verb) {
   return {{"ok", true},
           {"verb", verb},
           {"mode", "development"},
+          {"development_mode", true},
           {"warning", kDevWarning},
           {"key_source", s.key_source},
           {"model_exported", false},
@@ -199,14 +226,99 @@ TrainCallbacks Callbacks(const Args& args, const JobSpec& job, EpochLine* line, 
   return cb;
 }
 
+std::string OutPath(const Session& s, const std::string& name) {
+  return (std::filesystem::path(s.job.output_dir) / name).string();
+}
+
+// The accuracy of the final model over every row of the job's datasets (training and
+// validation), computed as `predict` computes it: the number a data owner gets back by
+// running `predict` on the same data.
+Result<double> AllRowsAccuracy(Backend& backend, const ModelFile& model, const LoadedData& data) {
+  ASSIGN_OR_RETURN(LockedArray<float> x, LockedArray<float>::Create(data.rows * data.features));
+  RETURN_IF_ERROR(backend.Download(x.data(), data.x, x.size()));
+  ASSIGN_OR_RETURN(LockedArray<float> probs, PredictProbabilities(backend, model, x.data(), data.rows));
+  return Accuracy(probs.data(), data.labels.data(), data.rows, model.shape.classes);
+}
+
 Status Run(const Args& args) {
-  ASSIGN_OR_RETURN(Session s, Prepare(args));
-  ASSIGN_OR_RETURN(AtomicOutputFile out, OpenReport(s, "metrics.json", args.Has("force")));
+  ASSIGN_OR_RETURN(uint64_t stop_after, args.GetU64("stop-after-step", 0));
+  if (args.Has("stop-after-step") && stop_after == 0) return InvalidInput("--stop-after-step must be at least 1");
+  ASSIGN_OR_RETURN(JobSpec peek, LoadJob(args.Get("job")));
+  const bool checkpoints = peek.checkpoint.every_steps > 0 || args.Has("resume") || stop_after > 0;
+  ASSIGN_OR_RETURN(Session s, Prepare(args, checkpoints));
+  const bool force = args.Has("force");
+
+  // The export key first: a job that cannot deliver its model should not train.
+  const std::string key_path = args.Has("export-key") ? args.Get("export-key") : s.job.export_key;
+  std::optional<crypto::ExportPublicKey> export_key;
+  if (!key_path.empty()) {
+    Result<crypto::ExportPublicKey> k = crypto::ReadExportPublicKey(key_path);
+    if (!k.ok()) return k.status().Annotate("export key " + key_path);
+    export_key = *k;
+  } else {
+    std::fprintf(stderr, "enclave-train: WARNING: no export key (--export-key or the job's export_key): the trained "
+                         "model will not be written\n");
+  }
+  // Every output is checked before training starts; each appears only when complete.
+  ASSIGN_OR_RETURN(AtomicOutputFile report_out, OpenReport(s, kReportName, force));
+  ASSIGN_OR_RETURN(AtomicOutputFile plot_out, AtomicOutputFile::Create(OutPath(s, kPlotName), force));
+  const std::string model_path = OutPath(s, kModelName);
+  if (export_key && !force && std::filesystem::exists(model_path)) {
+    return AlreadyExists(model_path + " exists (use --force to overwrite)");
+  }
+
+  const std::string ckpt_dir = OutPath(s, kCheckpointDirName);
+  std::optional<CheckpointKey> ckpt_key;
+  std::optional<TrainState> resume;
+  std::string resumed_from;
+  if (checkpoints) {
+    ASSIGN_OR_RETURN(CheckpointKey k, CheckpointKeyFromKeystore(*s.keystore, true));
+    ckpt_key.emplace(std::move(k));
+    std::error_code ec;
+    std::filesystem::create_directories(ckpt_dir, ec);
+    if (ec) return IoError("creating " + ckpt_dir + ": " + ec.message());
+  }
+  if (args.Has("resume")) {
+    ASSIGN_OR_RETURN(resumed_from, LatestCheckpoint(ckpt_dir));
+    ASSIGN_OR_RETURN(TrainState st, ReadCheckpoint(resumed_from, *s.keystore, s.job.digest));
+    resume.emplace(std::move(st));
+    std::fprintf(stderr, "enclave-train: resuming from %s (step %llu, epoch %u)\n", resumed_from.c_str(),
+                 static_cast<unsigned long long>(resume->step), resume->epoch);
+  }
+
   ASSIGN_OR_RETURN(Split split, StratifiedSplit(s.data.labels, s.data.classes, s.job.validation_fraction, s.job.seed));
   EpochLine line(!args.json(), s.job.epochs);
-  uint32_t epoch = 1;
+  uint32_t epoch = resume ? resume->epoch : 1;
   TrainCallbacks cb = Callbacks(args, s.job, &line, json::object(), &epoch);
-  ASSIGN_OR_RETURN(TrainResult r, Train(*s.backend, s.job, s.data, split, cb));
+  uint64_t written = 0;
+  std::string last_checkpoint;
+  if (ckpt_key) {
+    cb.checkpoint_every = s.job.checkpoint.every_steps;
+    cb.on_checkpoint = [&](const TrainState& st) -> Status {
+      const std::string path = CheckpointPath(ckpt_dir, st.step);
+      RETURN_IF_ERROR(WriteCheckpoint(*ckpt_key, s.job.digest, st, path));
+      RETURN_IF_ERROR(PruneCheckpoints(ckpt_dir, std::max<uint32_t>(s.job.checkpoint.keep, 1)));
+      ++written;
+      last_checkpoint = path;
+      if (args.json()) EmitLine({{"event", "checkpoint"}, {"step", st.step}, {"epoch", st.epoch}, {"file", path}});
+      return OkStatus();
+    };
+  }
+  if (stop_after > 0) cb.should_stop = [stop_after](uint64_t step) { return step == stop_after; };
+  ASSIGN_OR_RETURN(TrainResult r, Train(*s.backend, s.job, s.data, split, cb, resume ? &*resume : nullptr));
+  if (r.stopped) {
+    // Nothing but the checkpoint: the uncommitted outputs are removed.
+    if (args.json()) {
+      EmitLine({{"event", "stopped"}, {"ok", true}, {"step", r.steps}, {"checkpoint", last_checkpoint}});
+    } else {
+      std::printf("stopped after step %llu; checkpoint %s\ncontinue with: enclave-train run --job %s --resume\n",
+                  static_cast<unsigned long long>(r.steps), last_checkpoint.c_str(), args.Get("job").c_str());
+    }
+    return OkStatus();
+  }
+
+  ASSIGN_OR_RETURN(ModelFile model, MakeModelFile(r.shape, s.data.schema, r.mean, r.inv_std, r.params));
+  ASSIGN_OR_RETURN(double all_rows_accuracy, AllRowsAccuracy(*s.backend, model, s.data));
   json report = ReportHeader(args, s, "run");
   report["model"] = ModelJson(r);
   report["train_rows"] = r.train_rows;
@@ -216,18 +328,144 @@ Status Run(const Args& args) {
   for (const EpochMetrics& m : r.epochs) epochs.push_back(EpochJson(m, s.job.metrics));
   report["epochs"] = epochs;
   report["final"] = EpochJson(r.epochs.back(), s.job.metrics);
+  report["all_rows"] = {{"rows", s.data.rows}, {"accuracy", Num(all_rows_accuracy)}};
   report["parameters_sha256"] = ParamsDigest(r.params);
-  const std::string path = (std::filesystem::path(s.job.output_dir) / "metrics.json").string();
-  RETURN_IF_ERROR(WriteReport(out, report));
+  report["checkpoints"] = {{"every_steps", s.job.checkpoint.every_steps},
+                           {"dir", ckpt_key ? json(ckpt_dir) : json(nullptr)},
+                           {"written", written}};
+  report["resumed_from"] = resume ? json{{"file", resumed_from}, {"step", r.resumed_step}, {"epoch", r.resumed_epoch}}
+                                  : json(nullptr);
+  report["plot"] = plot_out.path();
+  report["signature"] = nullptr;
+  report["signature_note"] = "not signed: the attested report key comes with the key broker";
+
+  json exported = nullptr;
+  if (export_key) {
+    ASSIGN_OR_RETURN(crypto::SecretBytes bytes, EncodeModelFile(model));
+    crypto::ModelSealOptions opt;
+    opt.info.format_id = kModelFormatId;
+    opt.info.job_digest = s.job.digest;
+    ASSIGN_OR_RETURN(crypto::ModelExportInfo info,
+                     crypto::SealModelToFile(*export_key, bytes.ExposeSecret(), opt, model_path, force));
+    exported = {{"file", model_path},
+                {"sha256", HexEncode(info.file_digest)},
+                {"format_id", kModelFormatId},
+                {"plaintext_bytes", bytes.size()},
+                {"plaintext_sha256", HexEncode(crypto::Sha256(bytes.ExposeSecret()))},
+                {"suite", std::string(crypto::SuiteName(info.header.params.suite))},
+                {"export_key",
+                 {{"file", key_path},
+                  {"name", export_key->name},
+                  {"keystore_id", HexEncode(export_key->keystore_id)},
+                  {"key_id", HexEncode(export_key->key_id)},
+                  {"fingerprint", HexEncode(crypto::ExportKeyFingerprint(*export_key))}}}};
+    report["model_exported"] = true;
+  }
+  report["model_export"] = exported;
+
+  const std::string svg = TrainingCurveSvg(r.epochs, s.job.metrics, s.job.name.empty() ? "training" : s.job.name);
+  RETURN_IF_ERROR(plot_out.Write(svg.data(), svg.size()));
+  RETURN_IF_ERROR(plot_out.Commit());
+  const std::string path = report_out.path();
+  RETURN_IF_ERROR(WriteReport(report_out, report));  // last: it names the others
   if (args.json()) {
-    EmitLine({{"event", "done"}, {"ok", true}, {"metrics_file", path}, {"final", report["final"]},
-              {"parameters_sha256", report["parameters_sha256"]}});
+    EmitLine({{"event", "done"}, {"ok", true}, {"report", path}, {"final", report["final"]},
+              {"parameters_sha256", report["parameters_sha256"]},
+              {"model", export_key ? json(model_path) : json(nullptr)},
+              {"model_sha256", export_key ? exported["sha256"] : json(nullptr)}});
   } else {
     const EpochMetrics& f = r.epochs.back();
     std::printf("trained %s on %zu rows (%zu validation) for %u epochs on %s\n"
-                "validation accuracy %.4f, ROC AUC %.4f, loss %.4f\nparameters sha256 %s\nmetrics: %s\n",
+                "validation accuracy %.4f, ROC AUC %.4f, loss %.4f\nparameters sha256 %s\n",
                 s.job.name.c_str(), r.train_rows, r.val_rows, s.job.epochs, s.backend->Describe().c_str(),
-                f.val_accuracy, f.val_auc, f.val_loss, ParamsDigest(r.params).c_str(), path.c_str());
+                f.val_accuracy, f.val_auc, f.val_loss, ParamsDigest(r.params).c_str());
+    if (export_key) {
+      std::printf("model: %s (sealed to export key '%s', sha256 %s)\n", model_path.c_str(), export_key->name.c_str(),
+                  exported["sha256"].get<std::string>().c_str());
+    } else {
+      std::printf("model: not written (no export key)\n");
+    }
+    std::printf("report: %s\nplot: %s\n", path.c_str(), plot_out.path().c_str());
+  }
+  return OkStatus();
+}
+
+// predict: the data owner's side. A plaintext model file (enclave-data open-model), or an
+// exported one opened in locked memory with --keystore.
+Status Predict(const Args& args) {
+  const std::string model_path = args.Get("model");
+  crypto::SecretBytes bytes;
+  std::string format_id = kModelFormatId;
+  if (args.Has("keystore")) {
+    ASSIGN_OR_RETURN(crypto::SecretBytes pass, cli::PassphraseFromArgs(args, "Keystore passphrase", false));
+    ASSIGN_OR_RETURN(crypto::Keystore ks, crypto::Keystore::Unlock(args.Get("keystore"), pass));
+    crypto::ModelExportInfo info;
+    ASSIGN_OR_RETURN(bytes, crypto::OpenModelToMemory(model_path, ks, kMaxModelBytes, &info));
+    format_id = info.metadata.info.format_id;
+    if (format_id != kModelFormatId) {
+      return Unsupported(model_path + ": model format '" + format_id + "', this build reads '" + kModelFormatId + "'");
+    }
+  } else {
+    // Straight into locked memory: the weights derive from the tenant's data.
+    ASSIGN_OR_RETURN(FileReader f, FileReader::Open(model_path));
+    if (f.size() > kMaxModelBytes) return InvalidInput(model_path + ": larger than a model file can be");
+    ASSIGN_OR_RETURN(bytes, crypto::SecretBytes::Create(f.size()));
+    if (f.size() > 0) RETURN_IF_ERROR(f.ReadAt(0, bytes.ExposeSecretMutable().data(), f.size()));
+    if (bytes.size() >= 8 && std::memcmp(bytes.ExposeSecret().data(), crypto::kSealedMagic, 8) == 0) {
+      return FailedPrecondition(model_path + " is an exported (sealed) model: give --keystore K, or open it first with "
+                                "enclave-data open-model");
+    }
+  }
+  Result<ModelFile> parsed = ParseModelFile(bytes.ExposeSecret());
+  if (!parsed.ok()) return parsed.status().Annotate(model_path);
+  const ModelFile& model = *parsed;
+  ASSIGN_OR_RETURN(FeatureTable t, ReadFeatureCsv(args.Get("csv"), model.schema));
+  Device device = Device::kCpu;
+  if (args.Has("device")) {
+    const std::string d = args.Get("device");
+    if (d == "gpu") device = Device::kGpu;
+    else if (d == "auto") device = Device::kAuto;
+    else if (d != "cpu") return InvalidInput("--device must be cpu, gpu or auto, got '" + d + "'");
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, MakeBackend(device));
+  ASSIGN_OR_RETURN(LockedArray<float> probs, PredictProbabilities(*backend, model, t.x.data(), t.rows));
+  const uint32_t C = model.shape.classes;
+
+  // The predictions: row (1-based data row), predicted class name, one probability per class.
+  std::string text = "row,predicted";
+  for (const std::string& c : model.schema.classes) text += "," + dataset::CsvEscape("p_" + c);
+  text += "\n";
+  char num[32];
+  for (size_t r = 0; r < t.rows; ++r) {
+    text += std::to_string(r + 1) + "," + dataset::CsvEscape(model.schema.classes[PredictedClass(probs.data(), r, C)]);
+    for (uint32_t c = 0; c < C; ++c) {
+      const float p = C == 2 ? (c == 1 ? probs[r] : 1.0f - probs[r]) : probs[r * C + c];
+      std::snprintf(num, sizeof(num), ",%.9g", static_cast<double>(p));
+      text += num;
+    }
+    text += "\n";
+  }
+  const double accuracy = t.has_labels ? Accuracy(probs.data(), t.labels.data(), t.rows, C) : 0.0;
+  if (args.Has("out")) {
+    ASSIGN_OR_RETURN(AtomicOutputFile out, AtomicOutputFile::Create(args.Get("out"), args.Has("force")));
+    RETURN_IF_ERROR(out.Write(text.data(), text.size()));
+    RETURN_IF_ERROR(out.Commit());
+  } else if (!args.json()) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+  }
+  if (args.json()) {
+    cli::PrintJson({{"ok", true},
+                    {"model", model_path},
+                    {"model_format", format_id},
+                    {"rows", t.rows},
+                    {"classes", model.schema.classes},
+                    {"accuracy", t.has_labels ? json(accuracy) : json(nullptr)},
+                    {"out", args.Has("out") ? json(args.Get("out")) : json(nullptr)}});
+  } else if (args.Has("out")) {
+    std::printf("%zu predictions written to %s\n", t.rows, args.Get("out").c_str());
+  }
+  if (!args.json() && t.has_labels) {
+    std::fprintf(stderr, "accuracy %.17g (%zu rows with labels)\n", accuracy, t.rows);
   }
   return OkStatus();
 }
@@ -235,7 +473,7 @@ Status Run(const Args& args) {
 Status Cv(const Args& args) {
   ASSIGN_OR_RETURN(uint64_t folds, args.GetU64("folds", 5));
   if (folds < 2 || folds > 100) return InvalidInput("--folds must be in 2..100");
-  ASSIGN_OR_RETURN(Session s, Prepare(args));
+  ASSIGN_OR_RETURN(Session s, Prepare(args, false));
   ASSIGN_OR_RETURN(AtomicOutputFile out, OpenReport(s, "cv_metrics.json", args.Has("force")));
   EpochLine line(!args.json(), s.job.epochs);
   uint32_t epoch = 1;
@@ -292,14 +530,24 @@ int main(int argc, char** argv) {
   using namespace enclave;
   cli::Program p;
   p.name = "enclave-train";
-  p.summary = "train a model on sealed datasets (CPU or GPU backend)";
+  p.summary = "train a model on sealed datasets (CPU or GPU backend) and use it";
   p.holds_keys = true;
   const FlagSpec pass = cli::PassphraseFdFlag();
   p.verbs = {
-      {"run", "train the job's model on its datasets with a stratified validation split", "", 0,
-       {kJob, kKeystore, pass, kDevice, kForce, kJson}, Run},
+      {"run", "train the job's model with a stratified validation split; the model leaves sealed to the export key",
+       "", 0, {kJob, kKeystore, pass, kExportKey, kDevice, kResume, kStopAfter, kForce, kJson}, Run},
       {"cv", "stratified k-fold cross-validation of the job (shuffled, seeded)", "", 0,
        {kJob, {"folds", "K", "number of folds (default 5)"}, kKeystore, pass, kDevice, kForce, kJson}, Cv},
+      {"predict", "class predictions and probabilities of a model for the rows of a CSV (data owner side)", "", 0,
+       {{"model", "M", "plaintext model file (enclave-data open-model), or an exported one with --keystore", true},
+        {"keystore", "K", "the tenant keystore: open the exported model M in locked memory"},
+        pass,
+        {"csv", "F", "CSV with a header row and the model's feature columns (the label column is optional)", true},
+        {"out", "F.csv", "write the predictions here (atomically) instead of stdout"},
+        {"force", "", "overwrite --out"},
+        kDevice,
+        kJson},
+       Predict},
   };
   return cli::Main(p, argc, argv);
 }

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # enclave-train end to end as a user runs it: run and cv on clear CSV and on a sealed
-# dataset (keystore from enclave-data), --json lines, the metrics file, and the documented
-# exit codes for the failures (docs/exit-codes.md).
+# dataset (keystore from enclave-data), --json lines, the report, the model sealed to the
+# tenant's export key -> enclave-data open-model -> predict (same predictions and accuracy
+# as the trainer's), encrypted checkpoints with an interruption and --resume (bit-identical
+# model), the training-curve SVG, and the documented exit codes for the failures
+# (docs/exit-codes.md).
 set -u
 TRAIN=$1 DATA=$2 SAMPLES=$3 EXAMPLES=$4
 T=$(mktemp -d)
@@ -23,19 +26,22 @@ expect_rc 0 "run --json" -- "$TRAIN" run --job "$T/clear.toml" --device cpu --js
 grep -q "DEVELOPMENT MODE" "$T/err" || fail "no development-mode warning on stderr"
 [ "$(grep -c '"event":"epoch"' "$T/out")" = 5 ] || fail "want 5 epoch JSON lines"
 tail -1 "$T/out" | grep -q '"event":"done"' || fail "no final JSON line"
-python3 - "$T/out" "$T/out-clear/metrics.json" <<'PY' || fail "JSON output"
+python3 - "$T/out" "$T/out-clear/report.json" <<'PY' || fail "JSON output"
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
 assert all(0.5 < l["val_accuracy"] <= 1 for l in lines if l["event"] == "epoch"), lines
 m = json.load(open(sys.argv[2]))
-assert m["mode"] == "development" and m["model_exported"] is False
+assert m["mode"] == "development" and m["development_mode"] is True and m["model_exported"] is False
+assert m["model_export"] is None and m["signature"] is None
 assert len(m["epochs"]) == 5 and m["device"] == "cpu"
 assert m["datasets"][0]["format"] == "csv" and len(m["datasets"][0]["sha256"]) == 64
 assert m["final"]["val_accuracy"] > 0.9, m["final"]
 PY
 # Same job again: refuses to overwrite; with --force the model digest is the same.
-digest=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["parameters_sha256"])' "$T/out-clear/metrics.json")
-expect_rc 7 "metrics.json exists" -- "$TRAIN" run --job "$T/clear.toml" --device cpu
+grep -q "no export key" "$T/err" || fail "no warning that the model is not written"
+[ ! -e "$T/out-clear/model.sealed" ] || fail "a model was written without an export key"
+digest=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["parameters_sha256"])' "$T/out-clear/report.json")
+expect_rc 7 "report.json exists" -- "$TRAIN" run --job "$T/clear.toml" --device cpu
 expect_rc 0 "run --force" -- "$TRAIN" run --job "$T/clear.toml" --device cpu --force
 grep -q "$digest" "$T/out" || fail "a second run gave another model"
 
@@ -49,11 +55,141 @@ pass; expect_rc 0 "keystore init" -- "$DATA" keystore init --keystore "$T/ks" --
 pass; expect_rc 0 "seal" -- "$DATA" seal --csv "$SAMPLES/breast_cancer_wisconsin.csv" --label diagnosis \
   --positive malignant --suite aes-256-gcm --dataset-id breast-cancer --keystore "$T/ks" --out "$T/bc.sealed" \
   --passphrase-fd 3
-sed -e "s#\.\./out/breast_cancer.sealed#$T/bc.sealed#; s#\.\./out/[a-z0-9-]*#$T/out-sealed#; s/epochs = 60/epochs = 5/" \
+pass; expect_rc 0 "export-key create" -- "$DATA" keystore export-key create --keystore "$T/ks" --passphrase-fd 3
+pass; expect_rc 0 "export-key show" -- "$DATA" keystore export-key show --keystore "$T/ks" --passphrase-fd 3 \
+  --out "$T/tenant-export.pub"
+sed -e "s#\.\./out/breast_cancer.sealed#$T/bc.sealed#; s#\.\./out/tenant-export.pub#$T/tenant-export.pub#" \
+    -e "s#\.\./out/[a-z0-9-]*\"#$T/out-sealed\"#; s/epochs = 60/epochs = 5/; s/every_steps = 200/every_steps = 20/" \
   "$EXAMPLES/breast_cancer_sealed.toml" > "$T/sealed.toml"
+grep -q "^export_key = \"$T/tenant-export.pub\"" "$T/sealed.toml" || fail "example job has no export_key"
 pass; expect_rc 0 "run sealed" -- "$TRAIN" run --job "$T/sealed.toml" --keystore "$T/ks" --passphrase-fd 3 --device cpu
 grep -q "local keystore" "$T/err" || fail "no keystore warning"
-grep -q '"key_source": "local keystore' "$T/out-sealed/metrics.json" || fail "report does not say where keys came from"
+grep -q '"key_source": "local keystore' "$T/out-sealed/report.json" || fail "report does not say where keys came from"
+
+# The model leaves only sealed: the tenant opens it and predicts; the predictions and the
+# accuracy on the training CSV are the trainer's own.
+[ -f "$T/out-sealed/model.sealed" ] || fail "no model.sealed"
+python3 - "$T/out-sealed/report.json" "$T/out-sealed/model.sealed" <<'PY' || fail "report: model export"
+import hashlib, json, sys
+r = json.load(open(sys.argv[1]))
+e = r["model_export"]
+assert r["model_exported"] is True and e["format_id"] == "enclave-train-mlp/1", e
+assert e["sha256"] == hashlib.sha256(open(sys.argv[2], "rb").read()).hexdigest(), "ciphertext digest"
+assert len(e["export_key"]["fingerprint"]) == 64
+assert len(r["epochs"]) == 5 and r["final"]["val_accuracy"] > 0.9 and 0.9 < r["all_rows"]["accuracy"] <= 1
+assert r["job"]["sha256"] and all(len(d["sha256"]) == 64 for d in r["datasets"])
+assert r["signature"] is None and "broker" in r["signature_note"]
+assert r["checkpoints"]["written"] > 0, r["checkpoints"]
+PY
+"$DATA" inspect "$T/out-sealed/model.sealed" --json > "$T/inspect.json" 2>"$T/err" || fail "inspect model"
+grep -q '"model_format": "enclave-train-mlp/1"' "$T/inspect.json" || { cat "$T/inspect.json"; fail "format id in the envelope"; }
+pass; expect_rc 0 "open-model" -- "$DATA" open-model --keystore "$T/ks" --passphrase-fd 3 \
+  --in "$T/out-sealed/model.sealed" --out "$T/model.bin"
+python3 - "$T/out-sealed/report.json" "$T/model.bin" <<'PY' || fail "plaintext model digest"
+import hashlib, json, sys
+r = json.load(open(sys.argv[1]))
+m = open(sys.argv[2], "rb").read()
+assert m[:8] == b"ENCLMODL" and hashlib.sha256(m[:-32]).digest() == m[-32:]
+assert r["model_export"]["plaintext_sha256"] == hashlib.sha256(m).hexdigest()
+PY
+CSV="$SAMPLES/breast_cancer_wisconsin.csv"
+expect_rc 0 "predict (plaintext model)" -- "$TRAIN" predict --model "$T/model.bin" --csv "$CSV" --out "$T/pred1.csv" --json
+python3 - "$T/out" "$T/out-sealed/report.json" "$T/pred1.csv" "$CSV" <<'PY' || fail "predict output"
+import csv, json, sys
+out = json.load(open(sys.argv[1]))
+r = json.load(open(sys.argv[2]))
+assert out["rows"] == r["rows"] == 569, out
+# The accuracy on the training CSV equals the report's, to the last bit.
+assert out["accuracy"] == r["all_rows"]["accuracy"], (out["accuracy"], r["all_rows"])
+rows = list(csv.DictReader(open(sys.argv[3])))
+data = list(csv.DictReader(open(sys.argv[4])))
+assert len(rows) == 569 and set(rows[0]) == {"row", "predicted", "p_benign", "p_malignant"}
+right = sum(p["predicted"] == d["diagnosis"] for p, d in zip(rows, data))
+assert right / 569 == out["accuracy"], (right, out["accuracy"])
+for p in rows:
+    pb, pm = float(p["p_benign"]), float(p["p_malignant"])
+    assert abs(pb + pm - 1) < 1e-6 and p["predicted"] == ("malignant" if pm >= 0.5 else "benign"), p
+PY
+pass; expect_rc 0 "predict --keystore (exported model)" -- "$TRAIN" predict --model "$T/out-sealed/model.sealed" \
+  --keystore "$T/ks" --passphrase-fd 3 --csv "$CSV" --out "$T/pred2.csv"
+cmp -s "$T/pred1.csv" "$T/pred2.csv" || fail "predictions differ between the opened and the exported model"
+expect_rc 0 "seal-to another format id" -- "$DATA" seal-to --pub "$T/tenant-export.pub" --in "$T/model.bin" \
+  --out "$T/other-format.sealed" --format-id other-format/1
+pass; expect_rc 9 "predict: exported model of another format" -- "$TRAIN" predict --model "$T/other-format.sealed" \
+  --keystore "$T/ks" --passphrase-fd 3 --csv "$CSV"
+grep -q "other-format/1" "$T/err" || fail "format id message"
+expect_rc 8 "predict on a sealed model without --keystore" -- "$TRAIN" predict --model "$T/out-sealed/model.sealed" --csv "$CSV"
+printf 'radius_mean,texture_mean\n1,2\n' > "$T/few.csv"
+expect_rc 3 "predict: missing feature column" -- "$TRAIN" predict --model "$T/model.bin" --csv "$T/few.csv"
+grep -q "missing feature column" "$T/err" || fail "missing column message"
+head -c 100 "$T/model.bin" > "$T/cut.bin"
+expect_rc 6 "predict: model missing" -- "$TRAIN" predict --model "$T/model.bin.none" --csv "$CSV"
+expect_rc 3 "predict: damaged model" -- "$TRAIN" predict --model "$T/cut.bin" --csv "$CSV"
+
+# The training-curve plot: well-formed SVG with the four series, one point per epoch.
+python3 - "$T/out-sealed/training-curve.svg" <<'PY' || fail "training-curve.svg"
+import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+assert root.tag == "{http://www.w3.org/2000/svg}svg", root.tag
+series = {g.get("data-series"): int(g.get("data-points")) for g in root.iter("{http://www.w3.org/2000/svg}g")
+          if g.get("class") == "series"}
+assert series == {"train_loss": 5, "val_loss": 5, "val_accuracy": 5, "val_roc_auc": 5}, series
+PY
+if command -v chromium >/dev/null 2>&1; then
+  timeout 120 chromium --headless --no-sandbox --disable-gpu --user-data-dir="$T/chromium" \
+    --screenshot="$T/plot.png" --window-size=760,720 "file://$T/out-sealed/training-curve.svg" >/dev/null 2>&1
+  python3 - "$T/plot.png" <<'PY' || fail "the plot does not render"
+import struct, sys
+png = open(sys.argv[1], "rb").read()
+assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10000, len(png)
+w, h = struct.unpack(">II", png[16:24])
+assert (w, h) == (760, 720), (w, h)
+PY
+fi
+
+# Checkpoints: interrupted after step 23 (a checkpoint is written, nothing else), resumed,
+# and the model is bit-identical to the uninterrupted run's above (same job, other output dir).
+sed -e "s#$T/out-sealed\"#$T/out-resume\"#" "$T/sealed.toml" > "$T/resume.toml"
+cmp -s <(grep -v output_dir "$T/sealed.toml") <(grep -v output_dir "$T/resume.toml") || fail "resume job differs"
+pass; expect_rc 0 "run, stop after step 23" -- "$TRAIN" run --job "$T/resume.toml" --keystore "$T/ks" --passphrase-fd 3 \
+  --device cpu --stop-after-step 23 --json
+tail -1 "$T/out" | grep -q '"event":"stopped"' || fail "no stopped event"
+[ -f "$T/out-resume/checkpoints/step-000000000023.ckpt" ] || fail "no checkpoint at step 23"
+[ ! -e "$T/out-resume/report.json" ] && [ ! -e "$T/out-resume/model.sealed" ] || fail "outputs after a stop"
+cp "$T/out-resume/checkpoints/step-000000000023.ckpt" "$T/good.ckpt"
+# Tampered: one byte of the ciphertext -> authentication failed (4), before any training.
+python3 -c 'import sys; b=bytearray(open(sys.argv[1],"rb").read()); b[500]^=1; open(sys.argv[1],"wb").write(b)' \
+  "$T/out-resume/checkpoints/step-000000000023.ckpt"
+pass; expect_rc 4 "tampered checkpoint" -- "$TRAIN" run --job "$T/resume.toml" --keystore "$T/ks" --passphrase-fd 3 \
+  --device cpu --resume
+grep -q "failed authentication" "$T/err" || fail "tamper message"
+# Foreign: the same checkpoint offered to another job (another seed) -> permission denied (5).
+cp "$T/good.ckpt" "$T/out-resume/checkpoints/step-000000000023.ckpt"
+sed -e 's/^seed = .*/seed = 8/' "$T/resume.toml" > "$T/other.toml"
+pass; expect_rc 5 "another job's checkpoint" -- "$TRAIN" run --job "$T/other.toml" --keystore "$T/ks" --passphrase-fd 3 \
+  --device cpu --resume
+grep -q "checkpoint of another job" "$T/err" || fail "foreign checkpoint message"
+pass; expect_rc 0 "resume" -- "$TRAIN" run --job "$T/resume.toml" --keystore "$T/ks" --passphrase-fd 3 --device cpu --resume
+grep -q "resuming from .*step-000000000023.ckpt" "$T/err" || fail "resume message"
+pass; expect_rc 0 "open resumed model" -- "$DATA" open-model --keystore "$T/ks" --passphrase-fd 3 \
+  --in "$T/out-resume/model.sealed" --out "$T/model-resumed.bin"
+cmp -s "$T/model.bin" "$T/model-resumed.bin" || fail "the resumed run's model differs from the uninterrupted run's"
+python3 - "$T/out-sealed/report.json" "$T/out-resume/report.json" <<'PY' || fail "resumed report"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+assert a["parameters_sha256"] == b["parameters_sha256"]
+assert b["resumed_from"]["step"] == 23 and a["resumed_from"] is None
+assert [e["train_loss"] for e in a["epochs"]] == [e["train_loss"] for e in b["epochs"]]
+assert a["model_export"]["sha256"] != b["model_export"]["sha256"]  # fresh envelope keys each time
+PY
+rm -rf "$T/out-none"
+sed -e "s#$T/out-sealed\"#$T/out-none\"#" "$T/sealed.toml" > "$T/no-ckpt.toml"
+pass; expect_rc 6 "--resume without a checkpoint" -- "$TRAIN" run --job "$T/no-ckpt.toml" --keystore "$T/ks" \
+  --passphrase-fd 3 --device cpu --resume
+expect_rc 8 "checkpoints without --keystore" -- "$TRAIN" run --job "$T/clear.toml" --device cpu --force --stop-after-step 2
+printf '{"format": "enclave-export-public-key"}\n' > "$T/bad.pub"
+expect_rc 3 "bad export key file" -- "$TRAIN" run --job "$T/clear.toml" --device cpu --force --export-key "$T/bad.pub"
+expect_rc 6 "export key file missing" -- "$TRAIN" run --job "$T/clear.toml" --device cpu --force --export-key "$T/none.pub"
 
 # Failures and their exit codes.
 expect_rc 8 "sealed without --keystore" -- "$TRAIN" run --job "$T/sealed.toml" --force

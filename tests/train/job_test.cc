@@ -141,6 +141,29 @@ TEST(Job, RequiredAndConsistency) {
   ExpectError(std::string(kMinimal) + "[training]\nepochs = 2\n[schedule]\nwarmup_epochs = 2\n", "warmup_epochs");
 }
 
+TEST(Job, ExportKeyAndCheckpoint) {
+  auto none = Parse(kMinimal);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->export_key.empty());
+  EXPECT_EQ(none->checkpoint.every_steps, 0u);
+  auto r = Parse(std::string("export_key = \"keys/tenant.pub\"\n") + kMinimal + "[checkpoint]\nevery_steps = 50\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->export_key, "/jobs/keys/tenant.pub");
+  EXPECT_EQ(r->checkpoint.every_steps, 50u);
+  EXPECT_EQ(r->checkpoint.keep, 2u);
+  auto abs = Parse(std::string("export_key = \"/k/t.pub\"\n") + kMinimal + "[checkpoint]\nevery_steps = 1\nkeep = 5\n");
+  ASSERT_TRUE(abs.ok());
+  EXPECT_EQ(abs->export_key, "/k/t.pub");
+  EXPECT_EQ(abs->checkpoint.keep, 5u);
+  ExpectError(std::string("export_key = \"\"\n") + kMinimal, "job.toml:1: 'export_key' must not be empty");
+  ExpectError(std::string("export_key = 3\n") + kMinimal, "'export_key' must be a string");
+  ExpectError(std::string(kMinimal) + "[checkpoint]\nkeep = 3\n", "missing required key 'checkpoint.every_steps'");
+  ExpectError(std::string(kMinimal) + "[checkpoint]\nevery_steps = 0\n", "'checkpoint.every_steps' must be in 1..");
+  ExpectError(std::string(kMinimal) + "[checkpoint]\nevery_steps = 5\nkeep = 0\n", "'checkpoint.keep' must be in 1..1000");
+  ExpectError(std::string(kMinimal) + "[checkpoint]\nevery_steps = 5\ndir = \"x\"\n", "unknown key 'checkpoint.dir'");
+  ExpectError(std::string("checkpoint = 5\n") + kMinimal, "job.toml:1: 'checkpoint' must be a table");
+}
+
 TEST(Job, SyntaxErrorsNameTheLine) {
   ExpectError("output_dir = \"o\"\n\n[[datasets]\n", "job.toml:3:");
   ExpectError("output_dir = \"o\"\noutput_dir = \"p\"\n", "job.toml:2:");

@@ -10,16 +10,9 @@
 #include "enclave/dataset/csv.h"
 #include "enclave/dataset/sealed_dataset.h"
 #include "enclave/train/rng.h"
+#include "cells.h"
 
 namespace enclave::train {
-namespace {
-
-using dataset::ColumnKind;
-using dataset::DatasetSchema;
-
-// --- the CSV side: the encoding rules of enclave-data seal (docs/formats/sealed-dataset.md),
-// so that a CSV and the file sealed from it give the same records bit for bit. The
-// determinism test (tests/train/determinism_test.cc) checks that they do.
 
 std::string Trim(const std::string& s) {
   size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
@@ -54,6 +47,15 @@ bool ParseFloat(const std::string& cell, float* out) {
   }
   return ec == std::errc() && std::isfinite(*out);
 }
+
+namespace {
+
+using dataset::ColumnKind;
+using dataset::DatasetSchema;
+
+// --- the CSV side: the encoding rules of enclave-data seal (docs/formats/sealed-dataset.md),
+// so that a CSV and the file sealed from it give the same records bit for bit. The
+// determinism test (tests/train/determinism_test.cc) checks that they do.
 
 constexpr uint64_t kCsvBatchRows = 4096;
 

@@ -238,6 +238,11 @@ Result<JobSpec> ParseJob(std::string_view text, const std::string& source, const
   if (job.output_dir.empty()) return top.Error(*root.get("output_dir"), "output_dir", "must not be empty");
   job.output_dir = Resolve(base_dir, job.output_dir);
   RETURN_IF_ERROR(top.String("broker_url", &job.broker_url));
+  RETURN_IF_ERROR(top.String("export_key", &job.export_key));
+  if (const toml::node* n = root.get("export_key"); n != nullptr && job.export_key.empty()) {
+    return top.Error(*n, "export_key", "must not be empty");
+  }
+  if (!job.export_key.empty()) job.export_key = Resolve(base_dir, job.export_key);
 
   // [[datasets]]
   const toml::node* ds = top.Get("datasets");
@@ -347,6 +352,14 @@ Result<JobSpec> ParseJob(std::string_view text, const std::string& source, const
     RETURN_IF_ERROR(t.UInt("step_epochs", 1, 1000000, &s.step_epochs));
     RETURN_IF_ERROR(t.Float("gamma", 0.0, 1.0, true, false, &s.gamma));
     RETURN_IF_ERROR(t.Float("min_lr", 0.0, 10.0, false, false, &s.min_lr));
+    RETURN_IF_ERROR(t.Finish());
+  }
+  // [checkpoint]
+  ASSIGN_OR_RETURN(const toml::table* ckpt, SubTable(top, "checkpoint"));
+  if (ckpt != nullptr) {
+    Table t(*ckpt, "checkpoint", source);
+    RETURN_IF_ERROR(t.UInt("every_steps", 1, int64_t{1} << 40, &job.checkpoint.every_steps, true));
+    RETURN_IF_ERROR(t.UInt("keep", 1, 1000, &job.checkpoint.keep));
     RETURN_IF_ERROR(t.Finish());
   }
   if (job.schedule.kind == kernels::kLrCosine && job.schedule.min_lr > job.optimizer.lr) {

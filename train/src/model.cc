@@ -94,4 +94,12 @@ Result<LockedArray<float>> Mlp::DownloadParams() const {
   return host;
 }
 
+Status Mlp::UploadParams(const float* host, size_t n) {
+  if (n != shape_.parameter_count()) {
+    return Internal("Mlp::UploadParams: " + std::to_string(n) + " values for " +
+                    std::to_string(shape_.parameter_count()) + " parameters");
+  }
+  return backend_->Upload(params_, host, n);
+}
+
 }  // namespace enclave::train

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -12,7 +13,6 @@
 namespace enclave::train {
 namespace {
 
-constexpr size_t kEvalBatch = 1024;
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 struct Optimizer {
@@ -72,10 +72,38 @@ Status Step(Backend& backend, const OptimizerSpec& o, const ModelShape& shape, M
   return OkStatus();
 }
 
+// A checkpoint's state must fit this run exactly before any of it is used.
+Status CheckResumable(const TrainState& st, const JobSpec& job, const ModelShape& shape, size_t ntr, size_t nva,
+                      uint64_t steps_per_epoch) {
+  const size_t P = shape.parameter_count(), F = shape.inputs;
+  const bool adam = job.optimizer.kind == OptimizerKind::kAdamW;
+  auto refuse = [](const std::string& what) { return FailedPrecondition("cannot resume: the checkpoint's " + what + " does not match this job and data"); };
+  if (st.shape.inputs != shape.inputs || st.shape.hidden != shape.hidden || st.shape.classes != shape.classes ||
+      st.shape.activation != shape.activation) {
+    return refuse("model shape");
+  }
+  if (st.optimizer != job.optimizer.kind) return refuse("optimizer");
+  if (st.train_rows != ntr || st.val_rows != nva || st.steps_per_epoch != steps_per_epoch) return refuse("split");
+  if (st.order.size() != ntr || st.mean.size() != F || st.inv_std.size() != F || st.params.size() != P ||
+      st.moment1.size() != P || st.moment2.size() != (adam ? P : 0)) {
+    return refuse("array sizes");
+  }
+  if (st.epoch < 1 || st.epoch > job.epochs || st.batch > steps_per_epoch ||
+      st.step != (uint64_t{st.epoch} - 1) * steps_per_epoch + st.batch || st.epochs.size() != st.epoch - 1) {
+    return refuse("position (epoch, step)");
+  }
+  std::vector<bool> seen(ntr, false);
+  for (uint32_t r : st.order) {
+    if (r >= ntr || seen[r]) return refuse("row order");
+    seen[r] = true;
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData& data, const Split& split,
-                          const TrainCallbacks& callbacks) {
+                          const TrainCallbacks& callbacks, const TrainState* resume) {
   const size_t F = data.features;
   const size_t ntr = split.train.size(), nva = split.val.size();
   if (ntr == 0) return InvalidInput("no training rows");
@@ -149,12 +177,71 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
   result.train_rows = ntr;
   result.val_rows = nva;
   uint64_t step = 0;
-  for (uint32_t epoch = 1; epoch <= job.epochs; ++epoch) {
+  uint32_t first_epoch = 1;
+  uint64_t first_batch = 0;
+  double resumed_loss = 0;
+  if (resume != nullptr) {
+    RETURN_IF_ERROR(CheckResumable(*resume, job, shape, ntr, nva, steps_per_epoch));
+    // The standardization is recomputed from the same rows: equal bits, or the data changed.
+    ASSIGN_OR_RETURN(LockedArray<float> mh, LockedArray<float>::Create(F));
+    ASSIGN_OR_RETURN(LockedArray<float> sh, LockedArray<float>::Create(F));
+    RETURN_IF_ERROR(backend.Download(mh.data(), mean, F));
+    RETURN_IF_ERROR(backend.Download(sh.data(), inv_std, F));
+    if (std::memcmp(mh.data(), resume->mean.data(), F * sizeof(float)) != 0 ||
+        std::memcmp(sh.data(), resume->inv_std.data(), F * sizeof(float)) != 0) {
+      return FailedPrecondition("cannot resume: the training rows differ from the checkpoint's (standardization differs)");
+    }
+    RETURN_IF_ERROR(model.UploadParams(resume->params.data(), P));
+    RETURN_IF_ERROR(backend.Upload(opt.s1, resume->moment1.data(), P));
+    if (!opt.s2.get().empty()) RETURN_IF_ERROR(backend.Upload(opt.s2, resume->moment2.data(), P));
+    std::copy(resume->order.begin(), resume->order.end(), order.begin());
+    shuffle.SetState(resume->shuffle_rng);
+    step = resume->step;
+    first_epoch = resume->epoch;
+    first_batch = resume->batch;
+    resumed_loss = resume->loss_sum;
+    result.epochs = resume->epochs;
+    result.resumed_epoch = resume->epoch;
+    result.resumed_step = resume->step;
+  }
+
+  // The state after a step, for a checkpoint.
+  auto capture = [&](uint32_t epoch, uint64_t b, double loss_sum) -> Result<TrainState> {
+    TrainState st;
+    st.shape = shape;
+    st.optimizer = job.optimizer.kind;
+    st.train_rows = ntr;
+    st.val_rows = nva;
+    st.steps_per_epoch = steps_per_epoch;
+    st.step = step;
+    st.epoch = epoch;
+    st.batch = b;
+    st.loss_sum = loss_sum;
+    shuffle.GetState(st.shuffle_rng);
+    ASSIGN_OR_RETURN(st.order, order.Clone());
+    ASSIGN_OR_RETURN(st.mean, LockedArray<float>::Create(F));
+    ASSIGN_OR_RETURN(st.inv_std, LockedArray<float>::Create(F));
+    RETURN_IF_ERROR(backend.Download(st.mean.data(), mean, F));
+    RETURN_IF_ERROR(backend.Download(st.inv_std.data(), inv_std, F));
+    ASSIGN_OR_RETURN(st.params, model.DownloadParams());
+    ASSIGN_OR_RETURN(st.moment1, LockedArray<float>::Create(P));
+    RETURN_IF_ERROR(backend.Download(st.moment1.data(), opt.s1, P));
+    if (!opt.s2.get().empty()) {
+      ASSIGN_OR_RETURN(st.moment2, LockedArray<float>::Create(P));
+      RETURN_IF_ERROR(backend.Download(st.moment2.data(), opt.s2, P));
+    }
+    st.epochs = result.epochs;
+    return st;
+  };
+
+  for (uint32_t epoch = first_epoch; epoch <= job.epochs; ++epoch) {
     const auto t0 = std::chrono::steady_clock::now();
-    Shuffle(order.data(), ntr, shuffle);
-    double loss_sum = 0;
+    const bool resuming = resume != nullptr && epoch == first_epoch;
+    // A resumed epoch was already shuffled (the order and the stream are restored after it).
+    if (!resuming) Shuffle(order.data(), ntr, shuffle);
+    double loss_sum = resuming ? resumed_loss : 0;
     float lr = 0;
-    for (uint64_t b = 0; b < steps_per_epoch; ++b) {
+    for (uint64_t b = resuming ? first_batch : 0; b < steps_per_epoch; ++b) {
       const size_t off = b * batch, n = std::min(batch, ntr - off);
       RETURN_IF_ERROR(backend.GatherRows(xtr, F, order.data() + off, n, xb));
       RETURN_IF_ERROR(backend.GatherRows(ytr, 1, order.data() + off, n, yb));
@@ -166,7 +253,21 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
       ++step;  // 1-based in Step (Adam's bias correction)
       RETURN_IF_ERROR(Step(backend, job.optimizer, shape, model, opt, lr, step));
       if (callbacks.on_step) callbacks.on_step(b + 1, steps_per_epoch);
+      const bool stop = callbacks.should_stop && callbacks.should_stop(step);
+      const bool due = callbacks.checkpoint_every > 0 && step % callbacks.checkpoint_every == 0;
+      if (callbacks.on_checkpoint && (due || stop)) {
+        ASSIGN_OR_RETURN(TrainState st, capture(epoch, b + 1, loss_sum));
+        RETURN_IF_ERROR(callbacks.on_checkpoint(st));
+      }
+      if (stop) {
+        result.stopped = true;
+        result.steps = step;
+        ASSIGN_OR_RETURN(result.params, model.DownloadParams());
+        return result;
+      }
     }
+    // The learning rate of the epoch's last step (recomputed: a resumed epoch may have run none).
+    lr = kernels::ScheduledLr(sched, static_cast<long>(step) - 1);
     EpochMetrics m;
     m.epoch = epoch;
     m.lr = lr;

@@ -53,6 +53,11 @@ struct ScheduleSpec {
   float min_lr = 0.0f;       // cosine: floor
 };
 
+struct CheckpointSpec {
+  uint64_t every_steps = 0;  // 0: no checkpoints
+  uint32_t keep = 2;         // the newest this many are kept
+};
+
 enum Metric : uint32_t { kMetricLoss = 1, kMetricAccuracy = 2, kMetricRocAuc = 4 };
 
 struct JobSpec {
@@ -61,6 +66,8 @@ struct JobSpec {
   Device device = Device::kAuto;
   std::string output_dir;
   std::string broker_url;  // reserved: keys come from the broker once it exists
+  std::string export_key;  // the tenant's export public key file; empty: not given (resolved path)
+  CheckpointSpec checkpoint;
   std::vector<DatasetSpec> datasets;
   ModelSpec model;
   OptimizerSpec optimizer;

@@ -46,6 +46,8 @@ class Mlp {
 
   // Parameters to the host, in the layout above.
   Result<LockedArray<float>> DownloadParams() const;
+  // Replaces the parameters (a checkpoint, an exported model); n must be parameter_count().
+  Status UploadParams(const float* host, size_t n);
 
  private:
   Mlp() = default;

@@ -20,6 +20,14 @@ class Rng {
   // Uniform float in [lo, hi).
   float Uniform(float lo, float hi) { return lo + (hi - lo) * UniformFloat(); }
 
+  // The generator's state, for checkpoints: a restored generator continues the sequence.
+  void GetState(uint64_t out[4]) const {
+    for (int i = 0; i < 4; ++i) out[i] = s_[i];
+  }
+  void SetState(const uint64_t in[4]) {
+    for (int i = 0; i < 4; ++i) s_[i] = in[i];
+  }
+
  private:
   uint64_t s_[4];
 };

@@ -26,10 +26,40 @@ struct EpochMetrics {
   double seconds = 0;
 };
 
+// Rows per forward pass when evaluating or predicting (the same batching everywhere, so
+// predictions of an exported model equal the trainer's own evaluation bit for bit).
+inline constexpr size_t kEvalBatch = 1024;
+
+// Everything the loop needs to continue exactly where it stopped (a checkpoint's payload,
+// train/include/enclave/train/checkpoint.h). Taken after an optimizer step.
+struct TrainState {
+  ModelShape shape;
+  OptimizerKind optimizer = OptimizerKind::kAdamW;
+  uint64_t train_rows = 0, val_rows = 0;
+  uint64_t steps_per_epoch = 0;
+  uint64_t step = 0;             // optimizer steps done in the whole run
+  uint32_t epoch = 1;            // the epoch in progress, 1-based
+  uint64_t batch = 0;            // steps done in that epoch (== steps_per_epoch: its evaluation is next)
+  double loss_sum = 0;           // summed row losses of that epoch's batches so far
+  uint64_t shuffle_rng[4] = {};  // the shuffle stream, after that epoch's shuffle
+  LockedArray<uint32_t> order;   // that epoch's order of the training rows
+  LockedArray<float> mean, inv_std;
+  LockedArray<float> params;
+  LockedArray<float> moment1, moment2;  // sgd: velocity, empty; adamw: m, v
+  std::vector<EpochMetrics> epochs;     // the finished epochs
+};
+
 struct TrainCallbacks {
   std::function<void(const EpochMetrics&)> on_epoch;
   // (steps done in this epoch, steps per epoch).
   std::function<void(uint64_t, uint64_t)> on_step;
+  // Called with the full state every `checkpoint_every` optimizer steps (0: never); an
+  // error stops training with it.
+  uint64_t checkpoint_every = 0;
+  std::function<Status(const TrainState&)> on_checkpoint;
+  // Asked after every step (with the 1-based step number); true stops training there,
+  // after a final on_checkpoint (TrainResult::stopped). For interruption and its tests.
+  std::function<bool(uint64_t)> should_stop;
 };
 
 struct TrainResult {
@@ -39,11 +69,17 @@ struct TrainResult {
   LockedArray<float> mean, inv_std; // the standardization, from the training rows
   uint64_t steps = 0;
   size_t train_rows = 0, val_rows = 0;
+  bool stopped = false;  // should_stop said so: params etc. are those of the stop, epochs unfinished
+  uint32_t resumed_epoch = 0;  // with `resume`: the epoch it continued in
+  uint64_t resumed_step = 0;
 };
 
-// Trains on data rows `split.train`, evaluating on `split.val` (may be empty) after each epoch.
+// Trains on data rows `split.train`, evaluating on `split.val` (may be empty) after each
+// epoch. With `resume`, continues from that state (which must belong to this job, data and
+// split: shape, rows and standardization are checked) and ends bit-identical to a run that
+// was never interrupted.
 Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData& data, const Split& split,
-                          const TrainCallbacks& callbacks = {});
+                          const TrainCallbacks& callbacks = {}, const TrainState* resume = nullptr);
 
 struct CvResult {
   std::vector<TrainResult> folds;
