@@ -1,0 +1,823 @@
+#include "transport.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+namespace enclave::net {
+namespace {
+
+std::atomic<LogHook> g_log_hook{nullptr};
+
+std::string AddrString(const sockaddr_storage& ss) {
+  char buf[INET6_ADDRSTRLEN] = {0};
+  uint16_t port = 0;
+  if (ss.ss_family == AF_INET) {
+    auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
+    inet_ntop(AF_INET, &a->sin_addr, buf, sizeof(buf));
+    port = ntohs(a->sin_port);
+    return std::string(buf) + ":" + std::to_string(port);
+  }
+  auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
+  inet_ntop(AF_INET6, &a->sin6_addr, buf, sizeof(buf));
+  port = ntohs(a->sin6_port);
+  return "[" + std::string(buf) + "]:" + std::to_string(port);
+}
+
+std::string PeerName(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "unknown peer";
+  return AddrString(ss);
+}
+
+Status SetBlocking(int fd, bool blocking) {
+  int flags = fcntl(fd, F_GETFL, 0);
+  if (flags < 0) return ErrnoStatus("fcntl(F_GETFL)", errno);
+  flags = blocking ? (flags & ~O_NONBLOCK) : (flags | O_NONBLOCK);
+  if (fcntl(fd, F_SETFL, flags) != 0) return ErrnoStatus("fcntl(F_SETFL)", errno);
+  return OkStatus();
+}
+
+void SetNoDelay(int fd) {
+  int one = 1;
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+// Non-blocking I/O for the handshake: advance *done; true once the whole buffer moved.
+Result<bool> WriteSome(int fd, const uint8_t* buf, size_t len, size_t* done) {
+  while (*done < len) {
+    ssize_t n = send(fd, buf + *done, len - *done, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
+      return Status(Code::kUnavailable, "send to " + PeerName(fd) + ": " + std::strerror(errno));
+    }
+    *done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+Result<bool> ReadSome(int fd, uint8_t* buf, size_t len, size_t* done) {
+  while (*done < len) {
+    ssize_t n = recv(fd, buf + *done, len - *done, 0);
+    if (n == 0) return Status(Code::kUnavailable, "connection closed by peer during the handshake");
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
+      return Status(Code::kUnavailable, std::string("recv during the handshake: ") + std::strerror(errno));
+    }
+    *done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+template <size_t N>
+bool ArrayEq(const std::array<uint8_t, N>& a, const std::array<uint8_t, N>& b) {
+  return std::memcmp(a.data(), b.data(), N) == 0;
+}
+
+// AES-256-GCM records: encrypt into staging and send; receive into staging, open in
+// place, and only then copy the authenticated plaintext out.
+class AeadSender final : public RecordSender {
+ public:
+  explicit AeadSender(std::unique_ptr<crypto::Aead> aead)
+      : aead_(std::move(aead)), staging_(kRecordHeaderBytes + kMaxRecordPayload + kRecordTagBytes) {}
+  ~AeadSender() override { OPENSSL_cleanse(staging_.data(), staging_.size()); }
+  Status Send(int fd, const RecordHeaderBytes& header, uint64_t seq, const uint8_t* data, uint32_t len) override {
+    std::memcpy(staging_.data(), header.data(), header.size());
+    RETURN_IF_ERROR(SealRecord(*aead_, header, seq, ByteSpan(data, len),
+                               std::span<uint8_t>(staging_.data() + kRecordHeaderBytes, len + kRecordTagBytes)));
+    return SendAll(fd, staging_.data(), kRecordHeaderBytes + len + kRecordTagBytes);
+  }
+
+ private:
+  std::unique_ptr<crypto::Aead> aead_;
+  std::vector<uint8_t> staging_;
+};
+
+class AeadReceiver final : public RecordReceiver {
+ public:
+  explicit AeadReceiver(std::unique_ptr<crypto::Aead> aead)
+      : aead_(std::move(aead)), staging_(kMaxRecordPayload + kRecordTagBytes) {}
+  ~AeadReceiver() override { OPENSSL_cleanse(staging_.data(), staging_.size()); }
+  Status Receive(int fd, const RecordHeaderBytes& header, uint64_t seq, uint8_t* dest, uint32_t len) override {
+    RETURN_IF_ERROR(RecvAll(fd, staging_.data(), len + kRecordTagBytes));
+    RETURN_IF_ERROR(OpenRecordInPlace(*aead_, header, seq, std::span<uint8_t>(staging_.data(), len + kRecordTagBytes)));
+    if (len > 0) std::memcpy(dest, staging_.data(), len);
+    return OkStatus();
+  }
+
+ private:
+  std::unique_ptr<crypto::Aead> aead_;
+  std::vector<uint8_t> staging_;
+};
+
+class AeadRecords final : public RecordProtection {
+ public:
+  Result<std::unique_ptr<RecordSender>> MakeSender(const crypto::SecretBytes& key) const override {
+    ASSIGN_OR_RETURN(auto aead, crypto::Aead::Create(crypto::Suite::kAes256Gcm, key));
+    return std::unique_ptr<RecordSender>(new AeadSender(std::move(aead)));
+  }
+  Result<std::unique_ptr<RecordReceiver>> MakeReceiver(const crypto::SecretBytes& key) const override {
+    ASSIGN_OR_RETURN(auto aead, crypto::Aead::Create(crypto::Suite::kAes256Gcm, key));
+    return std::unique_ptr<RecordReceiver>(new AeadReceiver(std::move(aead)));
+  }
+};
+
+}  // namespace
+
+void SetLogHook(LogHook hook) { g_log_hook.store(hook); }
+
+void Log(LogLevel level, const std::string& message) {
+  LogHook hook = g_log_hook.load();
+  if (hook != nullptr) hook(level, message.c_str());
+  if (hook == nullptr || level == LogLevel::kSecurity) {
+    if (level != LogLevel::kInfo) std::fprintf(stderr, "enclave-net: %s\n", message.c_str());
+  }
+}
+
+const RecordProtection& AeadProtection() {
+  static const AeadRecords records;
+  return records;
+}
+
+Status SendAll(int fd, const uint8_t* data, size_t len) {
+  while (len > 0) {
+    ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status(Code::kUnavailable, std::string("send: ") + std::strerror(errno));
+    }
+    data += n;
+    len -= static_cast<size_t>(n);
+  }
+  return OkStatus();
+}
+
+Status SendAll2(int fd, const uint8_t* a, size_t alen, const uint8_t* b, size_t blen) {
+  iovec iov[2] = {{const_cast<uint8_t*>(a), alen}, {const_cast<uint8_t*>(b), blen}};
+  int idx = 0;
+  while (idx < 2) {
+    if (iov[idx].iov_len == 0) {
+      ++idx;
+      continue;
+    }
+    msghdr msg{};
+    msg.msg_iov = iov + idx;
+    msg.msg_iovlen = static_cast<size_t>(2 - idx);
+    ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status(Code::kUnavailable, std::string("sendmsg: ") + std::strerror(errno));
+    }
+    size_t left = static_cast<size_t>(n);
+    while (idx < 2 && left >= iov[idx].iov_len) {
+      left -= iov[idx].iov_len;
+      iov[idx].iov_len = 0;
+      ++idx;
+    }
+    if (idx < 2) {
+      iov[idx].iov_base = static_cast<uint8_t*>(iov[idx].iov_base) + left;
+      iov[idx].iov_len -= left;
+    }
+  }
+  return OkStatus();
+}
+
+Status RecvAll(int fd, uint8_t* data, size_t len) {
+  while (len > 0) {
+    ssize_t n = recv(fd, data, len, MSG_WAITALL);
+    if (n == 0) return Status(Code::kUnavailable, "connection closed by peer");
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status(Code::kUnavailable, std::string("recv: ") + std::strerror(errno));
+    }
+    data += n;
+    len -= static_cast<size_t>(n);
+  }
+  return OkStatus();
+}
+
+Result<Options> OptionsFromEnv() {
+  Options o;
+  if (const char* v = std::getenv("ENCLAVE_NET_NSOCKS"); v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    long n = std::strtol(v, &end, 10);
+    if (*end != '\0' || n < 1 || n > kMaxSockets) {
+      return InvalidInput("ENCLAVE_NET_NSOCKS='" + std::string(v) + "': expected 1.." + std::to_string(kMaxSockets));
+    }
+    o.nsocks = static_cast<int>(n);
+  }
+  return o;
+}
+
+Result<Device> SelectDevice() {
+  const char* want = std::getenv("ENCLAVE_NET_IFNAME");
+  ifaddrs* ifs = nullptr;
+  if (getifaddrs(&ifs) != 0) return ErrnoStatus("getifaddrs", errno);
+  Device best, loop;
+  bool have_best = false, have_loop = false;
+  for (ifaddrs* i = ifs; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || !(i->ifa_flags & IFF_UP)) continue;
+    int fam = i->ifa_addr->sa_family;
+    if (fam != AF_INET && fam != AF_INET6) continue;
+    Device d;
+    d.name = i->ifa_name;
+    d.addr_len = fam == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+    std::memcpy(&d.addr, i->ifa_addr, d.addr_len);
+    if (fam == AF_INET6 && IN6_IS_ADDR_LINKLOCAL(&reinterpret_cast<sockaddr_in6*>(&d.addr)->sin6_addr)) continue;
+    if (want != nullptr && *want != '\0') {
+      if (d.name == want && (!have_best || fam == AF_INET)) {
+        if (!have_best || best.addr.ss_family != AF_INET) best = d;
+        have_best = true;
+      }
+      continue;
+    }
+    if (i->ifa_flags & IFF_LOOPBACK) {
+      if (!have_loop && fam == AF_INET) { loop = d; have_loop = true; }
+      continue;
+    }
+    if (!have_best && fam == AF_INET) { best = d; have_best = true; }
+  }
+  freeifaddrs(ifs);
+  if (want != nullptr && *want != '\0' && !have_best) {
+    return NotFound("ENCLAVE_NET_IFNAME='" + std::string(want) + "': no such interface with an address, or it is down");
+  }
+  if (!have_best && !have_loop) return NotFound("no usable network interface");
+  Device d = have_best ? best : loop;
+  reinterpret_cast<sockaddr_in*>(&d.addr)->sin_port = 0;  // same offset for v4 and v6
+  std::ifstream speed("/sys/class/net/" + d.name + "/speed");
+  int mbps = 0;
+  if (speed >> mbps && mbps > 0) d.speed_mbps = mbps;
+  return d;
+}
+
+// ---------------------------------------------------------------- data connections
+
+DataComm::DataComm(Role role, std::vector<int> fds, std::vector<std::unique_ptr<RecordSender>> senders,
+                   std::vector<std::unique_ptr<RecordReceiver>> receivers, std::string peer)
+    : role_(role), fds_(std::move(fds)), senders_(std::move(senders)), receivers_(std::move(receivers)),
+      peer_(std::move(peer)) {
+  for (auto& s : slots_) s.owner = this;
+  for (int j = 0; j < nsocks(); ++j) {
+    workers_.emplace_back([this, j] { role_ == Role::kSend ? SendWorker(j) : RecvWorker(j); });
+  }
+}
+
+DataComm::~DataComm() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  // A sender's last records are in the kernel already; SHUT_RDWR wakes a worker
+  // blocked in send or recv. The peer sees EOF, an error only if it still waits.
+  for (int fd : fds_) shutdown(fd, SHUT_RDWR);
+  for (auto& t : workers_) t.join();
+  for (int fd : fds_) close(fd);
+}
+
+Result<Request*> DataComm::Post(uint8_t* data, uint64_t size) {
+  if (size > kMaxMessageBytes) return InvalidInput("message of " + std::to_string(size) + " bytes exceeds 2^31-1");
+  if (data == nullptr && size > 0) return InvalidInput("NULL buffer");
+  Request* r = &slots_[next_post_ % kMaxRequests];
+  if (r->state.load(std::memory_order_acquire) != 0) return static_cast<Request*>(nullptr);
+  r->msg_index = next_post_;
+  r->data = data;
+  r->capacity = size;
+  r->size.store(role_ == Role::kSend ? size : 0, std::memory_order_relaxed);
+  r->size_known.store(role_ == Role::kSend, std::memory_order_relaxed);
+  r->passed.store(0, std::memory_order_relaxed);
+  r->state.store(1, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    posted_ = ++next_post_;
+  }
+  cv_.notify_all();
+  return r;
+}
+
+Status DataComm::Test(Request* r, bool* done, uint64_t* size) {
+  *done = false;
+  if (r->state.load(std::memory_order_acquire) != 1) return InvalidInput("test() of a request that is not posted");
+  if (r->passed.load(std::memory_order_acquire) == nsocks()) {
+    *done = true;
+    *size = r->size.load(std::memory_order_acquire);
+    r->state.store(0, std::memory_order_release);
+    return OkStatus();
+  }
+  if (failed_.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return error_;
+  }
+  return OkStatus();
+}
+
+void DataComm::Fail(const Status& st) {
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failed_.load()) {
+      error_ = st.Annotate(std::string(role_ == Role::kSend ? "send" : "receive") + " connection with " + peer_);
+      // Logged before test() can see the failure, so the line is there when it reports.
+      Log(st.code() == Code::kAuthFailed ? LogLevel::kSecurity : LogLevel::kWarn,
+          error_.message() + "; the connection is failed and every pending request returns an error");
+      failed_.store(true, std::memory_order_release);
+      first = true;
+    }
+  }
+  if (first) {
+    for (int fd : fds_) shutdown(fd, SHUT_RDWR);
+  }
+  cv_.notify_all();
+}
+
+Request* DataComm::WaitPosted(uint64_t m) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return posted_ > m || stopping_ || failed_.load(); });
+  if (stopping_ || failed_.load()) return nullptr;
+  return &slots_[m % kMaxRequests];
+}
+
+bool DataComm::WaitSize(Request* r) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return r->size_known.load() || stopping_ || failed_.load(); });
+  return !(stopping_ || failed_.load());
+}
+
+void DataComm::SendWorker(int j) {
+  uint64_t seq = 0;
+  for (uint64_t m = 0;; ++m) {
+    Request* r = WaitPosted(m);
+    if (r == nullptr) return;
+    const ChunkPlan plan = PlanChunks(r->capacity, nsocks());
+    for (uint64_t k = static_cast<uint64_t>(j); k < plan.count; k += static_cast<uint64_t>(nsocks())) {
+      RecordHeader h;
+      h.payload_len = static_cast<uint32_t>(plan.Length(k));
+      h.seq = seq;
+      h.msg_index = m;
+      h.msg_size = plan.size;
+      Status st = senders_[j]->Send(fds_[j], EncodeRecordHeader(h), seq, r->data + plan.Offset(k), h.payload_len);
+      if (!st.ok()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stopping_) return;
+      }
+      if (!st.ok()) return Fail(st.Annotate("socket " + std::to_string(j) + ", message " + std::to_string(m)));
+      ++seq;
+    }
+    r->passed.fetch_add(1, std::memory_order_acq_rel);
+  }
+}
+
+Status DataComm::ReadHeader(int j, uint64_t seq, uint64_t m, RecordHeaderBytes* raw, RecordHeader* h) {
+  RETURN_IF_ERROR(RecvAll(fds_[j], raw->data(), raw->size()));
+  ASSIGN_OR_RETURN(*h, ParseRecordHeader(*raw));
+  if (h->seq != seq) {
+    return AuthFailed("record sequence number " + std::to_string(h->seq) + ", expected " + std::to_string(seq) +
+                      (h->seq < seq ? " (replayed or reordered record)" : " (dropped or reordered record)"));
+  }
+  if (h->msg_index != m) {
+    return AuthFailed("record for message " + std::to_string(h->msg_index) + ", expected message " + std::to_string(m));
+  }
+  return OkStatus();
+}
+
+void DataComm::RecvWorker(int j) {
+  uint64_t seq = 0;
+  const uint64_t n = static_cast<uint64_t>(nsocks());
+  for (uint64_t m = 0;; ++m) {
+    Request* r = WaitPosted(m);
+    if (r == nullptr) return;
+    auto where = [&] { return "socket " + std::to_string(j) + ", message " + std::to_string(m); };
+    auto fail = [&](const Status& st) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stopping_) return;
+      }
+      Fail(st.Annotate(where()));
+    };
+    uint64_t size = 0;
+    if (j != 0) {
+      if (!WaitSize(r)) return;
+      size = r->size.load(std::memory_order_acquire);
+    }
+    bool first = j == 0;
+    ChunkPlan plan = PlanChunks(size, nsocks());
+    for (uint64_t k = static_cast<uint64_t>(j); first || k < plan.count; k += n) {
+      RecordHeaderBytes raw{};
+      RecordHeader h;
+      if (Status st = ReadHeader(j, seq, m, &raw, &h); !st.ok()) return fail(st);
+      if (first) {
+        // Chunk 0 announces the size. The other workers use it only after this
+        // record's tag has verified (published below).
+        if (h.msg_size > r->capacity) {
+          return fail(AuthFailed("message truncated: the sender sent " + std::to_string(h.msg_size) +
+                                 " bytes, the receive posted " + std::to_string(r->capacity)));
+        }
+        plan = PlanChunks(h.msg_size, nsocks());
+      } else if (h.msg_size != plan.size) {
+        return fail(AuthFailed("record says message size " + std::to_string(h.msg_size) + ", socket 0 said " +
+                               std::to_string(plan.size)));
+      }
+      if (h.payload_len != plan.Length(k)) {
+        return fail(AuthFailed("record payload_len " + std::to_string(h.payload_len) + ", expected " +
+                               std::to_string(plan.Length(k))));
+      }
+      Status st = receivers_[j]->Receive(fds_[j], raw, seq, r->data + plan.Offset(k), h.payload_len);
+      if (!st.ok()) return fail(st);
+      ++seq;
+      if (first) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          r->size.store(h.msg_size, std::memory_order_release);
+          r->size_known.store(true, std::memory_order_release);
+        }
+        cv_.notify_all();
+        first = false;
+      }
+    }
+    r->passed.fetch_add(1, std::memory_order_acq_rel);
+  }
+}
+
+// ---------------------------------------------------------------- handshake, connector side
+
+struct ClientSock {
+  int fd = -1;
+  enum State { kConnecting, kSendHello, kReadServerHello, kSendFinished, kDone } state = kConnecting;
+  std::array<uint8_t, kClientHelloBytes> hello{};
+  std::array<uint8_t, kServerHelloBytes> server{};
+  std::array<uint8_t, kClientFinishedBytes> finished{};
+  size_t io = 0;
+  crypto::SecretBytes data_key;
+};
+
+struct PendingConnect {
+  ListenHandle handle;
+  sockaddr_storage addr{};
+  socklen_t addr_len = 0;
+  std::vector<ClientSock> socks;
+  ~PendingConnect() {
+    for (auto& s : socks)
+      if (s.fd >= 0) close(s.fd);
+  }
+};
+
+Context::Context(crypto::SecretBytes key, uint64_t comm_id, Device device, Options options, const RecordProtection& p)
+    : job_key_(std::move(key)), comm_id_(comm_id), device_(std::move(device)), options_(options), protection_(p) {
+  crypto::RandomBytes(endpoint_id_);
+}
+
+Context::~Context() = default;
+
+Result<std::unique_ptr<Context>> Context::Create(crypto::SecretBytes job_key, uint64_t comm_id, Device device,
+                                                 Options options, const RecordProtection& protection) {
+  RETURN_IF_ERROR(crypto::InitCrypto());
+  if (job_key.size() < 32) return FailedPrecondition("no job key (or shorter than 32 bytes): refusing to start");
+  if (options.nsocks < 1 || options.nsocks > kMaxSockets) return InvalidInput("nsocks outside 1..16");
+  return std::unique_ptr<Context>(new Context(std::move(job_key), comm_id, std::move(device), options, protection));
+}
+
+Result<std::unique_ptr<ListenComm>> Context::Listen(std::span<uint8_t, kHandleBytes> handle) {
+  const int fam = device_.addr.ss_family;
+  int fd = socket(fam, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return ErrnoStatus("socket", errno);
+  sockaddr_storage addr = device_.addr;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), device_.addr_len) != 0 || listen(fd, 256) != 0) {
+    Status st = ErrnoStatus("bind/listen on " + device_.name + " " + AddrString(addr), errno);
+    close(fd);
+    return st;
+  }
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ListenHandle h;
+  if (fam == AF_INET) {
+    auto* a = reinterpret_cast<sockaddr_in*>(&addr);
+    h.family = 4;
+    h.port = ntohs(a->sin_port);
+    std::memcpy(h.addr.data(), &a->sin_addr, 4);
+  } else {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&addr);
+    h.family = 6;
+    h.port = ntohs(a->sin6_port);
+    std::memcpy(h.addr.data(), &a->sin6_addr, 16);
+  }
+  crypto::RandomBytes(h.listen_id);
+  EncodeHandle(h, handle);
+  Log(LogLevel::kInfo, "listening on " + device_.name + " " + AddrString(addr));
+  return std::make_unique<ListenComm>(this, fd, h.listen_id);
+}
+
+Result<std::unique_ptr<DataComm>> Context::Connect(std::span<uint8_t, kHandleBytes> handle) {
+  ASSIGN_OR_RETURN(ListenHandle h, DecodeHandle(handle));
+  std::unique_lock<std::mutex> lock(mu_);
+  PendingConnect* pc = nullptr;
+  if (h.connect_token != 0) {
+    auto it = pending_.find(h.connect_token);
+    if (it == pending_.end()) return FailedPrecondition("connect(): the handle carries an unknown connect token");
+    pc = it->second.get();
+  } else {
+    auto fresh = std::make_unique<PendingConnect>();
+    fresh->handle = h;
+    if (h.family == 4) {
+      auto* a = reinterpret_cast<sockaddr_in*>(&fresh->addr);
+      a->sin_family = AF_INET;
+      a->sin_port = htons(h.port);
+      std::memcpy(&a->sin_addr, h.addr.data(), 4);
+      fresh->addr_len = sizeof(sockaddr_in);
+    } else {
+      auto* a = reinterpret_cast<sockaddr_in6*>(&fresh->addr);
+      a->sin6_family = AF_INET6;
+      a->sin6_port = htons(h.port);
+      std::memcpy(&a->sin6_addr, h.addr.data(), 16);
+      fresh->addr_len = sizeof(sockaddr_in6);
+    }
+    ClientHello ch;
+    ch.listen_id = h.listen_id;
+    crypto::RandomBytes(ch.client_random);
+    ch.endpoint_id = endpoint_id_;
+    ch.comm_id = comm_id_;
+    ch.nsocks = static_cast<uint16_t>(options_.nsocks);
+    fresh->socks.resize(static_cast<size_t>(options_.nsocks));
+    for (int i = 0; i < options_.nsocks; ++i) {
+      ClientSock& s = fresh->socks[static_cast<size_t>(i)];
+      ch.socket_index = static_cast<uint16_t>(i);
+      s.hello = EncodeClientHello(ch);
+      s.fd = socket(fresh->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      if (s.fd < 0) return ErrnoStatus("socket", errno);
+      SetNoDelay(s.fd);
+      if (connect(s.fd, reinterpret_cast<sockaddr*>(&fresh->addr), fresh->addr_len) != 0 && errno != EINPROGRESS) {
+        return ErrnoStatus("connect to " + AddrString(fresh->addr), errno);
+      }
+    }
+    uint64_t token = 0;
+    while (token == 0 || pending_.count(token) != 0) crypto::RandomBytes(std::span<uint8_t>(reinterpret_cast<uint8_t*>(&token), 8));
+    h.connect_token = token;
+    EncodeHandle(h, handle);
+    pc = fresh.get();
+    pending_[token] = std::move(fresh);
+  }
+  bool done = false;
+  Status st = Progress(*pc, &done);
+  if (!st.ok() || done) {
+    std::unique_ptr<PendingConnect> owned = std::move(pending_[h.connect_token]);
+    pending_.erase(h.connect_token);
+    lock.unlock();
+    const std::string peer = AddrString(owned->addr);
+    if (!st.ok()) {
+      Status out = st.Annotate("connect to " + peer);
+      Log(out.code() == Code::kAuthFailed ? LogLevel::kSecurity : LogLevel::kWarn, out.message());
+      return out;
+    }
+    std::vector<int> fds;
+    std::vector<std::unique_ptr<RecordSender>> senders;
+    for (auto& s : owned->socks) {
+      RETURN_IF_ERROR(SetBlocking(s.fd, true));
+      ASSIGN_OR_RETURN(auto sender, protection_.MakeSender(s.data_key));
+      senders.push_back(std::move(sender));
+      fds.push_back(std::exchange(s.fd, -1));
+    }
+    Log(LogLevel::kInfo, "connected to " + peer + " with " + std::to_string(fds.size()) + " sockets");
+    return std::make_unique<DataComm>(DataComm::Role::kSend, std::move(fds), std::move(senders),
+                                      std::vector<std::unique_ptr<RecordReceiver>>{}, peer);
+  }
+  return std::unique_ptr<DataComm>();
+}
+
+Status Context::Progress(PendingConnect& pc, bool* done) {
+  *done = true;
+  for (size_t i = 0; i < pc.socks.size(); ++i) {
+    ClientSock& s = pc.socks[i];
+    const std::string where = "socket " + std::to_string(i);
+    if (s.state == ClientSock::kConnecting) {
+      pollfd p{s.fd, POLLOUT, 0};
+      if (poll(&p, 1, 0) <= 0) { *done = false; continue; }
+      int err = 0;
+      socklen_t len = sizeof(err);
+      getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      if (err != 0) return Status(Code::kUnavailable, where + ": connect: " + std::strerror(err));
+      s.state = ClientSock::kSendHello;
+      s.io = 0;
+    }
+    if (s.state == ClientSock::kSendHello) {
+      ASSIGN_OR_RETURN(bool sent, WriteSome(s.fd, s.hello.data(), s.hello.size(), &s.io));
+      if (!sent) { *done = false; continue; }
+      s.state = ClientSock::kReadServerHello;
+      s.io = 0;
+    }
+    if (s.state == ClientSock::kReadServerHello) {
+      auto got = ReadSome(s.fd, s.server.data(), s.server.size(), &s.io);
+      if (!got.ok()) {
+        return got.status().Annotate(where + ": the listener refused us (wrong job key?) or went away");
+      }
+      if (!*got) { *done = false; continue; }
+      auto sh = ParseServerHello(s.server);
+      if (!sh.ok()) return sh.status().Annotate(where);
+      if (!ArrayEq(sh->listen_id, pc.handle.listen_id) || sh->socket_index != i || sh->nsocks != pc.socks.size()) {
+        return AuthFailed(where + ": ServerHello does not echo our listen id, socket index and socket count");
+      }
+      if (sh->comm_id != comm_id_) {
+        return AuthFailed(where + ": listener is in communicator " + std::to_string(sh->comm_id) + ", we are in " +
+                          std::to_string(comm_id_));
+      }
+      ASSIGN_OR_RETURN(SocketKeys keys,
+                       DeriveSocketKeys(job_key_, s.hello, ByteSpan(s.server.data(), kServerHelloBodyBytes)));
+      Mac expect = FinishedMac(keys.server_finished, keys.transcript);
+      if (!crypto::ConstantTimeEquals(expect, sh->server_finished)) {
+        return AuthFailed(where + ": the listener did not prove the job key (ServerFinished MAC mismatch); "
+                          "refused before any payload");
+      }
+      s.finished = EncodeClientFinished(FinishedMac(keys.client_finished, keys.transcript));
+      s.data_key = std::move(keys.data);
+      s.state = ClientSock::kSendFinished;
+      s.io = 0;
+    }
+    if (s.state == ClientSock::kSendFinished) {
+      ASSIGN_OR_RETURN(bool sent, WriteSome(s.fd, s.finished.data(), s.finished.size(), &s.io));
+      if (!sent) { *done = false; continue; }
+      s.state = ClientSock::kDone;
+    }
+  }
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------- handshake, listener side
+
+struct ServerSock {
+  int fd = -1;
+  std::string peer;
+  enum State { kReadHello, kSendHello, kReadFinished, kDone } state = kReadHello;
+  std::array<uint8_t, kClientHelloBytes> hello{};
+  std::array<uint8_t, kServerHelloBytes> server{};
+  std::array<uint8_t, kClientFinishedBytes> finished{};
+  size_t io = 0;
+  ClientHello ch;
+  crypto::Digest256 transcript{};
+  crypto::SecretBytes client_finished_key;
+  crypto::SecretBytes data_key;
+  ~ServerSock() {
+    if (fd >= 0) close(fd);
+  }
+};
+
+struct ListenComm::Group {
+  uint16_t nsocks = 0;
+  std::vector<std::unique_ptr<ServerSock>> socks;  // by socket index
+};
+
+ListenComm::ListenComm(Context* ctx, int fd, Id listen_id) : ctx_(ctx), fd_(fd), listen_id_(listen_id) {}
+
+ListenComm::~ListenComm() { close(fd_); }
+
+Status ListenComm::Progress(ServerSock& s, bool* stray) {
+  *stray = false;
+  if (s.state == ServerSock::kReadHello) {
+    auto got = ReadSome(s.fd, s.hello.data(), s.hello.size(), &s.io);
+    if (!got.ok()) {
+      *stray = true;  // nothing proved it is our peer
+      return got.status();
+    }
+    if (!*got) return OkStatus();
+    if (std::memcmp(s.hello.data() + kPreambleBytes, listen_id_.data(), kIdBytes) != 0) {
+      *stray = true;
+      return AuthFailed("ClientHello for another listen id (or not a ClientHello at all)");
+    }
+    ASSIGN_OR_RETURN(s.ch, ParseClientHello(s.hello));
+    if (s.ch.comm_id != ctx_->comm_id()) {
+      return AuthFailed("connector is in communicator " + std::to_string(s.ch.comm_id) + ", we are in " +
+                        std::to_string(ctx_->comm_id()));
+    }
+    ServerHello sh;
+    sh.listen_id = listen_id_;
+    crypto::RandomBytes(sh.server_random);
+    sh.endpoint_id = ctx_->endpoint_id();
+    sh.comm_id = ctx_->comm_id();
+    sh.socket_index = s.ch.socket_index;
+    sh.nsocks = s.ch.nsocks;
+    auto body = EncodeServerHelloBody(sh);
+    ASSIGN_OR_RETURN(SocketKeys keys, DeriveSocketKeys(ctx_->job_key(), s.hello, body));
+    Mac sf = FinishedMac(keys.server_finished, keys.transcript);
+    std::memcpy(s.server.data(), body.data(), body.size());
+    std::memcpy(s.server.data() + body.size(), sf.data(), sf.size());
+    s.transcript = keys.transcript;
+    s.client_finished_key = std::move(keys.client_finished);
+    s.data_key = std::move(keys.data);
+    s.state = ServerSock::kSendHello;
+    s.io = 0;
+  }
+  if (s.state == ServerSock::kSendHello) {
+    ASSIGN_OR_RETURN(bool sent, WriteSome(s.fd, s.server.data(), s.server.size(), &s.io));
+    if (!sent) return OkStatus();
+    s.state = ServerSock::kReadFinished;
+    s.io = 0;
+  }
+  if (s.state == ServerSock::kReadFinished) {
+    auto got = ReadSome(s.fd, s.finished.data(), s.finished.size(), &s.io);
+    if (!got.ok()) return AuthFailed(got.status().message() + " before it proved the job key");
+    if (!*got) return OkStatus();
+    ASSIGN_OR_RETURN(Mac cf, ParseClientFinished(s.finished));
+    Mac expect = FinishedMac(s.client_finished_key, s.transcript);
+    if (!crypto::ConstantTimeEquals(expect, cf)) {
+      return AuthFailed("the connector did not prove the job key (ClientFinished MAC mismatch); refused before any payload");
+    }
+    s.state = ServerSock::kDone;
+  }
+  return OkStatus();
+}
+
+Result<std::unique_ptr<DataComm>> ListenComm::Accept() {
+  constexpr size_t kMaxPending = 4 * kMaxSockets;
+  for (;;) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof(ss);
+    int fd = accept4(fd_, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      return ErrnoStatus("accept", errno);
+    }
+    if (pending_.size() >= kMaxPending) {
+      Log(LogLevel::kWarn, "too many unauthenticated connections pending; closed one from " + AddrString(ss));
+      close(fd);
+      continue;
+    }
+    SetNoDelay(fd);
+    auto s = std::make_unique<ServerSock>();
+    s->fd = fd;
+    s->peer = AddrString(ss);
+    pending_.push_back(std::move(s));
+  }
+  for (size_t i = 0; i < pending_.size();) {
+    ServerSock& s = *pending_[i];
+    bool stray = false;
+    Status st = Progress(s, &stray);
+    if (!st.ok()) {
+      if (stray) {
+        Log(LogLevel::kWarn, "closed a connection from " + s.peer + ": " + st.message());
+        pending_.erase(pending_.begin() + static_cast<long>(i));
+        continue;
+      }
+      Status out = st.Annotate("accept from " + s.peer + " (socket " + std::to_string(s.ch.socket_index) + ")");
+      Log(LogLevel::kSecurity, out.message());
+      pending_.erase(pending_.begin() + static_cast<long>(i));
+      return out;
+    }
+    if (s.state != ServerSock::kDone) {
+      ++i;
+      continue;
+    }
+    std::unique_ptr<ServerSock> owned = std::move(pending_[i]);
+    pending_.erase(pending_.begin() + static_cast<long>(i));
+    auto& g = groups_[owned->ch.client_random];
+    if (!g) {
+      g = std::make_unique<Group>();
+      g->nsocks = owned->ch.nsocks;
+      g->socks.resize(g->nsocks);
+    }
+    const uint16_t idx = owned->ch.socket_index;
+    if (owned->ch.nsocks != g->nsocks || g->socks[idx]) {
+      Status out = AuthFailed("accept from " + owned->peer + ": socket " + std::to_string(idx) +
+                              " repeats or disagrees on the socket count of its connection");
+      Log(LogLevel::kSecurity, out.message());
+      return out;
+    }
+    g->socks[idx] = std::move(owned);
+  }
+  for (auto it = groups_.begin(); it != groups_.end(); ++it) {
+    Group& g = *it->second;
+    bool complete = true;
+    for (auto& s : g.socks) complete = complete && s != nullptr;
+    if (!complete) continue;
+    std::vector<int> fds;
+    std::vector<std::unique_ptr<RecordReceiver>> receivers;
+    const std::string peer = g.socks[0]->peer;
+    for (auto& s : g.socks) {
+      RETURN_IF_ERROR(SetBlocking(s->fd, true));
+      ASSIGN_OR_RETURN(auto rx, ctx_->protection().MakeReceiver(s->data_key));
+      receivers.push_back(std::move(rx));
+      fds.push_back(std::exchange(s->fd, -1));
+    }
+    groups_.erase(it);
+    Log(LogLevel::kInfo, "accepted " + std::to_string(fds.size()) + " sockets from " + peer);
+    return std::make_unique<DataComm>(DataComm::Role::kRecv, std::move(fds),
+                                      std::vector<std::unique_ptr<RecordSender>>{}, std::move(receivers), peer);
+  }
+  return std::unique_ptr<DataComm>();
+}
+
+}  // namespace enclave::net

@@ -1,0 +1,193 @@
+// The encrypted transport behind the NCCL plugin: contexts, listen / connect / accept
+// with a non-blocking handshake, and unidirectional data connections of several TCP
+// sockets, one worker thread each. Status/Result inside; plugin.cc converts to
+// ncclResult_t at the ABI edge.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "enclave/common/status.h"
+#include "enclave/crypto/secret_bytes.h"
+#include "wire.h"
+
+namespace enclave::net {
+
+// Logging: the plugin routes these to NCCL's logger. kSecurity is an authentication,
+// replay or protocol failure of a peer: always also printed to stderr.
+enum class LogLevel { kInfo, kWarn, kSecurity };
+using LogHook = void (*)(LogLevel level, const char* message);
+void SetLogHook(LogHook hook);
+void Log(LogLevel level, const std::string& message);
+
+struct Device {
+  std::string name;
+  sockaddr_storage addr{};
+  socklen_t addr_len = 0;
+  int speed_mbps = 10000;
+};
+// ENCLAVE_NET_IFNAME names the interface (not a secret); otherwise the first UP
+// non-loopback interface with an IPv4 address, else loopback.
+Result<Device> SelectDevice();
+
+// How a record's payload is protected on one socket. The plugin only ever uses
+// AeadProtection(); a plaintext variant for the benchmark baseline lives in
+// net/testing/ and is not linked into the plugin.
+class RecordSender {
+ public:
+  virtual ~RecordSender() = default;
+  // Writes header || protected payload (blocking).
+  virtual Status Send(int fd, const RecordHeaderBytes& header, uint64_t seq, const uint8_t* data, uint32_t len) = 0;
+};
+class RecordReceiver {
+ public:
+  virtual ~RecordReceiver() = default;
+  // Reads the payload of a record whose header was read and checked; writes only
+  // authenticated plaintext to dest[0, len).
+  virtual Status Receive(int fd, const RecordHeaderBytes& header, uint64_t seq, uint8_t* dest, uint32_t len) = 0;
+};
+class RecordProtection {
+ public:
+  virtual ~RecordProtection() = default;
+  virtual Result<std::unique_ptr<RecordSender>> MakeSender(const crypto::SecretBytes& data_key) const = 0;
+  virtual Result<std::unique_ptr<RecordReceiver>> MakeReceiver(const crypto::SecretBytes& data_key) const = 0;
+};
+const RecordProtection& AeadProtection();
+
+// Blocking socket helpers shared with the record layers.
+Status SendAll(int fd, const uint8_t* data, size_t len);
+Status SendAll2(int fd, const uint8_t* a, size_t alen, const uint8_t* b, size_t blen);
+Status RecvAll(int fd, uint8_t* data, size_t len);
+
+struct Options {
+  int nsocks = 4;  // sockets (and worker threads) per connection, 1..16
+};
+// ENCLAVE_NET_NSOCKS overrides the default (a tuning knob, not a secret).
+Result<Options> OptionsFromEnv();
+
+class DataComm;
+
+// One posted isend or irecv. Owned by its DataComm (a ring of kMaxRequests slots).
+struct Request {
+  DataComm* owner = nullptr;
+  std::atomic<int> state{0};  // 0 free, 1 posted
+  uint64_t msg_index = 0;
+  uint8_t* data = nullptr;
+  uint64_t capacity = 0;              // send: the size; recv: the posted size
+  std::atomic<uint64_t> size{0};      // the message size (recv: from the first record)
+  std::atomic<bool> size_known{false};
+  std::atomic<int> passed{0};         // workers done with this message
+};
+
+class DataComm {
+ public:
+  static constexpr int kMaxRequests = 32;  // NCCL_NET_MAX_REQUESTS
+  enum class Role { kSend, kRecv };
+
+  // Takes the sockets (blocking mode, handshake done) and their record layers.
+  DataComm(Role role, std::vector<int> fds, std::vector<std::unique_ptr<RecordSender>> senders,
+           std::vector<std::unique_ptr<RecordReceiver>> receivers, std::string peer);
+  ~DataComm();
+  DataComm(const DataComm&) = delete;
+  DataComm& operator=(const DataComm&) = delete;
+
+  // send: size bytes at data; recv: up to size bytes into data. nullptr when all
+  // request slots are in use (NCCL calls again later).
+  Result<Request*> Post(uint8_t* data, uint64_t size);
+  // done and the message size; an error once the connection has failed.
+  Status Test(Request* r, bool* done, uint64_t* size);
+  Role role() const { return role_; }
+  int nsocks() const { return static_cast<int>(fds_.size()); }
+
+ private:
+  void SendWorker(int j);
+  void RecvWorker(int j);
+  Request* WaitPosted(uint64_t m);
+  bool WaitSize(Request* r);
+  Status ReadHeader(int j, uint64_t seq, uint64_t m, RecordHeaderBytes* raw, RecordHeader* h);
+  void Fail(const Status& st);
+
+  Role role_;
+  std::vector<int> fds_;
+  std::vector<std::unique_ptr<RecordSender>> senders_;
+  std::vector<std::unique_ptr<RecordReceiver>> receivers_;
+  std::string peer_;
+  Request slots_[kMaxRequests];
+  uint64_t next_post_ = 0;  // NCCL's thread only
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t posted_ = 0;  // guarded by mu_
+  bool stopping_ = false;
+  std::atomic<bool> failed_{false};
+  Status error_;  // guarded by mu_, set once
+  std::vector<std::thread> workers_;
+};
+
+struct PendingConnect;
+class ListenComm;
+
+class Context {
+ public:
+  static Result<std::unique_ptr<Context>> Create(crypto::SecretBytes job_key, uint64_t comm_id, Device device,
+                                                 Options options, const RecordProtection& protection);
+  ~Context();
+
+  Result<std::unique_ptr<ListenComm>> Listen(std::span<uint8_t, kHandleBytes> handle);
+  // Non-blocking: nullptr while the handshake is under way; NCCL calls again with the
+  // same handle, whose scratch bytes hold this context's token for the attempt.
+  Result<std::unique_ptr<DataComm>> Connect(std::span<uint8_t, kHandleBytes> handle);
+
+  const Device& device() const { return device_; }
+  const crypto::SecretBytes& job_key() const { return job_key_; }
+  uint64_t comm_id() const { return comm_id_; }
+  const Id& endpoint_id() const { return endpoint_id_; }
+  const RecordProtection& protection() const { return protection_; }
+
+ private:
+  Context(crypto::SecretBytes key, uint64_t comm_id, Device device, Options options, const RecordProtection& p);
+  Status Progress(PendingConnect& pc, bool* done);
+
+  crypto::SecretBytes job_key_;
+  uint64_t comm_id_;
+  Device device_;
+  Options options_;
+  const RecordProtection& protection_;
+  Id endpoint_id_{};
+  std::mutex mu_;
+  std::map<uint64_t, std::unique_ptr<PendingConnect>> pending_;
+};
+
+struct ServerSock;
+
+class ListenComm {
+ public:
+  ListenComm(Context* ctx, int fd, Id listen_id);
+  ~ListenComm();
+  ListenComm(const ListenComm&) = delete;
+  ListenComm& operator=(const ListenComm&) = delete;
+  // Non-blocking: nullptr until every socket of one connection has completed its
+  // handshake. An authentication failure of a peer that presented this listen id is an
+  // error; a stray connection (another listen id, garbage) is closed and logged.
+  Result<std::unique_ptr<DataComm>> Accept();
+
+ private:
+  struct Group;
+  Status Progress(ServerSock& s, bool* stray);
+  Context* ctx_;
+  int fd_;
+  Id listen_id_;
+  std::vector<std::unique_ptr<ServerSock>> pending_;
+  std::map<Random, std::unique_ptr<Group>> groups_;
+};
+
+}  // namespace enclave::net
