@@ -5,7 +5,6 @@
 // Verifier verbs (no TPM): challenge, confirm, verify, eventlog.
 // The verifier verbs that end in a verdict exit 0 (pass), 12 (the policy says no) or 13
 // (could not evaluate); docs/exit-codes.md.
-#include <openssl/crypto.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -18,6 +17,7 @@
 #include "enclave/attest/bundle.h"
 #include "enclave/attest/credential.h"
 #include "enclave/attest/ek_cert.h"
+#include "enclave/attest/enrolment.h"
 #include "enclave/attest/event_log.h"
 #include "enclave/attest/host/agent.h"
 #include "enclave/attest/host/tpm.h"
@@ -182,80 +182,6 @@ Status RunVerdictVerb(const char* verb, const Args& args, const std::function<Re
 
 // ---- verifier: the enrolment checks and the challenge ---------------------------------
 
-// Checks of an enrolment before a challenge is worth making: the AK name is the name of
-// the AK public, the AK meets the policy, the EK certificate for the EK's type chains to
-// the policy's EK roots and certifies exactly the EK public.
-Result<attest::Appraisal> AppraiseEnrolment(const attest::Policy& policy, const attest::EnrolmentBundle& e) {
-  attest::Appraisal a;
-  auto ak = attest::ParseTpm2bPublic(e.ak_public);
-  if (!ak.ok()) {
-    a.Fail("enrolment.ak_public.malformed", "ak_public", "a TPM2B_PUBLIC", ak.status().message());
-    return a;
-  }
-  ASSIGN_OR_RETURN(std::vector<uint8_t> name, attest::ComputeName(*ak));
-  if (name == e.ak_name) {
-    a.Pass("enrolment.ak_name");
-  } else {
-    a.Fail("enrolment.ak_name.mismatch", "ak_name", HexEncode(name), HexEncode(e.ak_name));
-  }
-  a.Merge(attest::CheckAkPublic(*ak, policy.ak));
-
-  auto index = attest::EkCertificateIndexFor(e.ek_public);
-  if (!index.ok()) {
-    a.Fail("enrolment.ek_public.unsupported", "ek_public", "RSA-2048, ECC P-256 or P-384 EK", index.status().message());
-    return a;
-  }
-  const attest::EkCertificateEntry* cert = nullptr;
-  for (const auto& c : e.ek_certificates) {
-    if (c.nv_index == *index) cert = &c;
-  }
-  char where[32];
-  std::snprintf(where, sizeof(where), "NV 0x%08x", *index);
-  if (cert == nullptr) {
-    a.Fail("enrolment.ek_cert.missing", where, "the EK certificate for the EK's type", "none in the bundle");
-    return a;
-  }
-  ASSIGN_OR_RETURN(attest::Appraisal ek, attest::AppraiseEkCertificate(cert->der, e.ek_public, policy.ek_trust));
-  a.Merge(ek);
-  return a;
-}
-
-struct MadeChallenge {
-  attest::ChallengeBundle bundle;
-  crypto::SecretBytes secret;
-};
-
-Result<MadeChallenge> MakeChallenge(const attest::EnrolmentBundle& e, const crypto::Digest256& enrolment_sha256) {
-  ASSIGN_OR_RETURN(crypto::SecretBytes secret, crypto::SecretBytes::Random(32));
-  ASSIGN_OR_RETURN(attest::CredentialChallenge c, attest::MakeCredential(e.ek_public, e.ak_name, secret));
-  MadeChallenge out{{}, std::move(secret)};
-  out.bundle.ak_name = e.ak_name;
-  out.bundle.credential_blob = std::move(c.credential_blob);
-  out.bundle.encrypted_secret = std::move(c.encrypted_secret);
-  out.bundle.secret_sha256 = crypto::Sha256(out.secret.ExposeSecret());
-  out.bundle.enrolment_sha256 = enrolment_sha256;
-  out.bundle.created_at = Now();
-  return out;
-}
-
-// The host's answer against the verifier's copy of the challenge.
-attest::Appraisal CheckActivation(const attest::ChallengeBundle& challenge, const attest::ActivationResponse& r) {
-  attest::Appraisal a;
-  if (r.ak_name == challenge.ak_name) {
-    a.Pass("activation.ak_name");
-  } else {
-    a.Fail("activation.ak_name.mismatch", "ak_name", HexEncode(challenge.ak_name), HexEncode(r.ak_name));
-  }
-  crypto::Digest256 got = crypto::Sha256(r.secret);
-  if (CRYPTO_memcmp(got.data(), challenge.secret_sha256.data(), got.size()) == 0) {
-    a.Pass("activation.secret");
-  } else {
-    a.Fail("activation.secret.mismatch", "secret", "SHA-256 " + HexEncode(challenge.secret_sha256),
-           "SHA-256 " + HexEncode(got));
-  }
-  return a;
-}
-
 Status ChallengeVerb(const Args& args) {
   return RunVerdictVerb("challenge", args, [&]() -> Result<attest::Verdict> {
     ASSIGN_OR_RETURN(attest::Policy policy, PolicyFromArgs(args));
@@ -264,9 +190,9 @@ Status ChallengeVerb(const Args& args) {
     auto e = attest::ParseEnrolmentBundle(text);
     if (!e.ok()) return e.status().Annotate(path + ": ");
     attest::Verdict v;
-    ASSIGN_OR_RETURN(v.appraisal, AppraiseEnrolment(policy, *e));
+    ASSIGN_OR_RETURN(v.appraisal, attest::AppraiseEnrolment(policy, *e));
     if (!v.passed()) return v;  // no challenge for an enrolment the policy refuses
-    ASSIGN_OR_RETURN(MadeChallenge c, MakeChallenge(*e, crypto::Sha256(AsBytes(text))));
+    ASSIGN_OR_RETURN(attest::MadeChallenge c, attest::MakeChallenge(*e, crypto::Sha256(AsBytes(text)), Now()));
     RETURN_IF_ERROR(WriteOutput(args, args.Get("out"), attest::EncodeChallengeBundle(c.bundle)));
     return v;
   });
@@ -289,7 +215,7 @@ Status ConfirmVerb(const Args& args) {
       v.appraisal.Fail("activation.enrolment.mismatch", "enrolment_sha256", HexEncode(challenge->enrolment_sha256),
                        HexEncode(e_digest));
     }
-    v.appraisal.Merge(CheckActivation(*challenge, *response));
+    v.appraisal.Merge(attest::CheckActivation(*challenge, *response));
     return v;
   });
 }
@@ -436,10 +362,11 @@ Status CheckVerb(const Args& args) {
     }
     ASSIGN_OR_RETURN(attest::EnrolmentBundle enrolment, state.LoadEnrolment());
     attest::Verdict v;
-    ASSIGN_OR_RETURN(v.appraisal, AppraiseEnrolment(policy, enrolment));
+    ASSIGN_OR_RETURN(v.appraisal, attest::AppraiseEnrolment(policy, enrolment));
     if (!v.passed()) return v;
 
-    ASSIGN_OR_RETURN(MadeChallenge c, MakeChallenge(enrolment, crypto::Sha256(AsBytes(attest::EncodeEnrolmentBundle(enrolment)))));
+    ASSIGN_OR_RETURN(attest::MadeChallenge c,
+                     attest::MakeChallenge(enrolment, crypto::Sha256(AsBytes(attest::EncodeEnrolmentBundle(enrolment))), Now()));
     auto response = attest::host::Activate(*tpm, state, c.bundle);
     if (!response.ok()) {
       if (response.status().code() != Code::kAuthFailed) return response.status();
@@ -447,7 +374,7 @@ Status CheckVerb(const Args& args) {
                        response.status().message());
       return v;
     }
-    v.appraisal.Merge(CheckActivation(c.bundle, *response));
+    v.appraisal.Merge(attest::CheckActivation(c.bundle, *response));
     if (!v.passed()) return v;
 
     std::vector<uint8_t> nonce(32);
