@@ -1,0 +1,45 @@
+// broker.toml (examples/broker/broker.toml; docs/protocol.md, "Configuration"). Parsing
+// is strict: unknown tables or keys, wrong types and out-of-range values are InvalidInput
+// naming the key. Relative paths resolve against the configuration file's folder.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "enclave/common/status.h"
+
+namespace enclave::broker {
+
+struct ServerConfig {
+  std::string listen = "127.0.0.1";
+  uint16_t port = 8443;           // 0: any free port (printed at start)
+  std::string certificate;        // PEM chain, leaf first
+  std::string private_key;        // PEM
+  size_t threads = 8;             // request workers
+  size_t max_queued = 64;         // accepted connections waiting for a worker
+  size_t max_body_bytes = 16u << 20;  // largest request body (evidence bundles)
+  int read_timeout_s = 10;        // per read, TLS handshake included
+  int write_timeout_s = 10;
+  int keep_alive_s = 5;
+};
+
+struct BrokerConfig {
+  std::string path;  // the file this was read from
+  ServerConfig server;
+  std::string store_path;
+  std::string keystore_path;
+  std::string audit_dir;
+  std::string audit_signing_key;
+  std::string actor = "broker";
+  std::string attestation_policy;
+  int64_t nonce_ttl_s = 60;
+  int64_t challenge_ttl_s = 300;
+};
+
+Result<BrokerConfig> ParseBrokerConfig(std::string_view toml_text, const std::string& base_dir);
+Result<BrokerConfig> LoadBrokerConfig(const std::string& path);
+
+inline constexpr size_t kMaxConfigBytes = 1u << 20;
+
+}  // namespace enclave::broker

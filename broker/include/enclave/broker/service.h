@@ -1,0 +1,84 @@
+// The broker's decisions, independent of HTTP: enrolment (EK chain, AK attributes,
+// credential activation), attestation nonces, and evidence appraisal. Every method takes
+// the request body as received and answers with an HTTP status and a JSON body
+// (docs/protocol.md); the server only routes, limits and frames.
+//
+// Order of effects, so that a crash never leaves a decision unlogged:
+//   enrolment:   challenge stored -> answered; activation: challenge deleted (one attempt)
+//                -> secret compared in constant time -> "host.enrolled" appended to the
+//                audit log (durable) -> host stored -> answered.
+//   attestation: nonce marked used (durable) -> evidence appraised -> verdict and its
+//                inputs archived and appended (durable) -> clock state stored on a pass
+//                -> answered.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "enclave/attest/policy.h"
+#include "enclave/audit/evidence_archive.h"
+#include "enclave/audit/log_writer.h"
+#include "enclave/broker/store.h"
+#include "enclave/common/status.h"
+
+namespace enclave::broker {
+
+struct Reply {
+  int status = 500;
+  std::string body;  // JSON
+};
+
+// The HTTP status for a Status code (docs/protocol.md, "Errors").
+int HttpStatusFor(Code code);
+// An error reply: HttpStatusFor(status.code()) and EncodeError.
+Reply ErrorReply(const Status& status);
+
+struct ServiceOptions {
+  std::string actor = "broker";
+  int64_t nonce_ttl_s = 60;
+  int64_t challenge_ttl_s = 300;
+  std::function<int64_t()> now;  // unix seconds; unset: the system clock
+};
+
+class Service {
+ public:
+  // `policy_text` is the attestation policy file's bytes and `policy_dir` its folder (the
+  // verdict archive keeps both); the policy is parsed from them here.
+  static Result<std::unique_ptr<Service>> Create(Store& store, audit::LogWriter& log, audit::EvidenceArchive archive,
+                                                 std::string policy_text, std::string policy_dir,
+                                                 ServiceOptions options);
+
+  Reply Enrol(std::string_view body);                                     // POST /v1/enrolments
+  Reply Activate(const std::string& challenge_id, std::string_view body);  // POST /v1/enrolments/ID/activation
+  Reply IssueNonce(std::string_view body);                                // POST /v1/nonces
+  Reply Attest(std::string_view body);                                    // POST /v1/attestations
+
+  const attest::Policy& policy() const { return policy_; }
+
+ private:
+  Service(Store& store, audit::LogWriter& log, audit::EvidenceArchive archive, attest::Policy policy,
+          std::string policy_text, std::string policy_dir, ServiceOptions options)
+      : store_(store), log_(log), archive_(std::move(archive)), policy_(std::move(policy)),
+        policy_text_(std::move(policy_text)), policy_dir_(std::move(policy_dir)), options_(std::move(options)) {}
+  int64_t Now() const;
+  std::shared_ptr<std::mutex> HostLock(const std::string& host_id);
+
+  Store& store_;
+  audit::LogWriter& log_;
+  const audit::EvidenceArchive archive_;
+  const attest::Policy policy_;
+  const std::string policy_text_, policy_dir_;
+  const ServiceOptions options_;
+  std::mutex locks_mu_;
+  std::map<std::string, std::shared_ptr<std::mutex>> host_locks_;  // one appraisal per host at a time
+};
+
+// hex(SHA-256(ek_public)[0..16)).
+std::string HostIdFor(ByteSpan ek_public);
+
+}  // namespace enclave::broker

@@ -1,0 +1,111 @@
+// The broker's state store: one SQLite file in WAL mode with synchronous=FULL, so a
+// committed transaction is on disk before the call returns and a crash at any point loses
+// nothing that was acknowledged. Every state change is one transaction.
+//
+// Schema (docs/protocol.md, "State store"), versioned by the schema_migrations table:
+//   hosts          enrolled hosts: EK public, SHA-256 of the EK certificate that was
+//                  appraised, AK public and name, the enrolment bundle, last clock state
+//   challenges     pending enrolment challenges: only SHA-256 of the secret, never the secret
+//   nonces         attestation nonces: single use (used_at), expiry
+//   revocations    revoked hosts and jobs
+//   leases, jobs   created by the schema for key release (later work), not written yet
+// Nothing in the database is key material: the challenge secret is kept as a digest, and
+// the DEKs stay in the tenant keystore.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "enclave/common/status.h"
+#include "enclave/crypto/hash.h"
+
+struct sqlite3;
+
+namespace enclave::broker {
+
+inline constexpr int kSchemaVersion = 1;
+
+struct HostRecord {
+  std::string host_id;                 // hex SHA-256(EK public)[0..16): stable across AK changes
+  std::vector<uint8_t> ek_public;      // TPM2B_PUBLIC
+  crypto::Digest256 ek_cert_sha256{};  // the EK certificate that was appraised
+  std::vector<uint8_t> ak_public;      // TPM2B_PUBLIC
+  std::vector<uint8_t> ak_name;        // TPM2B_NAME contents
+  std::string enrolment_bundle;        // as the host sent it (archived with each verdict)
+  std::string clock_state;             // attest::EncodeClockState, "" before the first pass
+  int64_t enrolled_at = 0;             // unix seconds
+};
+
+struct PendingChallenge {
+  std::string challenge_id;  // 32 hex
+  std::string host_id;
+  std::string enrolment_bundle;
+  crypto::Digest256 secret_sha256{};
+  crypto::Digest256 ek_cert_sha256{};
+  int64_t created_at = 0;
+  int64_t expires_at = 0;
+};
+
+struct NonceRecord {
+  std::vector<uint8_t> nonce;  // 32 bytes
+  std::string host_id;
+  int64_t issued_at = 0;
+  int64_t expires_at = 0;
+};
+
+enum class RevokedKind { kHost, kJob };
+
+class Store {
+ public:
+  // Opens (creating when absent, mode 0600) and migrates to kSchemaVersion. A database
+  // written by a newer broker (higher version) is Unsupported.
+  static Result<std::unique_ptr<Store>> Open(const std::string& path);
+  // Opens an existing database read-only (admin commands), without migrating.
+  static Result<std::unique_ptr<Store>> OpenReadOnly(const std::string& path);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  Result<int> SchemaVersion();
+  // PRAGMA integrity_check: OK or the first problem.
+  Status IntegrityCheck();
+
+  Status PutChallenge(const PendingChallenge& challenge);
+  // Deletes the challenge and returns it: one activation attempt per challenge. NotFound
+  // when unknown (or already used); FailedPrecondition when it expired (deleted too).
+  Result<PendingChallenge> TakeChallenge(const std::string& challenge_id, int64_t now);
+
+  // Inserts the host, or replaces its AK and enrolment bundle when its EK is already
+  // enrolled (the clock state is kept: same TPM, same clock).
+  Status UpsertHost(const HostRecord& host);
+  Result<HostRecord> GetHost(const std::string& host_id);
+  Result<std::vector<HostRecord>> ListHosts();
+  // The host enrolled with this AK name, if any.
+  Result<std::optional<std::string>> HostIdForAkName(const std::vector<uint8_t>& ak_name);
+  // Replaces the clock state only when it still equals `expected` (compare and set).
+  Status UpdateClockState(const std::string& host_id, const std::string& expected, const std::string& clock_state);
+
+  Status PutNonce(const NonceRecord& nonce);
+  // Marks the nonce used and returns it, in one transaction. NotFound when unknown;
+  // FailedPrecondition when already used or expired. A nonce is never usable twice.
+  Result<NonceRecord> ConsumeNonce(const std::vector<uint8_t>& nonce, int64_t now);
+  // Deletes expired challenges and nonces that expired more than `keep_s` ago.
+  Result<int64_t> PurgeExpired(int64_t now, int64_t keep_s);
+
+  Status Revoke(RevokedKind kind, const std::string& id, const std::string& reason, int64_t now);
+  Result<bool> IsRevoked(RevokedKind kind, const std::string& id);
+
+ private:
+  explicit Store(sqlite3* db) : db_(db) {}
+  static Result<std::unique_ptr<Store>> OpenReadWrite(const std::string& path);
+  Status Exec(const char* sql);
+  Status Migrate();
+  sqlite3* db_ = nullptr;
+  std::mutex mu_;  // one connection, one transaction at a time
+};
+
+}  // namespace enclave::broker

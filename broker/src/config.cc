@@ -1,0 +1,147 @@
+#include "enclave/broker/config.h"
+
+#include <filesystem>
+#include <set>
+
+#include <toml++/toml.h>
+
+#include "enclave/common/files.h"
+
+namespace enclave::broker {
+namespace {
+
+std::string Resolve(const std::string& base, const std::string& p) {
+  if (p.empty() || p.front() == '/') return p;
+  return (std::filesystem::path(base) / p).lexically_normal().string();
+}
+
+Status CheckKeys(const toml::table& t, std::string_view where, const std::set<std::string>& allowed) {
+  for (const auto& [k, v] : t) {
+    if (!allowed.count(std::string(k.str())))
+      return InvalidInput("broker config: unknown key '" + std::string(where) + std::string(where.empty() ? "" : ".") +
+                          std::string(k.str()) + "'");
+  }
+  return OkStatus();
+}
+
+Result<const toml::table*> Table(const toml::table& root, const std::string& name, bool required) {
+  const toml::node* n = root.get(name);
+  if (n == nullptr) {
+    if (required) return InvalidInput("broker config: missing table [" + name + "]");
+    return static_cast<const toml::table*>(nullptr);
+  }
+  if (!n->is_table()) return InvalidInput("broker config: '" + name + "' must be a table");
+  return n->as_table();
+}
+
+Status GetString(const toml::table* t, const std::string& table, const std::string& key, bool required,
+                 std::string* out) {
+  const toml::node* n = t ? t->get(key) : nullptr;
+  if (n == nullptr) {
+    if (required) return InvalidInput("broker config: missing key '" + table + "." + key + "'");
+    return OkStatus();
+  }
+  if (!n->is_string()) return InvalidInput("broker config: '" + table + "." + key + "' must be a string");
+  *out = n->as_string()->get();
+  if (out->empty()) return InvalidInput("broker config: '" + table + "." + key + "' is empty");
+  if (out->find('\0') != std::string::npos)
+    return InvalidInput("broker config: '" + table + "." + key + "' contains a NUL byte");
+  return OkStatus();
+}
+
+Status GetInt(const toml::table* t, const std::string& table, const std::string& key, int64_t lo, int64_t hi,
+              int64_t* out) {
+  const toml::node* n = t ? t->get(key) : nullptr;
+  if (n == nullptr) return OkStatus();
+  if (!n->is_integer()) return InvalidInput("broker config: '" + table + "." + key + "' must be an integer");
+  int64_t v = n->as_integer()->get();
+  if (v < lo || v > hi)
+    return InvalidInput("broker config: '" + table + "." + key + "' = " + std::to_string(v) + " is outside [" +
+                        std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  *out = v;
+  return OkStatus();
+}
+
+}  // namespace
+
+Result<BrokerConfig> ParseBrokerConfig(std::string_view text, const std::string& base_dir) {
+  toml::table root;
+  try {
+    root = toml::parse(text, std::string_view("broker.toml"));
+  } catch (const toml::parse_error& e) {
+    return InvalidInput("broker config: line " + std::to_string(e.source().begin.line) + ", column " +
+                        std::to_string(e.source().begin.column) + ": " + std::string(e.description()));
+  }
+  RETURN_IF_ERROR(CheckKeys(root, "", {"server", "store", "keystore", "audit", "attestation"}));
+  BrokerConfig c;
+
+  ASSIGN_OR_RETURN(const toml::table* server, Table(root, "server", true));
+  RETURN_IF_ERROR(CheckKeys(*server, "server",
+                            {"listen", "port", "certificate", "private_key", "threads", "max_queued", "max_body_bytes",
+                             "read_timeout_s", "write_timeout_s", "keep_alive_s"}));
+  ServerConfig& s = c.server;
+  RETURN_IF_ERROR(GetString(server, "server", "listen", false, &s.listen));
+  RETURN_IF_ERROR(GetString(server, "server", "certificate", true, &s.certificate));
+  RETURN_IF_ERROR(GetString(server, "server", "private_key", true, &s.private_key));
+  int64_t v = s.port;
+  RETURN_IF_ERROR(GetInt(server, "server", "port", 0, 65535, &v));
+  s.port = static_cast<uint16_t>(v);
+  v = static_cast<int64_t>(s.threads);
+  RETURN_IF_ERROR(GetInt(server, "server", "threads", 1, 1024, &v));
+  s.threads = static_cast<size_t>(v);
+  v = static_cast<int64_t>(s.max_queued);
+  RETURN_IF_ERROR(GetInt(server, "server", "max_queued", 1, 65536, &v));
+  s.max_queued = static_cast<size_t>(v);
+  v = static_cast<int64_t>(s.max_body_bytes);
+  RETURN_IF_ERROR(GetInt(server, "server", "max_body_bytes", 4096, int64_t{256} << 20, &v));
+  s.max_body_bytes = static_cast<size_t>(v);
+  v = s.read_timeout_s;
+  RETURN_IF_ERROR(GetInt(server, "server", "read_timeout_s", 1, 300, &v));
+  s.read_timeout_s = static_cast<int>(v);
+  v = s.write_timeout_s;
+  RETURN_IF_ERROR(GetInt(server, "server", "write_timeout_s", 1, 300, &v));
+  s.write_timeout_s = static_cast<int>(v);
+  v = s.keep_alive_s;
+  RETURN_IF_ERROR(GetInt(server, "server", "keep_alive_s", 1, 300, &v));
+  s.keep_alive_s = static_cast<int>(v);
+  s.certificate = Resolve(base_dir, s.certificate);
+  s.private_key = Resolve(base_dir, s.private_key);
+
+  ASSIGN_OR_RETURN(const toml::table* store, Table(root, "store", true));
+  RETURN_IF_ERROR(CheckKeys(*store, "store", {"path"}));
+  RETURN_IF_ERROR(GetString(store, "store", "path", true, &c.store_path));
+  c.store_path = Resolve(base_dir, c.store_path);
+
+  ASSIGN_OR_RETURN(const toml::table* keystore, Table(root, "keystore", true));
+  RETURN_IF_ERROR(CheckKeys(*keystore, "keystore", {"path"}));
+  RETURN_IF_ERROR(GetString(keystore, "keystore", "path", true, &c.keystore_path));
+  c.keystore_path = Resolve(base_dir, c.keystore_path);
+
+  ASSIGN_OR_RETURN(const toml::table* audit, Table(root, "audit", true));
+  RETURN_IF_ERROR(CheckKeys(*audit, "audit", {"dir", "signing_key", "actor"}));
+  RETURN_IF_ERROR(GetString(audit, "audit", "dir", true, &c.audit_dir));
+  RETURN_IF_ERROR(GetString(audit, "audit", "signing_key", true, &c.audit_signing_key));
+  RETURN_IF_ERROR(GetString(audit, "audit", "actor", false, &c.actor));
+  c.audit_dir = Resolve(base_dir, c.audit_dir);
+  c.audit_signing_key = Resolve(base_dir, c.audit_signing_key);
+
+  ASSIGN_OR_RETURN(const toml::table* att, Table(root, "attestation", true));
+  RETURN_IF_ERROR(CheckKeys(*att, "attestation", {"policy", "nonce_ttl_s", "challenge_ttl_s"}));
+  RETURN_IF_ERROR(GetString(att, "attestation", "policy", true, &c.attestation_policy));
+  c.attestation_policy = Resolve(base_dir, c.attestation_policy);
+  RETURN_IF_ERROR(GetInt(att, "attestation", "nonce_ttl_s", 1, 3600, &c.nonce_ttl_s));
+  RETURN_IF_ERROR(GetInt(att, "attestation", "challenge_ttl_s", 1, 86400, &c.challenge_ttl_s));
+  return c;
+}
+
+Result<BrokerConfig> LoadBrokerConfig(const std::string& path) {
+  ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadWholeFile(path, kMaxConfigBytes));
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  auto c = ParseBrokerConfig(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), dir);
+  if (!c.ok()) return c.status().Annotate(path);
+  c->path = path;
+  return c;
+}
+
+}  // namespace enclave::broker

@@ -1,0 +1,201 @@
+#include "enclave/broker/server.h"
+
+#include <openssl/ssl.h>
+
+#include <condition_variable>
+#include <deque>
+#include <iostream>
+#include <thread>
+
+#include <httplib.h>
+
+#include "enclave/broker/messages.h"
+
+namespace enclave::broker {
+namespace {
+
+// httplib's ThreadPool queues without bound; this one blocks the acceptor instead, so at
+// most `threads` requests run and `max_queued` accepted connections wait.
+class BoundedPool : public httplib::TaskQueue {
+ public:
+  BoundedPool(size_t threads, size_t max_queued) : max_queued_(max_queued) {
+    for (size_t i = 0; i < threads; ++i) workers_.emplace_back([this] { Work(); });
+  }
+  void enqueue(std::function<void()> fn) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    space_.wait(lock, [&] { return queue_.size() < max_queued_ || shutdown_; });
+    if (shutdown_) return;  // never reached: httplib stops accepting before shutdown()
+    queue_.push_back(std::move(fn));
+    ready_.notify_one();
+  }
+  void shutdown() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      shutdown_ = true;
+    }
+    ready_.notify_all();
+    space_.notify_all();
+    for (auto& t : workers_) t.join();
+  }
+
+ private:
+  void Work() {
+    for (;;) {
+      std::function<void()> fn;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        ready_.wait(lock, [&] { return !queue_.empty() || shutdown_; });
+        if (queue_.empty()) return;  // shut down, queue drained
+        fn = std::move(queue_.front());
+        queue_.pop_front();
+        space_.notify_one();
+      }
+      fn();
+    }
+  }
+  const size_t max_queued_;
+  std::mutex mu_;
+  std::condition_variable ready_, space_;
+  std::deque<std::function<void()>> queue_;
+  std::vector<std::thread> workers_;
+  bool shutdown_ = false;
+};
+
+void Send(httplib::Response& res, const Reply& reply) {
+  res.status = reply.status;
+  res.set_content(reply.body, "application/json");
+}
+
+void SendError(httplib::Response& res, int status, std::string_view code, std::string_view message) {
+  res.status = status;
+  res.set_content(EncodeError(code, message), "application/json");
+}
+
+// The body limit of a POST route, 0 for an unknown path.
+size_t BodyLimit(const std::string& path, size_t max_body) {
+  if (path == "/v1/enrolments") return kMaxEnrolmentBody;
+  if (path == "/v1/nonces") return kMaxNonceRequestBody;
+  if (path == "/v1/attestations") return max_body;
+  constexpr std::string_view kPrefix = "/v1/enrolments/";
+  constexpr std::string_view kSuffix = "/activation";
+  if (path.size() == kPrefix.size() + kIdHexChars + kSuffix.size() && path.starts_with(kPrefix) &&
+      path.ends_with(kSuffix))
+    return kMaxActivationBody;
+  return 0;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Server>> Server::Create(const ServerConfig& config, Service& service) {
+  std::unique_ptr<Server> s(new Server());
+  s->http_ = std::make_unique<httplib::SSLServer>(config.certificate.c_str(), config.private_key.c_str());
+  if (!s->http_->is_valid())
+    return InvalidInput("TLS: could not load certificate " + config.certificate + " and key " + config.private_key +
+                        " (PEM, key matching the certificate)");
+  SSL_CTX* ctx = s->http_->ssl_context();
+  if (SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) != 1 || SSL_CTX_set_max_proto_version(ctx, 0) != 1)
+    return Internal("SSL_CTX_set_min_proto_version(TLS1_3_VERSION) failed");
+  // Stateless servers need no TLS session resumption; it would only widen the surface.
+  SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+  SSL_CTX_set_num_tickets(ctx, 0);
+
+  const size_t threads = config.threads, queued = config.max_queued;
+  s->http_->new_task_queue = [threads, queued] { return new BoundedPool(threads, queued); };
+  s->http_->set_read_timeout(config.read_timeout_s, 0);
+  s->http_->set_write_timeout(config.write_timeout_s, 0);
+  s->http_->set_keep_alive_timeout(config.keep_alive_s);
+  s->http_->set_keep_alive_max_count(100);
+  s->http_->set_payload_max_length(config.max_body_bytes);
+  s->Routes(config, service);
+
+  s->port_ = config.port == 0 ? s->http_->bind_to_any_port(config.listen.c_str())
+                              : (s->http_->bind_to_port(config.listen.c_str(), config.port) ? config.port : -1);
+  if (s->port_ <= 0)
+    return Unavailable("cannot listen on " + config.listen + ":" + std::to_string(config.port));
+  return s;
+}
+
+void Server::Routes(const ServerConfig& config, Service& service) {
+  const size_t max_body = config.max_body_bytes;
+  // Before the body is read: method, length, type.
+  http_->set_pre_routing_handler([max_body](const httplib::Request& req, httplib::Response& res) {
+    using R = httplib::Server::HandlerResponse;
+    if (req.method == "GET" && req.path == "/v1/status") return R::Unhandled;
+    if (req.method != "POST") {
+      if (req.method == "GET" || req.method == "HEAD") {
+        SendError(res, 404, "not_found", "no such endpoint");
+      } else {
+        SendError(res, 405, "method_not_allowed", "the API takes POST (GET only for /v1/status)");
+      }
+      return R::Handled;
+    }
+    const size_t limit = BodyLimit(req.path, max_body);
+    if (limit == 0) {
+      SendError(res, 404, "not_found", "no such endpoint");
+      return R::Handled;
+    }
+    if (!req.has_header("Content-Length") || req.has_header("Transfer-Encoding")) {
+      SendError(res, 411, "length_required", "a POST body needs Content-Length (no chunked transfer)");
+      return R::Handled;
+    }
+    const std::string length = req.get_header_value("Content-Length");
+    size_t n = 0;
+    bool ok = !length.empty() && length.size() <= 12;
+    for (char c : length) {
+      ok = ok && c >= '0' && c <= '9';
+      if (ok) n = n * 10 + static_cast<size_t>(c - '0');
+    }
+    if (!ok) {
+      SendError(res, 400, "invalid_input", "Content-Length is not a decimal number");
+      return R::Handled;
+    }
+    if (n > limit) {
+      SendError(res, 413, "payload_too_large", "body of " + std::to_string(n) + " bytes exceeds this endpoint's " +
+                                                   std::to_string(limit) + "-byte limit");
+      return R::Handled;
+    }
+    if (!IsJsonContentType(req.get_header_value("Content-Type"))) {
+      SendError(res, 415, "unsupported_media_type", "Content-Type must be application/json");
+      return R::Handled;
+    }
+    return R::Unhandled;
+  });
+  http_->Get("/v1/status", [](const httplib::Request&, httplib::Response& res) {
+    Send(res, {200, R"({"status":"ok","api":"v1"})"});
+  });
+  http_->Post("/v1/enrolments", [&service](const httplib::Request& req, httplib::Response& res) {
+    Send(res, service.Enrol(req.body));
+  });
+  http_->Post(R"(/v1/enrolments/([0-9a-f]{32})/activation)",
+              [&service](const httplib::Request& req, httplib::Response& res) {
+                Send(res, service.Activate(req.matches[1], req.body));
+              });
+  http_->Post("/v1/nonces", [&service](const httplib::Request& req, httplib::Response& res) {
+    Send(res, service.IssueNonce(req.body));
+  });
+  http_->Post("/v1/attestations", [&service](const httplib::Request& req, httplib::Response& res) {
+    Send(res, service.Attest(req.body));
+  });
+  http_->set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (res.body.empty()) {
+      const int status = res.status;
+      SendError(res, status, status == 413 ? "payload_too_large" : status == 404 ? "not_found" : "bad_request",
+                "request refused");
+    }
+  });
+  http_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+    std::cerr << "enclave-broker: a handler threw\n";
+    SendError(res, 500, "internal", "the broker could not complete the request");
+  });
+}
+
+Server::~Server() = default;
+
+Status Server::Run() {
+  if (!http_->listen_after_bind()) return Unavailable("the HTTPS listener stopped with an error");
+  return OkStatus();
+}
+
+void Server::Stop() { http_->stop(); }
+
+}  // namespace enclave::broker

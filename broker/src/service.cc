@@ -1,0 +1,252 @@
+#include "enclave/broker/service.h"
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "enclave/attest/bundle.h"
+#include "enclave/attest/credential.h"
+#include "enclave/attest/ek_cert.h"
+#include "enclave/attest/enrolment.h"
+#include "enclave/attest/quote.h"
+#include "enclave/attest/tpm_types.h"
+#include "enclave/audit/event.h"
+#include "enclave/broker/messages.h"
+#include "enclave/crypto/secret_bytes.h"
+
+namespace enclave::broker {
+namespace {
+
+using json = nlohmann::json;
+
+std::string RandomId() {
+  std::array<uint8_t, 16> b{};
+  crypto::RandomBytes(b);
+  return HexEncode(b);
+}
+
+Reply JsonReply(int status, const json& j) { return {status, j.dump()}; }
+
+// Refusals of a security check: one opaque message to the client; the detail goes to the
+// broker's own log (stderr), never to the caller.
+Reply Refuse(std::string_view what, const std::string& detail) {
+  std::cerr << "enclave-broker: refused " << what << ": " << detail << "\n";
+  return {403, EncodeError("permission_denied", std::string(what) + " refused")};
+}
+
+}  // namespace
+
+int HttpStatusFor(Code code) {
+  switch (code) {
+    case Code::kOk: return 200;
+    case Code::kInvalidInput: return 400;
+    case Code::kUnsupported: return 400;
+    case Code::kAuthFailed: return 403;
+    case Code::kPermissionDenied: return 403;
+    case Code::kNotFound: return 404;
+    case Code::kAlreadyExists: return 409;
+    case Code::kFailedPrecondition: return 409;
+    case Code::kUnavailable: return 503;
+    case Code::kIo: return 500;
+    case Code::kInternal: return 500;
+  }
+  return 500;
+}
+
+Reply ErrorReply(const Status& status) {
+  std::string code(CodeName(status.code()));
+  for (char& c : code) {
+    if (c == ' ') c = '_';
+  }
+  if (status.code() == Code::kIo) code = "io_error";
+  if (status.code() == Code::kInternal) code = "internal";
+  // Server-side failures keep their detail in the broker's log only.
+  const int http = HttpStatusFor(status.code());
+  if (http >= 500) {
+    std::cerr << "enclave-broker: " << status.ToString() << "\n";
+    return {http, EncodeError(code, "the broker could not complete the request")};
+  }
+  return {http, EncodeError(code, status.message())};
+}
+
+std::string HostIdFor(ByteSpan ek_public) {
+  crypto::Digest256 d = crypto::Sha256(ek_public);
+  return HexEncode(ByteSpan(d.data(), 16));
+}
+
+Result<std::unique_ptr<Service>> Service::Create(Store& store, audit::LogWriter& log, audit::EvidenceArchive archive,
+                                                 std::string policy_text, std::string policy_dir,
+                                                 ServiceOptions options) {
+  auto policy = attest::ParsePolicy(policy_text, policy_dir);
+  if (!policy.ok()) return policy.status().Annotate("attestation policy");
+  if (policy->ek_trust.roots.empty()) return FailedPrecondition("attestation policy: no trusted EK root");
+  // Every verdict archives the policy and the files it names; refuse at start a policy
+  // that cannot be archived rather than fail every appraisal later.
+  auto files = audit::PolicyReferencedFiles(policy_text, policy_dir);
+  if (!files.ok()) return files.status().Annotate("attestation policy (archiving its EK root files)");
+  return std::unique_ptr<Service>(new Service(store, log, std::move(archive), std::move(policy).value(),
+                                              std::move(policy_text), std::move(policy_dir), std::move(options)));
+}
+
+int64_t Service::Now() const {
+  if (options_.now) return options_.now();
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::shared_ptr<std::mutex> Service::HostLock(const std::string& host_id) {
+  std::lock_guard<std::mutex> lock(locks_mu_);
+  auto& m = host_locks_[host_id];
+  if (!m) m = std::make_shared<std::mutex>();
+  return m;
+}
+
+Reply Service::Enrol(std::string_view body) {
+  auto bundle = attest::ParseEnrolmentBundle(body);
+  if (!bundle.ok()) return ErrorReply(bundle.status());
+  crypto::Digest256 ek_cert_sha256{};
+  auto appraisal = attest::AppraiseEnrolment(policy_, *bundle, &ek_cert_sha256);
+  if (!appraisal.ok()) return ErrorReply(appraisal.status());
+  if (!appraisal->ok()) return Refuse("enrolment", appraisal->Summary());
+  const std::string host_id = HostIdFor(bundle->ek_public);
+  auto revoked = store_.IsRevoked(RevokedKind::kHost, host_id);
+  if (!revoked.ok()) return ErrorReply(revoked.status());
+  if (*revoked) return Refuse("enrolment", "host " + host_id + " is revoked");
+
+  const int64_t now = Now();
+  auto made = attest::MakeChallenge(*bundle, crypto::Sha256(AsBytes(body)), now);
+  if (!made.ok()) return ErrorReply(made.status());
+  const attest::ChallengeBundle& c = made->bundle;
+
+  PendingChallenge pending;
+  pending.challenge_id = RandomId();
+  pending.host_id = host_id;
+  pending.enrolment_bundle = std::string(body);
+  pending.secret_sha256 = c.secret_sha256;
+  pending.ek_cert_sha256 = ek_cert_sha256;
+  pending.created_at = now;
+  pending.expires_at = now + options_.challenge_ttl_s;
+  if (Status s = store_.PutChallenge(pending); !s.ok()) return ErrorReply(s);
+
+  EnrolmentChallenge answer{pending.challenge_id, host_id, pending.expires_at, attest::EncodeChallengeBundle(c)};
+  return {201, EncodeEnrolmentChallenge(answer)};
+}
+
+Reply Service::Activate(const std::string& challenge_id, std::string_view body) {
+  if (!IsLowerHexId(challenge_id)) return ErrorReply(InvalidInput("challenge id must be 32 lowercase hex digits"));
+  auto response = attest::ParseActivationResponse(body);
+  if (!response.ok()) return ErrorReply(response.status());
+  auto pending = store_.TakeChallenge(challenge_id, Now());
+  if (!pending.ok()) return ErrorReply(pending.status());
+  auto bundle = attest::ParseEnrolmentBundle(pending->enrolment_bundle);
+  if (!bundle.ok()) return ErrorReply(Internal("stored enrolment bundle: " + bundle.status().message()));
+  // Both compared in full; the secret's digest in constant time.
+  const crypto::Digest256 got = crypto::Sha256(response->secret);
+  const bool secret_ok = crypto::ConstantTimeEquals(got, pending->secret_sha256);
+  const bool name_ok = response->ak_name == bundle->ak_name;
+  if (!secret_ok || !name_ok) {
+    return Refuse("activation", std::string("challenge ") + challenge_id + ": " +
+                                    (name_ok ? "" : "the answer names another AK; ") +
+                                    (secret_ok ? "" : "the secret does not match"));
+  }
+  auto revoked = store_.IsRevoked(RevokedKind::kHost, pending->host_id);
+  if (!revoked.ok()) return ErrorReply(revoked.status());
+  if (*revoked) return Refuse("activation", "host " + pending->host_id + " was revoked");
+  // Checked before the audit entry, so the log never records an enrolment the store refuses.
+  auto owner = store_.HostIdForAkName(bundle->ak_name);
+  if (!owner.ok()) return ErrorReply(owner.status());
+  if (owner->has_value() && **owner != pending->host_id)
+    return ErrorReply(AlreadyExists("this AK is enrolled for host " + **owner));
+  const crypto::Digest256 ak_sha = crypto::Sha256(bundle->ak_public);
+  auto index = log_.Append(audit::HostEnrolled(options_.actor, pending->host_id, HexEncode(pending->ek_cert_sha256),
+                                                HexEncode(ak_sha)));
+  if (!index.ok()) return ErrorReply(Unavailable("audit log: " + index.status().ToString()));
+
+  HostRecord host;
+  host.host_id = pending->host_id;
+  host.ek_public = bundle->ek_public;
+  host.ek_cert_sha256 = pending->ek_cert_sha256;
+  host.ak_public = bundle->ak_public;
+  host.ak_name = bundle->ak_name;
+  host.enrolment_bundle = pending->enrolment_bundle;
+  host.enrolled_at = Now();
+  if (Status s = store_.UpsertHost(host); !s.ok()) return ErrorReply(s);
+  return JsonReply(201, json{{"host_id", host.host_id},
+                             {"ak_name", HexEncode(host.ak_name)},
+                             {"enrolled_at", host.enrolled_at},
+                             {"audit_index", *index}});
+}
+
+Reply Service::IssueNonce(std::string_view body) {
+  auto request = ParseNonceRequest(body);
+  if (!request.ok()) return ErrorReply(request.status());
+  auto host = store_.GetHost(request->host_id);
+  if (!host.ok()) return ErrorReply(host.status());
+  auto revoked = store_.IsRevoked(RevokedKind::kHost, host->host_id);
+  if (!revoked.ok()) return ErrorReply(revoked.status());
+  if (*revoked) return Refuse("nonce", "host " + host->host_id + " is revoked");
+  NonceRecord n;
+  n.nonce.resize(kNonceBytes);
+  crypto::RandomBytes(n.nonce);
+  n.host_id = host->host_id;
+  n.issued_at = Now();
+  n.expires_at = n.issued_at + options_.nonce_ttl_s;
+  if (Status s = store_.PutNonce(n); !s.ok()) return ErrorReply(s);
+  NonceIssued answer{n.nonce, n.host_id, n.issued_at, n.expires_at, policy_.quote_selection.ToString()};
+  return {201, EncodeNonceIssued(answer)};
+}
+
+Reply Service::Attest(std::string_view body) {
+  auto evidence = attest::ParseEvidenceBundle(body);
+  if (!evidence.ok()) return ErrorReply(evidence.status());
+  if (evidence->nonce.size() != kNonceBytes)
+    return ErrorReply(InvalidInput("evidence bundle: field 'nonce' must be a 32-byte nonce issued by this broker"));
+  // Used up before anything else: a nonce answers one appraisal, whatever its outcome.
+  auto nonce = store_.ConsumeNonce(evidence->nonce, Now());
+  if (!nonce.ok()) return ErrorReply(nonce.status());
+  auto revoked = store_.IsRevoked(RevokedKind::kHost, nonce->host_id);
+  if (!revoked.ok()) return ErrorReply(revoked.status());
+  if (*revoked) return Refuse("attestation", "host " + nonce->host_id + " is revoked");
+
+  // One appraisal per host at a time, so the clock state read here is the one replaced.
+  std::shared_ptr<std::mutex> host_lock = HostLock(nonce->host_id);
+  std::lock_guard<std::mutex> guard(*host_lock);
+  auto host = store_.GetHost(nonce->host_id);
+  if (!host.ok()) return ErrorReply(host.status());
+
+  audit::VerdictInputs in;
+  in.actor = options_.actor;
+  in.host = host->host_id;
+  in.evidence_bundle = std::string(body);
+  in.enrolment_bundle = host->enrolment_bundle;
+  in.policy = policy_text_;
+  in.policy_dir = policy_dir_;
+  in.context.nonce = nonce->nonce;
+  in.context.bound_digest = evidence->bound_digest;
+  in.context.nonce_issued_at = nonce->issued_at;
+  in.context.appraised_at = Now();
+  if (!host->clock_state.empty()) {
+    auto clock = attest::ParseClockState(host->clock_state);
+    if (!clock.ok()) return ErrorReply(Internal("stored clock state of " + host->host_id + ": " + clock.status().message()));
+    in.context.last_clock = *clock;
+  }
+  auto recorded = audit::AppraiseAndRecord(log_, archive_, in);
+  if (!recorded.ok()) return ErrorReply(recorded.status());
+  if (!recorded->verdict.passed()) {
+    std::cerr << "enclave-broker: attestation of " << host->host_id << " failed (audit entry " << recorded->index
+              << "): " << recorded->verdict.appraisal.Summary() << "\n";
+    json j = json::parse(EncodeError("permission_denied", "attestation refused"));
+    j["audit_index"] = recorded->index;
+    return JsonReply(403, j);
+  }
+  if (recorded->verdict.clock) {
+    Status s = store_.UpdateClockState(host->host_id, host->clock_state, attest::EncodeClockState(*recorded->verdict.clock));
+    if (!s.ok()) return ErrorReply(s);
+  }
+  json j{{"verdict", "pass"}, {"host_id", host->host_id}, {"audit_index", recorded->index}};
+  j["bound_digest"] = evidence->bound_digest ? json(HexEncode(*evidence->bound_digest)) : json(nullptr);
+  return JsonReply(200, j);
+}
+
+}  // namespace enclave::broker

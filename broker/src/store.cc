@@ -1,0 +1,449 @@
+#include "enclave/broker/store.h"
+
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "enclave/common/bytes.h"
+
+namespace enclave::broker {
+namespace {
+
+Status SqliteError(sqlite3* db, std::string_view what) {
+  std::string msg = "sqlite " + std::string(what) + ": ";
+  msg += db != nullptr ? sqlite3_errmsg(db) : "out of memory";
+  int code = db != nullptr ? sqlite3_extended_errcode(db) : SQLITE_NOMEM;
+  if (code == SQLITE_BUSY || code == SQLITE_LOCKED) return Unavailable(msg);
+  if ((code & 0xff) == SQLITE_IOERR || (code & 0xff) == SQLITE_FULL) return IoError(msg);
+  if ((code & 0xff) == SQLITE_CONSTRAINT) return AlreadyExists(msg);
+  if ((code & 0xff) == SQLITE_CORRUPT || (code & 0xff) == SQLITE_NOTADB) return InvalidInput(msg);
+  return Internal(msg);
+}
+
+// One prepared statement; finalized on every path.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : db_(db) {
+    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK) {
+      status_ = SqliteError(db, std::string("prepare \"") + sql + "\"");
+      stmt_ = nullptr;
+    }
+  }
+  ~Stmt() { sqlite3_finalize(stmt_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  const Status& status() const { return status_; }
+
+  Stmt& Text(int i, std::string_view v) {
+    if (stmt_ && status_.ok() &&
+        sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT) != SQLITE_OK)
+      status_ = SqliteError(db_, "bind");
+    return *this;
+  }
+  Stmt& Blob(int i, ByteSpan v) {
+    if (stmt_ && status_.ok() &&
+        sqlite3_bind_blob(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT) != SQLITE_OK)
+      status_ = SqliteError(db_, "bind");
+    return *this;
+  }
+  Stmt& Int(int i, int64_t v) {
+    if (stmt_ && status_.ok() && sqlite3_bind_int64(stmt_, i, v) != SQLITE_OK) status_ = SqliteError(db_, "bind");
+    return *this;
+  }
+  // true: a row; false: done.
+  Result<bool> Step() {
+    if (!status_.ok()) return status_;
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    return SqliteError(db_, "step");
+  }
+  Status Run() {
+    auto r = Step();
+    if (!r.ok()) return r.status();
+    return OkStatus();
+  }
+  int64_t ColInt(int i) { return sqlite3_column_int64(stmt_, i); }
+  bool ColNull(int i) { return sqlite3_column_type(stmt_, i) == SQLITE_NULL; }
+  std::string ColText(int i) {
+    const auto* p = sqlite3_column_text(stmt_, i);
+    return p ? std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(stmt_, i)))
+             : std::string();
+  }
+  std::vector<uint8_t> ColBlob(int i) {
+    const auto* p = static_cast<const uint8_t*>(sqlite3_column_blob(stmt_, i));
+    size_t n = static_cast<size_t>(sqlite3_column_bytes(stmt_, i));
+    return p ? std::vector<uint8_t>(p, p + n) : std::vector<uint8_t>();
+  }
+  Result<crypto::Digest256> ColDigest(int i, std::string_view what) {
+    auto b = ColBlob(i);
+    crypto::Digest256 d{};
+    if (b.size() != d.size()) return InvalidInput("state store: column '" + std::string(what) + "' is not 32 bytes");
+    std::memcpy(d.data(), b.data(), d.size());
+    return d;
+  }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+  Status status_;
+};
+
+// BEGIN IMMEDIATE ... COMMIT; rolled back unless Commit() succeeded.
+class Txn {
+ public:
+  explicit Txn(sqlite3* db) : db_(db) {
+    if (sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK)
+      status_ = SqliteError(db, "BEGIN IMMEDIATE");
+    else
+      open_ = true;
+  }
+  ~Txn() {
+    if (open_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  const Status& status() const { return status_; }
+  Status Commit() {
+    if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) return SqliteError(db_, "COMMIT");
+    open_ = false;
+    return OkStatus();
+  }
+
+ private:
+  sqlite3* db_;
+  bool open_ = false;
+  Status status_;
+};
+
+// Version 1. Later versions append statements; a database is migrated one version at a time.
+constexpr const char* kSchemaV1 = R"sql(
+CREATE TABLE hosts (
+  host_id TEXT PRIMARY KEY,
+  ek_public BLOB NOT NULL,
+  ek_cert_sha256 BLOB NOT NULL,
+  ak_public BLOB NOT NULL,
+  ak_name BLOB NOT NULL UNIQUE,
+  enrolment_bundle TEXT NOT NULL,
+  clock_state TEXT NOT NULL DEFAULT '',
+  enrolled_at INTEGER NOT NULL
+) STRICT;
+CREATE TABLE challenges (
+  challenge_id TEXT PRIMARY KEY,
+  host_id TEXT NOT NULL,
+  enrolment_bundle TEXT NOT NULL,
+  secret_sha256 BLOB NOT NULL,
+  ek_cert_sha256 BLOB NOT NULL,
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL
+) STRICT;
+CREATE TABLE nonces (
+  nonce BLOB PRIMARY KEY,
+  host_id TEXT NOT NULL,
+  issued_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  used_at INTEGER
+) STRICT;
+CREATE INDEX nonces_expiry ON nonces(expires_at);
+CREATE TABLE revocations (
+  kind TEXT NOT NULL CHECK (kind IN ('host', 'job')),
+  subject_id TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  revoked_at INTEGER NOT NULL,
+  PRIMARY KEY (kind, subject_id)
+) STRICT;
+CREATE TABLE jobs (
+  job_id TEXT PRIMARY KEY,
+  job_digest BLOB NOT NULL,
+  created_at INTEGER NOT NULL
+) STRICT;
+CREATE TABLE leases (
+  lease_id TEXT PRIMARY KEY,
+  host_id TEXT NOT NULL REFERENCES hosts(host_id),
+  job_id TEXT NOT NULL REFERENCES jobs(job_id),
+  issued_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  reattest_by INTEGER NOT NULL,
+  ended_at INTEGER
+) STRICT;
+)sql";
+
+std::string KindName(RevokedKind kind) { return kind == RevokedKind::kHost ? "host" : "job"; }
+
+Result<sqlite3*> OpenDb(const std::string& path, int flags) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_FULLMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    Status s = SqliteError(db, "open " + path);
+    sqlite3_close(db);
+    return s;
+  }
+  sqlite3_extended_result_codes(db, 1);
+  sqlite3_busy_timeout(db, 5000);
+  return db;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> Store::Open(const std::string& path) {
+  auto store = OpenReadWrite(path);
+  if (!store.ok()) return store.status().Annotate("state store " + path);
+  return store;
+}
+
+Result<std::unique_ptr<Store>> Store::OpenReadWrite(const std::string& path) {
+  // Create the file ourselves so its mode is 0600 from the start (SQLite would use 0644).
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return ErrnoStatus("open", errno);
+  ::close(fd);
+  ASSIGN_OR_RETURN(sqlite3 * db, OpenDb(path, SQLITE_OPEN_READWRITE));
+  std::unique_ptr<Store> store(new Store(db));
+  // WAL with synchronous=FULL: every commit is fsynced in the WAL before COMMIT returns.
+  RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL"));
+  {
+    Stmt mode(db, "PRAGMA journal_mode");
+    ASSIGN_OR_RETURN(bool row, mode.Step());
+    if (!row || mode.ColText(0) != "wal") return Unavailable("could not be put in WAL mode");
+  }
+  RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=FULL"));
+  RETURN_IF_ERROR(store->Exec("PRAGMA foreign_keys=ON"));
+  RETURN_IF_ERROR(store->Exec("PRAGMA secure_delete=ON"));
+  RETURN_IF_ERROR(store->Migrate());
+  return store;
+}
+
+Result<std::unique_ptr<Store>> Store::OpenReadOnly(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus("state store: " + path, errno);
+  ASSIGN_OR_RETURN(sqlite3 * db, OpenDb(path, SQLITE_OPEN_READONLY));
+  std::unique_ptr<Store> store(new Store(db));
+  ASSIGN_OR_RETURN(int version, store->SchemaVersion());
+  if (version != kSchemaVersion)
+    return Unsupported("state store: " + path + " has schema version " + std::to_string(version) + ", this broker reads " +
+                       std::to_string(kSchemaVersion));
+  return store;
+}
+
+Store::~Store() { sqlite3_close(db_); }
+
+Status Store::Exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string m = err ? err : "unknown error";
+    sqlite3_free(err);
+    return SqliteError(db_, std::string("exec: ") + m);
+  }
+  return OkStatus();
+}
+
+Result<int> Store::SchemaVersion() {
+  Stmt t(db_, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='schema_migrations'");
+  ASSIGN_OR_RETURN(bool row, t.Step());
+  if (!row || t.ColInt(0) == 0) return 0;
+  Stmt v(db_, "SELECT coalesce(max(version), 0) FROM schema_migrations");
+  ASSIGN_OR_RETURN(row, v.Step());
+  return row ? static_cast<int>(v.ColInt(0)) : 0;
+}
+
+Status Store::Migrate() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Txn txn(db_);
+  RETURN_IF_ERROR(txn.status());
+  RETURN_IF_ERROR(
+      Exec("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)"));
+  ASSIGN_OR_RETURN(int version, SchemaVersion());
+  if (version > kSchemaVersion)
+    return Unsupported("state store: schema version " + std::to_string(version) + " is newer than this broker's (" +
+                       std::to_string(kSchemaVersion) + ")");
+  if (version < 1) {
+    RETURN_IF_ERROR(Exec(kSchemaV1));
+    RETURN_IF_ERROR(Stmt(db_, "INSERT INTO schema_migrations VALUES (1, unixepoch())").Run());
+  }
+  return txn.Commit();
+}
+
+Status Store::IntegrityCheck() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, "PRAGMA integrity_check");
+  ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return Internal("state store: integrity_check returned nothing");
+  std::string r = s.ColText(0);
+  if (r != "ok") return InvalidInput("state store: integrity check failed: " + r);
+  return OkStatus();
+}
+
+Status Store::PutChallenge(const PendingChallenge& c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Txn txn(db_);
+  RETURN_IF_ERROR(txn.status());
+  Stmt s(db_, "INSERT INTO challenges VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+  s.Text(1, c.challenge_id).Text(2, c.host_id).Text(3, c.enrolment_bundle).Blob(4, c.secret_sha256);
+  s.Blob(5, c.ek_cert_sha256).Int(6, c.created_at).Int(7, c.expires_at);
+  RETURN_IF_ERROR(s.Run());
+  return txn.Commit();
+}
+
+Result<PendingChallenge> Store::TakeChallenge(const std::string& challenge_id, int64_t now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Txn txn(db_);
+  RETURN_IF_ERROR(txn.status());
+  Stmt s(db_,
+         "SELECT host_id, enrolment_bundle, secret_sha256, ek_cert_sha256, created_at, expires_at FROM challenges "
+         "WHERE challenge_id = ?1");
+  s.Text(1, challenge_id);
+  ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return NotFound("no pending enrolment challenge " + challenge_id);
+  PendingChallenge c;
+  c.challenge_id = challenge_id;
+  c.host_id = s.ColText(0);
+  c.enrolment_bundle = s.ColText(1);
+  ASSIGN_OR_RETURN(c.secret_sha256, s.ColDigest(2, "secret_sha256"));
+  ASSIGN_OR_RETURN(c.ek_cert_sha256, s.ColDigest(3, "ek_cert_sha256"));
+  c.created_at = s.ColInt(4);
+  c.expires_at = s.ColInt(5);
+  RETURN_IF_ERROR(Stmt(db_, "DELETE FROM challenges WHERE challenge_id = ?1").Text(1, challenge_id).Run());
+  RETURN_IF_ERROR(txn.Commit());
+  if (now >= c.expires_at) return FailedPrecondition("enrolment challenge " + challenge_id + " expired");
+  return c;
+}
+
+Status Store::UpsertHost(const HostRecord& h) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Txn txn(db_);
+  RETURN_IF_ERROR(txn.status());
+  // The AK name is unique: an AK re-enrolled under another host id is refused by the index.
+  Stmt s(db_,
+         "INSERT INTO hosts (host_id, ek_public, ek_cert_sha256, ak_public, ak_name, enrolment_bundle, clock_state, "
+         "enrolled_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(host_id) DO UPDATE SET "
+         "ek_public = excluded.ek_public, ek_cert_sha256 = excluded.ek_cert_sha256, ak_public = excluded.ak_public, "
+         "ak_name = excluded.ak_name, enrolment_bundle = excluded.enrolment_bundle, enrolled_at = excluded.enrolled_at");
+  s.Text(1, h.host_id).Blob(2, h.ek_public).Blob(3, h.ek_cert_sha256).Blob(4, h.ak_public).Blob(5, h.ak_name);
+  s.Text(6, h.enrolment_bundle).Text(7, h.clock_state).Int(8, h.enrolled_at);
+  RETURN_IF_ERROR(s.Run());
+  return txn.Commit();
+}
+
+namespace {
+constexpr const char* kHostColumns =
+    "host_id, ek_public, ek_cert_sha256, ak_public, ak_name, enrolment_bundle, clock_state, enrolled_at";
+Result<HostRecord> ReadHost(Stmt& s) {
+  HostRecord h;
+  h.host_id = s.ColText(0);
+  h.ek_public = s.ColBlob(1);
+  ASSIGN_OR_RETURN(h.ek_cert_sha256, s.ColDigest(2, "ek_cert_sha256"));
+  h.ak_public = s.ColBlob(3);
+  h.ak_name = s.ColBlob(4);
+  h.enrolment_bundle = s.ColText(5);
+  h.clock_state = s.ColText(6);
+  h.enrolled_at = s.ColInt(7);
+  return h;
+}
+}  // namespace
+
+Result<HostRecord> Store::GetHost(const std::string& host_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string sql = std::string("SELECT ") + kHostColumns + " FROM hosts WHERE host_id = ?1";
+  Stmt s(db_, sql.c_str());
+  s.Text(1, host_id);
+  ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return NotFound("host " + host_id + " is not enrolled");
+  return ReadHost(s);
+}
+
+Result<std::vector<HostRecord>> Store::ListHosts() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string sql = std::string("SELECT ") + kHostColumns + " FROM hosts ORDER BY host_id";
+  Stmt s(db_, sql.c_str());
+  std::vector<HostRecord> out;
+  for (;;) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    ASSIGN_OR_RETURN(HostRecord h, ReadHost(s));
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
+Result<std::optional<std::string>> Store::HostIdForAkName(const std::vector<uint8_t>& ak_name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, "SELECT host_id FROM hosts WHERE ak_name = ?1");
+  s.Blob(1, ak_name);
+  ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return std::optional<std::string>();
+  return std::optional<std::string>(s.ColText(0));
+}
+
+Status Store::UpdateClockState(const std::string& host_id, const std::string& expected, const std::string& clock) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Txn txn(db_);
+  RETURN_IF_ERROR(txn.status());
+  Stmt s(db_, "UPDATE hosts SET clock_state = ?1 WHERE host_id = ?2 AND clock_state = ?3");
+  s.Text(1, clock).Text(2, host_id).Text(3, expected);
+  RETURN_IF_ERROR(s.Run());
+  if (sqlite3_changes(db_) != 1)
+    return FailedPrecondition("host " + host_id + ": clock state changed concurrently (or host unknown)");
+  return txn.Commit();
+}
+
+Status Store::PutNonce(const NonceRecord& n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Txn txn(db_);
+  RETURN_IF_ERROR(txn.status());
+  Stmt s(db_, "INSERT INTO nonces (nonce, host_id, issued_at, expires_at) VALUES (?1, ?2, ?3, ?4)");
+  s.Blob(1, n.nonce).Text(2, n.host_id).Int(3, n.issued_at).Int(4, n.expires_at);
+  RETURN_IF_ERROR(s.Run());
+  return txn.Commit();
+}
+
+Result<NonceRecord> Store::ConsumeNonce(const std::vector<uint8_t>& nonce, int64_t now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Txn txn(db_);
+  RETURN_IF_ERROR(txn.status());
+  Stmt s(db_, "SELECT host_id, issued_at, expires_at, used_at FROM nonces WHERE nonce = ?1");
+  s.Blob(1, nonce);
+  ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return NotFound("nonce " + HexEncode(nonce) + " was not issued by this broker");
+  NonceRecord n;
+  n.nonce = nonce;
+  n.host_id = s.ColText(0);
+  n.issued_at = s.ColInt(1);
+  n.expires_at = s.ColInt(2);
+  bool used = !s.ColNull(3);
+  if (used) return FailedPrecondition("nonce " + HexEncode(nonce) + " was already used");
+  RETURN_IF_ERROR(Stmt(db_, "UPDATE nonces SET used_at = ?1 WHERE nonce = ?2").Int(1, now).Blob(2, nonce).Run());
+  RETURN_IF_ERROR(txn.Commit());
+  if (now >= n.expires_at) return FailedPrecondition("nonce " + HexEncode(nonce) + " expired");
+  return n;
+}
+
+Result<int64_t> Store::PurgeExpired(int64_t now, int64_t keep_s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Txn txn(db_);
+  RETURN_IF_ERROR(txn.status());
+  RETURN_IF_ERROR(Stmt(db_, "DELETE FROM challenges WHERE expires_at <= ?1").Int(1, now).Run());
+  int64_t n = sqlite3_changes(db_);
+  RETURN_IF_ERROR(Stmt(db_, "DELETE FROM nonces WHERE expires_at <= ?1").Int(1, now - keep_s).Run());
+  n += sqlite3_changes(db_);
+  RETURN_IF_ERROR(txn.Commit());
+  return n;
+}
+
+Status Store::Revoke(RevokedKind kind, const std::string& id, const std::string& reason, int64_t now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Txn txn(db_);
+  RETURN_IF_ERROR(txn.status());
+  Stmt s(db_, "INSERT OR IGNORE INTO revocations VALUES (?1, ?2, ?3, ?4)");
+  s.Text(1, KindName(kind)).Text(2, id).Text(3, reason).Int(4, now);
+  RETURN_IF_ERROR(s.Run());
+  return txn.Commit();
+}
+
+Result<bool> Store::IsRevoked(RevokedKind kind, const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, "SELECT 1 FROM revocations WHERE kind = ?1 AND subject_id = ?2");
+  s.Text(1, KindName(kind)).Text(2, id);
+  return s.Step();
+}
+
+}  // namespace enclave::broker

@@ -1,0 +1,122 @@
+// broker.toml parsing: the shipped example parses, relative paths resolve against the
+// file's folder, and every kind of mistake is refused with the key named. Also the strict
+// parsers of the broker's own messages.
+#include "enclave/broker/config.h"
+
+#include <gtest/gtest.h>
+
+#include "enclave/broker/messages.h"
+
+namespace enclave::broker {
+namespace {
+
+const std::string kMinimal = R"(
+[server]
+certificate = "tls/c.pem"
+private_key = "/abs/k.pem"
+[store]
+path = "s.db"
+[keystore]
+path = "k.keystore"
+[audit]
+dir = "audit"
+signing_key = "audit/log.key"
+[attestation]
+policy = "../policies/p.json"
+)";
+
+TEST(BrokerConfig, TheShippedExampleParses) {
+  auto c = LoadBrokerConfig(std::string(ENCLAVE_SOURCE_DIR) + "/examples/broker/broker.toml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->server.port, 8443);
+  EXPECT_EQ(c->actor, "broker@tenant");
+  EXPECT_EQ(c->attestation_policy, std::string(ENCLAVE_SOURCE_DIR) + "/policies/swtpm.json");
+}
+
+TEST(BrokerConfig, DefaultsAndPathsRelativeToTheFile) {
+  auto c = ParseBrokerConfig(kMinimal, "/etc/broker");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->server.listen, "127.0.0.1");
+  EXPECT_EQ(c->server.port, 8443);
+  EXPECT_EQ(c->server.threads, 8u);
+  EXPECT_EQ(c->server.max_body_bytes, size_t{16} << 20);
+  EXPECT_EQ(c->server.certificate, "/etc/broker/tls/c.pem");
+  EXPECT_EQ(c->server.private_key, "/abs/k.pem");
+  EXPECT_EQ(c->store_path, "/etc/broker/s.db");
+  EXPECT_EQ(c->attestation_policy, "/etc/policies/p.json");
+  EXPECT_EQ(c->nonce_ttl_s, 60);
+  EXPECT_EQ(c->actor, "broker");
+}
+
+TEST(BrokerConfig, MistakesAreRefusedNamingTheKey) {
+  struct Case {
+    std::string text;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {kMinimal + "[extra]\n", "unknown key 'extra'"},
+      {"[server]\ncertificate = \"c\"\nprivate_key = \"k\"\nbogus = 1\n", "unknown key 'server.bogus'"},
+      {kMinimal.substr(0, kMinimal.find("[store]")), "missing table [store]"},
+      {"store = 1\n" + std::string(kMinimal).replace(kMinimal.find("[store]"), 21, ""), "'store' must be a table"},
+      {std::string(kMinimal).replace(kMinimal.find("path = \"s.db\""), 13, "path = 5"), "'store.path' must be a string"},
+      {std::string(kMinimal).replace(kMinimal.find("path = \"s.db\""), 13, "path = \"\""), "'store.path' is empty"},
+      {std::string(kMinimal).replace(kMinimal.find("[store]"), 7, "port = 70000\n[store]"), "'server.port' = 70000"},
+      {std::string(kMinimal).replace(kMinimal.find("[store]"), 7, "threads = 0\n[store]"), "'server.threads' = 0"},
+      {std::string(kMinimal).replace(kMinimal.find("[store]"), 7, "threads = \"4\"\n[store]"),
+       "'server.threads' must be an integer"},
+      {kMinimal + "nonce_ttl_s = 0\n", "'attestation.nonce_ttl_s' = 0"},
+      {std::string(kMinimal).replace(kMinimal.find("signing_key"), 11, "signing_kex"), "unknown key 'audit.signing_kex'"},
+      {"[server\n", "line 1"},
+  };
+  for (const auto& c : cases) {
+    auto r = ParseBrokerConfig(c.text, "/x");
+    ASSERT_FALSE(r.ok()) << c.text;
+    EXPECT_EQ(r.status().code(), Code::kInvalidInput);
+    EXPECT_NE(r.status().message().find(c.expect), std::string::npos)
+        << "expected '" << c.expect << "' in: " << r.status().message();
+  }
+  auto missing = LoadBrokerConfig("/nonexistent/broker.toml");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), Code::kNotFound);
+}
+
+TEST(BrokerMessages, NonceRequestsAreStrict) {
+  auto ok = ParseNonceRequest(R"({"host_id":"0123456789abcdef0123456789abcdef"})");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->host_id, "0123456789abcdef0123456789abcdef");
+  auto again = ParseNonceRequest(EncodeNonceRequest(*ok));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->host_id, ok->host_id);
+  for (const char* bad : {R"({})", R"({"host_id":"0123456789ABCDEF0123456789ABCDEF"})",
+                          R"({"host_id":"0123456789abcdef0123456789abcde"})", R"({"host_id":null})",
+                          R"({"host_id":"0123456789abcdef0123456789abcdef","more":1})",
+                          R"({"host_id":"0123456789abcdef0123456789abcdef"} x)", R"("0123456789abcdef")"}) {
+    auto r = ParseNonceRequest(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), Code::kInvalidInput) << bad;
+  }
+}
+
+TEST(BrokerMessages, ContentTypes) {
+  EXPECT_TRUE(IsJsonContentType("application/json"));
+  EXPECT_TRUE(IsJsonContentType("Application/JSON; charset=utf-8"));
+  EXPECT_TRUE(IsJsonContentType(" application/json ;x=y"));
+  EXPECT_FALSE(IsJsonContentType(""));
+  EXPECT_FALSE(IsJsonContentType("application/json-seq"));
+  EXPECT_FALSE(IsJsonContentType("text/json"));
+  EXPECT_FALSE(IsJsonContentType("application/jsonx; charset=utf-8"));
+}
+
+TEST(BrokerMessages, NonceAnswersRoundTrip) {
+  NonceIssued n{std::vector<uint8_t>(32, 0xab), "0123456789abcdef0123456789abcdef", 10, 70, "sha256:0,1"};
+  auto back = ParseNonceIssued(EncodeNonceIssued(n));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->nonce, n.nonce);
+  EXPECT_EQ(back->expires_at, 70);
+  EXPECT_EQ(back->pcr_selection, "sha256:0,1");
+  n.nonce.resize(31);
+  EXPECT_FALSE(ParseNonceIssued(EncodeNonceIssued(n)).ok());
+}
+
+}  // namespace
+}  // namespace enclave::broker
