@@ -161,6 +161,27 @@ TEST_F(CpuBackendTest, SplitAndGather) {
   EXPECT_FALSE(be->GatherRows(*X, f, bad, 1, *D).ok());
 }
 
+TEST_F(CpuBackendTest, CheckRecords) {
+  // 4 rows x (numeric, yes/no) + label, 2 classes.
+  const uint8_t yes_no[] = {0, 1};
+  std::vector<float> rec = {-2.5f, 0, 0, 1e30f, 1, 1, 0, 0, 1, 7, 1, 0};
+  uint64_t first_bad = 99;
+  ASSERT_TRUE(be->CheckRecords(Up(rec), 4, 2, yes_no, 2, &first_bad).ok());
+  EXPECT_EQ(first_bad, 4u);
+  auto with = [&](size_t i, float v) {
+    auto r = rec;
+    r[i] = v;
+    EXPECT_TRUE(be->CheckRecords(Up(r), 4, 2, yes_no, 2, &first_bad).ok());
+    return first_bad;
+  };
+  EXPECT_EQ(with(6, NAN), 2u);        // numeric not finite
+  EXPECT_EQ(with(4, 0.5f), 1u);       // yes/no not 0 or 1
+  EXPECT_EQ(with(11, 2.0f), 3u);      // label out of range
+  EXPECT_EQ(with(2, 0.5f), 0u);       // label not an integer
+  EXPECT_EQ(with(8, -1.0f), 2u);      // negative label
+  EXPECT_FALSE(be->CheckRecords(Up(rec), 5, 2, yes_no, 2, &first_bad).ok());  // buffer too short
+}
+
 TEST_F(CpuBackendTest, LossAndProbabilities) {
   // Binary.
   std::vector<float> z = {-3.0f, 0.0f, 2.0f, 40.0f}, y = {0, 1, 1, 0};

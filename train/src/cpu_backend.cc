@@ -1,4 +1,5 @@
 #include "cpu_backend.h"
+#include "record_check.h"
 
 #include <cblas.h>
 
@@ -78,6 +79,19 @@ Status CpuBackend::SplitRecords(Buffer records, size_t rows, size_t features, Bu
     const float* rec = records.data + r * (features + 1);
     std::memcpy(x.data + r * features, rec, features * sizeof(float));
     y.data[r] = rec[features];
+  }
+  return OkStatus();
+}
+
+Status CpuBackend::CheckRecords(Buffer records, size_t rows, size_t features, const uint8_t* yes_no,
+                                uint32_t classes, uint64_t* first_bad) {
+  RETURN_IF_ERROR(Fits("CheckRecords", records, rows * (features + 1)));
+  *first_bad = rows;
+  for (size_t r = 0; r < rows; ++r) {
+    if (!RecordValid(records.data + r * (features + 1), features, yes_no, classes)) {
+      *first_bad = r;
+      break;
+    }
   }
   return OkStatus();
 }

@@ -25,6 +25,8 @@ class CpuBackend final : public Backend {
   Status Synchronize() override { return OkStatus(); }
 
   Status SplitRecords(Buffer records, size_t rows, size_t features, Buffer x, Buffer y) override;
+  Status CheckRecords(Buffer records, size_t rows, size_t features, const uint8_t* yes_no, uint32_t classes,
+                      uint64_t* first_bad) override;
   Status GatherRows(Buffer src, size_t cols, const uint32_t* idx, size_t n, Buffer dst) override;
   Status ColumnMoments(Buffer x, size_t rows, size_t cols, Buffer mean, Buffer inv_std) override;
   Status Standardize(Buffer x, size_t rows, size_t cols, Buffer mean, Buffer inv_std) override;

@@ -4,11 +4,14 @@
 #include <charconv>
 #include <cmath>
 #include <map>
+#include <memory>
+#include <string_view>
 
 #include "enclave/common/files.h"
 #include "enclave/crypto/sealed_file.h"
 #include "enclave/dataset/csv.h"
 #include "enclave/dataset/sealed_dataset.h"
+#include "enclave/kernels/gpu_stream.h"
 #include "enclave/train/rng.h"
 #include "cells.h"
 
@@ -182,6 +185,65 @@ Status ReadDatasetRecords(const DatasetSpec& spec, const crypto::Keystore* keyst
   });
 }
 
+namespace {
+
+// The GPU backend's sealed path: the file goes from disk to device memory through
+// kernels::GpuSealedStream (ciphertext in pinned host buffers, authenticated and decrypted
+// on the device); no plaintext record is ever on the host. The header checks (keystore,
+// suite, key commitment, header tag, schema, dataset id) are those of SealedDatasetReader,
+// which decrypts no chunk here. `target` is the backend buffer that `begin` allocated.
+Status ReadSealedIntoDevice(Backend& backend, const DatasetSpec& spec, const crypto::Keystore* keystore,
+                            DatasetSchema* schema, uint64_t* rows,
+                            const std::function<Status(const DatasetSchema&, uint64_t)>& begin,
+                            const std::function<Buffer()>& target) {
+  if (keystore == nullptr) return FailedPrecondition(spec.path + ": a sealed dataset needs a keystore");
+  ASSIGN_OR_RETURN(dataset::SealedDatasetReader reader, dataset::SealedDatasetReader::Open(spec.path, *keystore));
+  const crypto::SealedHeader& h = reader.header();
+  if (h.params.object_id != spec.id) {
+    return PermissionDenied(spec.path + ": sealed dataset id is '" + h.params.object_id + "', the job names '" +
+                            spec.id + "'");
+  }
+  *schema = reader.schema();
+  *rows = reader.rows();
+  RETURN_IF_ERROR(begin(*schema, *rows));
+  ASSIGN_OR_RETURN(crypto::SecretBytes dek, keystore->GetDataKey(h.params.object_id, h.params.key_id));
+  ASSIGN_OR_RETURN(std::unique_ptr<kernels::GpuSealedStream> stream, kernels::GpuSealedStream::Open(spec.path, dek));
+  // The header the stream authenticated must be the one checked above (the file may not
+  // have been replaced in between): its digest is every chunk's associated data.
+  if (stream->header().header_digest != h.header_digest) {
+    return InvalidInput(spec.path + ": changed while reading (header differs)");
+  }
+  const size_t width = schema->columns.size();
+  const uint32_t features = schema->feature_count();
+  const Buffer dst = target();
+  const uint64_t bytes = *rows * width * sizeof(float);
+  if (stream->OutputBytes(0, stream->header().chunk_count) != bytes || dst.size < *rows * width) {
+    return InvalidInput(spec.path + ": payload length does not match the records");
+  }
+  // Alloc's zero fill is queued on the backend's stream; the stream writes on its own.
+  RETURN_IF_ERROR(backend.Synchronize());
+  // On failure (a chunk failing authentication) the whole range is zeroed first.
+  RETURN_IF_ERROR(stream->ReadAll(reinterpret_cast<uint8_t*>(dst.data)));
+  std::vector<uint8_t> yes_no;
+  for (const dataset::Column& col : schema->columns) {
+    if (col.kind != ColumnKind::kLabel) yes_no.push_back(col.kind == ColumnKind::kYesNo ? 1 : 0);
+  }
+  if (yes_no.size() != features) return InvalidInput(spec.path + ": schema has no label column");
+  uint64_t first_bad = *rows;
+  RETURN_IF_ERROR(backend.CheckRecords(dst, *rows, features, yes_no.data(),
+                                       static_cast<uint32_t>(schema->classes.size()), &first_bad));
+  if (first_bad < *rows) {
+    return InvalidInput(spec.path + ": record " + std::to_string(first_bad) +
+                        ": invalid value (a feature not finite, a yes/no column not 0 or 1, or the label not a "
+                        "class index)");
+  }
+  return OkStatus();
+}
+
+bool OnGpu(const Backend& backend) { return std::string_view(backend.kind()) == "gpu"; }
+
+}  // namespace
+
 Result<LoadedData> LoadDatasets(Backend& backend, const std::vector<DatasetSpec>& specs,
                                 const crypto::Keystore* keystore) {
   if (specs.empty()) return InvalidInput("the job names no dataset");
@@ -211,7 +273,12 @@ Result<LoadedData> LoadDatasets(Backend& backend, const std::vector<DatasetSpec>
       const size_t width = out.schema.columns.size();
       return backend.Upload(part.records.get().Slice(first * width, count * width), records, count * width);
     };
-    RETURN_IF_ERROR(ReadDatasetRecords(spec, keystore, &schema, &rows, begin, fn));
+    if (spec.format == DatasetFormat::kSealed && OnGpu(backend)) {
+      RETURN_IF_ERROR(ReadSealedIntoDevice(backend, spec, keystore, &schema, &rows, begin,
+                                           [&] { return part.records.get(); }));
+    } else {
+      RETURN_IF_ERROR(ReadDatasetRecords(spec, keystore, &schema, &rows, begin, fn));
+    }
     SourceInfo info;
     info.id = spec.id;
     info.path = spec.path;

@@ -13,6 +13,7 @@
 
 #include "enclave/kernels/nn_math.h"
 #include "gpu_backend.h"
+#include "record_check.h"
 
 namespace enclave::train {
 namespace {
@@ -42,6 +43,17 @@ __global__ void SplitRecordsKernel(const float* rec, size_t rows, size_t feature
       x[r * features + c] = rec[i];
     } else {
       y[r] = rec[i];
+    }
+  }
+}
+
+// One thread per row; the lowest failing row wins (atomicMin), so the result does not
+// depend on scheduling.
+__global__ void CheckRecordsKernel(const float* rec, size_t rows, size_t features, const uint8_t* yes_no,
+                                   uint32_t classes, unsigned long long* first_bad) {
+  GRID_STRIDE(r, rows) {
+    if (!RecordValid(rec + r * (features + 1), features, yes_no, classes)) {
+      atomicMin(first_bad, static_cast<unsigned long long>(r));
     }
   }
 }
@@ -263,6 +275,39 @@ class GpuBackend final : public Backend {
     SplitRecordsKernel<<<BlocksFor(rows * (features + 1)), kThreads, 0, stream_>>>(records.data, rows, features,
                                                                                   x.data, y.data);
     return Launched("SplitRecords");
+  }
+
+  Status CheckRecords(Buffer records, size_t rows, size_t features, const uint8_t* yes_no, uint32_t classes,
+                      uint64_t* first_bad) override {
+    RETURN_IF_ERROR(Fits("CheckRecords", records, rows * (features + 1)));
+    *first_bad = rows;
+    if (rows == 0) return OkStatus();
+    // Scratch: the row slot, then the column flags (host -> device, not secret).
+    uint8_t* scratch = nullptr;
+    RETURN_IF_ERROR(CudaStatus(cudaMalloc(&scratch, sizeof(unsigned long long) + features + 1), "cudaMalloc(check)"));
+    auto* slot = reinterpret_cast<unsigned long long*>(scratch);
+    uint8_t* flags = scratch + sizeof(unsigned long long);
+    const unsigned long long none = rows;
+    unsigned long long found = rows;
+    auto run = [&]() -> Status {
+      RETURN_IF_ERROR(
+          CudaStatus(cudaMemcpyAsync(slot, &none, sizeof none, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync"));
+      if (features > 0) {
+        RETURN_IF_ERROR(
+            CudaStatus(cudaMemcpyAsync(flags, yes_no, features, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync"));
+      }
+      CheckRecordsKernel<<<BlocksFor(rows), kThreads, 0, stream_>>>(records.data, rows, features, flags, classes, slot);
+      RETURN_IF_ERROR(Launched("CheckRecords"));
+      RETURN_IF_ERROR(
+          CudaStatus(cudaMemcpyAsync(&found, slot, sizeof found, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync"));
+      return Synchronize();
+    };
+    const Status s = run();
+    cudaStreamSynchronize(stream_);  // nothing may still use the scratch
+    cudaFree(scratch);
+    RETURN_IF_ERROR(s);
+    *first_bad = found;
+    return OkStatus();
   }
 
   Status GatherRows(Buffer src, size_t cols, const uint32_t* idx, size_t n, Buffer dst) override {

@@ -72,6 +72,11 @@ class Backend {
   // records: rows x (features + 1) (features in column order, then the class index, as in
   // the sealed format) -> x: rows x features, y: rows.
   virtual Status SplitRecords(Buffer records, size_t rows, size_t features, Buffer x, Buffer y) = 0;
+  // The record check of data.h's CheckRecords, where the records are: every feature c
+  // finite, and 0 or 1 where yes_no[c] (a host array of `features` flags); the class index
+  // an integer in [0, classes). *first_bad = the lowest failing row, or `rows` if none.
+  virtual Status CheckRecords(Buffer records, size_t rows, size_t features, const uint8_t* yes_no, uint32_t classes,
+                              uint64_t* first_bad) = 0;
   // dst row i = src row idx[i] (src has `cols` columns); idx is a host array of n row
   // numbers, each checked < src rows by the caller.
   virtual Status GatherRows(Buffer src, size_t cols, const uint32_t* idx, size_t n, Buffer dst) = 0;
