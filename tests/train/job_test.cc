@@ -114,6 +114,10 @@ TEST(Job, TypesAndRanges) {
   ExpectError(std::string(kMinimal) + "[training]\nvalidation_fraction = 0.95\n", "validation_fraction");
   ExpectError(std::string(kMinimal) + "[optimizer]\nlr = -1\n", "'optimizer.lr' must be in (0");
   ExpectError(std::string(kMinimal) + "[optimizer]\nlr = nan\n", "'optimizer.lr'");
+  ExpectError("output_dir = \"o\"\n[[datasets]]\nid = \"d\"\npath = \"p.csv\"\nformat = \"csv\"\nlabel = \"\"\n",
+              "'datasets[0].label' must name a column");
+  // In range as a double, zero as the float the trainer uses (found by fuzz_job_toml).
+  ExpectError(std::string(kMinimal) + "[optimizer]\nlr = 1e-50\n", "'optimizer.lr' is out of range once rounded to a 32-bit float");
   ExpectError(std::string(kMinimal) + "[optimizer]\ntype = \"adam\"\n", "must be one of adamw, sgd");
   ExpectError(std::string(kMinimal) + "[optimizer]\ntype = \"sgd\"\nbeta1 = 0.9\n", "does not apply");
   ExpectError(std::string(kMinimal) + "[model]\nhidden = [0]\n", "layer sizes");

@@ -86,10 +86,16 @@ class Table {
     return OkStatus();
   }
 
+  // The range is checked again after rounding to float: `lr = 1e-50` is in (0, 10] as a
+  // double but 0 as a float, and the trainer would silently not learn.
   Status Float(std::string_view key, double lo, double hi, bool lo_open, bool hi_open, float* out) {
     double v = *out;
     RETURN_IF_ERROR(Number(key, lo, hi, lo_open, hi_open, &v));
-    *out = static_cast<float>(v);
+    const float f = static_cast<float>(v);
+    const double back = f;
+    const bool ok = (lo_open ? back > lo : back >= lo) && (hi_open ? back < hi : back <= hi);
+    if (!ok) return Error(*Get(key), key, "is out of range once rounded to a 32-bit float");
+    *out = f;
     return OkStatus();
   }
 
@@ -179,6 +185,7 @@ Status ParseDataset(const toml::table& t, const std::string& source, const std::
   }
   if (csv) {
     RETURN_IF_ERROR(tab.String("label", &d->label, true));
+    if (d->label.empty()) return tab.Error(*t.get("label"), "label", "must name a column");
     std::string positive;
     const toml::node* pos = t.get("positive");
     RETURN_IF_ERROR(tab.String("positive", &positive));
