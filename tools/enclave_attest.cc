@@ -29,6 +29,15 @@
 #include "enclave/common/exit_codes.h"
 #include "enclave/common/files.h"
 #include "enclave/crypto/hash.h"
+#ifdef ENCLAVE_HAVE_BROKER_CLIENT
+#include <filesystem>
+
+#include "enclave/broker/client.h"
+#include "enclave/crypto/keystore.h"
+#include "enclave/crypto/model_export.h"
+#include "enclave/crypto/sealed_file.h"
+#include "enclave/train/job.h"
+#endif
 
 namespace enclave {
 namespace {
@@ -475,6 +484,214 @@ Status EventLogVerb(const Args& args) {
   return OkStatus();
 }
 
+// ---- with a broker (docs/protocol.md) ----------------------------------------------------
+#ifdef ENCLAVE_HAVE_BROKER_CLIENT
+
+const FlagSpec kBroker{"broker", "https://HOST:PORT", "the key broker (default: the job's [broker] url)"};
+const FlagSpec kCa{"ca", "PEM", "certificate the broker's chain must end in (default: the job's [broker] ca)"};
+
+Result<std::unique_ptr<broker::BrokerClient>> ClientFromArgs(const Args& args, const std::string& url,
+                                                             const std::string& ca) {
+  const std::string u = args.Get("broker", url), c = args.Get("ca", ca);
+  if (u.empty()) return InvalidInput("no broker: give --broker URL (or a job with a [broker] table)");
+  if (c.empty()) return InvalidInput("no broker certificate to pin: give --ca PEM");
+  return broker::BrokerClient::Create(u, c);
+}
+
+// Evidence for the broker's nonce with the request's binding, from this host's TPM.
+broker::BrokerClient::Quoter QuoterFor(const Args& args, Tpm& tpm, const HostState& state) {
+  return [&args, &tpm, &state](const broker::NonceIssued& n,
+                               const crypto::Digest256& bound) -> Result<attest::EvidenceBundle> {
+    ASSIGN_OR_RETURN(attest::PcrSelection sel, attest::PcrSelection::FromString(n.pcr_selection));
+    return attest::host::MakeEvidence(tpm, state, sel, n.nonce, bound, LogsFromArgs(args), Now());
+  };
+}
+
+std::string HostIdOf(const attest::EnrolmentBundle& bundle) {
+  const crypto::Digest256 d = crypto::Sha256(bundle.ek_public);
+  return HexEncode(ByteSpan(d.data(), 16));
+}
+
+// Enrols this host with the broker: the stored enrolment (or a fresh one), the broker's
+// credential challenge answered by this TPM.
+Status RegisterVerb(const Args& args) {
+  ASSIGN_OR_RETURN(std::unique_ptr<broker::BrokerClient> client, ClientFromArgs(args, "", ""));
+  ASSIGN_OR_RETURN(HostState state, StateFromArgs(args, /*create=*/true));
+  ASSIGN_OR_RETURN(std::unique_ptr<Tpm> tpm, OpenTpm(args));
+  attest::EnrolmentBundle bundle;
+  if (state.HasAk() && !args.Has("force")) {
+    ASSIGN_OR_RETURN(bundle, state.LoadEnrolment());
+  } else {
+    attest::host::EnrollOptions o;
+    o.force = args.Has("force");
+    ASSIGN_OR_RETURN(bundle, attest::host::Enroll(*tpm, state, o, Now()));
+  }
+  ASSIGN_OR_RETURN(std::string host_id,
+                   client->Enrol(bundle, [&](const attest::ChallengeBundle& c) {
+                     return attest::host::Activate(*tpm, state, c);
+                   }));
+  if (args.json()) {
+    cli::PrintJson({{"ok", true}, {"host_id", host_id}, {"ak_name", HexEncode(bundle.ak_name)}});
+  } else {
+    std::printf("registered with the broker: host %s (AK name %s)\n", host_id.c_str(), HexEncode(bundle.ak_name).c_str());
+  }
+  return OkStatus();
+}
+
+// The lease file (no key material): what `renew` needs, and what the trainer reads.
+json LeaseFileJson(const broker::Lease& lease, const std::string& url, const std::string& ca,
+                   const broker::X25519Public& recipient) {
+  return {{"format", "enclave-attest lease v1"},
+          {"broker", url},
+          {"ca", ca},
+          {"lease", json::parse(broker::EncodeLease(lease))},
+          {"recipient", HexEncode(recipient)}};
+}
+
+// Attests this host for a job and receives its data keys into a new passphrase-protected
+// keystore (DIR/keys.keystore), the export public key (DIR/export.pub) and the lease
+// (DIR/lease.json). The job communication key and the report key stay in this process and
+// are wiped when it exits: only a trainer that attests itself can use them.
+Status AttestVerb(const Args& args) {
+  ASSIGN_OR_RETURN(train::JobSpec job, train::LoadJob(args.Get("job")));
+  const std::string out = args.Get("out");
+  std::error_code ec;
+  if (std::filesystem::exists(out, ec)) return AlreadyExists(out + ": output folder exists (refusing to overwrite)");
+  const std::string url = args.Get("broker", job.broker.url), ca = args.Get("ca", job.broker.ca);
+  ASSIGN_OR_RETURN(std::unique_ptr<broker::BrokerClient> client, ClientFromArgs(args, job.broker.url, job.broker.ca));
+  if (job.broker.policy.empty() && !args.Has("usage-policy"))
+    return InvalidInput("the job has no [broker] table: give --usage-policy and --requester");
+
+  broker::ReleaseRequest request;
+  request.policy_id = args.Get("usage-policy", job.broker.policy);
+  request.job.job_id = job.broker.job_id;
+  request.job.job_digest = job.digest;
+  request.job.kind = args.Get("kind", "train");
+  if (request.job.kind != "train" && request.job.kind != "cv") return InvalidInput("--kind must be train or cv");
+  request.job.requester = args.Get("requester", job.broker.requester);
+  if (request.job.requester.empty()) return InvalidInput("no requester: the job's [broker] requester or --requester");
+  request.job.epochs = job.epochs;
+  ASSIGN_OR_RETURN(uint64_t world, args.GetU64("world-size", 1));
+  ASSIGN_OR_RETURN(uint64_t rank, args.GetU64("rank", 0));
+  if (world < 1 || world > 1024 || rank >= world) return InvalidInput("need 1 <= --world-size <= 1024 and --rank below it");
+  request.job.world_size = static_cast<uint32_t>(world);
+  request.rank = static_cast<uint32_t>(rank);
+  if (job.metrics & train::kMetricLoss) request.job.clear_metrics.push_back("loss");
+  if (job.metrics & train::kMetricAccuracy) request.job.clear_metrics.push_back("accuracy");
+  if (job.metrics & train::kMetricRocAuc) request.job.clear_metrics.push_back("roc_auc");
+  request.job.model_export = true;
+  for (const train::DatasetSpec& d : job.datasets) {
+    if (d.format != train::DatasetFormat::kSealed)
+      return InvalidInput("dataset '" + d.id + "' is a clear CSV: the broker releases keys of sealed datasets only");
+    ASSIGN_OR_RETURN(FileReader reader, FileReader::Open(d.path));
+    // The header only (its length first): the key id is all the broker needs.
+    std::vector<uint8_t> fixed(crypto::kSealedFixedPrefix);
+    if (reader.size() < fixed.size()) return InvalidInput(d.path + ": too short for a sealed file");
+    RETURN_IF_ERROR(reader.ReadAt(0, fixed.data(), fixed.size()));
+    auto length = crypto::PeekHeaderLength(fixed);
+    if (!length.ok()) return length.status().Annotate(d.path);
+    if (*length > reader.size()) return InvalidInput(d.path + ": truncated header");
+    std::vector<uint8_t> head(*length);
+    RETURN_IF_ERROR(reader.ReadAt(0, head.data(), head.size()));
+    auto header = crypto::ParseSealedHeader(head);
+    if (!header.ok()) return header.status().Annotate(d.path);
+    if (header->params.content_type != crypto::ContentType::kTabularDataset)
+      return InvalidInput(d.path + ": not a sealed dataset");
+    if (header->params.object_id != d.id)
+      return InvalidInput(d.path + ": sealed for dataset '" + header->params.object_id + "', the job says '" + d.id + "'");
+    request.keys.push_back({d.id, header->params.key_id});
+    request.job.datasets.push_back(d.id);
+  }
+
+  ASSIGN_OR_RETURN(HostState state, StateFromArgs(args, /*create=*/false));
+  ASSIGN_OR_RETURN(attest::EnrolmentBundle enrolled, state.LoadEnrolment());
+  ASSIGN_OR_RETURN(crypto::SecretBytes passphrase, cli::PassphraseFromArgs(args, "Passphrase for the new keystore", true));
+  ASSIGN_OR_RETURN(broker::ReleaseKeys keys, broker::ReleaseKeys::Generate());
+  broker::Release release;
+  {
+    ASSIGN_OR_RETURN(std::unique_ptr<Tpm> tpm, OpenTpm(args));
+    ASSIGN_OR_RETURN(release, client->RequestRelease(HostIdOf(enrolled), request, keys, QuoterFor(args, *tpm, state)));
+  }
+
+  // Written into a temporary folder and renamed: the output appears whole or not at all.
+  const std::string tmp = out + ".tmp-" + std::to_string(::getpid());
+  std::filesystem::remove_all(tmp, ec);
+  if (!std::filesystem::create_directories(tmp, ec)) return IoError("cannot create " + tmp + ": " + ec.message());
+  std::filesystem::permissions(tmp, std::filesystem::perms::owner_all, ec);
+  auto write_all = [&]() -> Status {
+    RETURN_IF_ERROR(crypto::Keystore::Init(tmp + "/keys.keystore", passphrase, crypto::KdfParams{}));
+    ASSIGN_OR_RETURN(crypto::Keystore ks, crypto::Keystore::Unlock(tmp + "/keys.keystore", passphrase));
+    for (broker::ReleasedKey& k : release.keys) {
+      crypto::PendingDataKey pending;
+      pending.entry.dataset_id = k.dataset_id;
+      pending.entry.key_id = k.key_id;
+      pending.entry.suite = k.suite;
+      pending.dek = std::move(k.dek);
+      RETURN_IF_ERROR(ks.AddDataKey(pending));
+    }
+    RETURN_IF_ERROR(attest::host::WriteFileAtomically(tmp + "/export.pub", crypto::EncodeExportPublicKey(release.export_key), false));
+    return attest::host::WriteFileAtomically(tmp + "/lease.json",
+                                             LeaseFileJson(release.lease, url, ca, keys.recipient()).dump(2) + "\n", false);
+  };
+  if (Status st = write_all(); !st.ok()) {
+    std::filesystem::remove_all(tmp, ec);
+    return st;
+  }
+  std::filesystem::rename(tmp, out, ec);
+  if (ec) {
+    std::filesystem::remove_all(tmp, ec);
+    return IoError("cannot rename " + tmp + " to " + out);
+  }
+  const broker::Lease& l = release.lease;
+  if (args.json()) {
+    json ds = json::array();
+    for (const auto& k : request.keys) ds.push_back(k.dataset_id);
+    cli::PrintJson({{"ok", true}, {"out", out}, {"lease", json::parse(broker::EncodeLease(l))}, {"datasets", ds},
+                    {"ranks_joined", release.ranks_joined}, {"audit_index", release.audit_index}});
+  } else {
+    std::printf("released %zu key(s) for job %s under policy %s: lease %s expires at %lld (renew before %lld); "
+                "keystore %s/keys.keystore, export key %s/export.pub (audit entry %llu)\n",
+                request.keys.size(), l.job_id.c_str(), l.policy_id.c_str(), l.lease_id.c_str(),
+                static_cast<long long>(l.valid_until), static_cast<long long>(l.reattest_by), out.c_str(), out.c_str(),
+                static_cast<unsigned long long>(release.audit_index));
+  }
+  return OkStatus();
+}
+
+// Renews the lease of DIR/lease.json by a fresh attestation and rewrites the file.
+Status RenewVerb(const Args& args) {
+  const std::string path = args.Get("lease");
+  ASSIGN_OR_RETURN(std::string text, ReadText(path, 1u << 16));
+  auto j = json::parse(text, nullptr, false);
+  if (!j.is_object() || j.value("format", "") != "enclave-attest lease v1" || !j.contains("lease") ||
+      !j["recipient"].is_string() || !j["broker"].is_string() || !j["ca"].is_string())
+    return InvalidInput(path + ": not an enclave-attest lease file");
+  auto granted = broker::ParseRenewalGranted(json{{"lease", j["lease"]}, {"audit_index", 0}}.dump());
+  if (!granted.ok()) return granted.status().Annotate(path);
+  auto recipient_bytes = HexDecode(j["recipient"].get<std::string>());
+  broker::X25519Public recipient{};
+  if (!recipient_bytes.ok() || recipient_bytes->size() != recipient.size()) return InvalidInput(path + ": bad recipient");
+  std::copy(recipient_bytes->begin(), recipient_bytes->end(), recipient.begin());
+  const std::string url = j["broker"].get<std::string>(), ca = j["ca"].get<std::string>();
+  ASSIGN_OR_RETURN(std::unique_ptr<broker::BrokerClient> client, ClientFromArgs(args, url, ca));
+  ASSIGN_OR_RETURN(HostState state, StateFromArgs(args, /*create=*/false));
+  broker::Lease renewed;
+  {
+    ASSIGN_OR_RETURN(std::unique_ptr<Tpm> tpm, OpenTpm(args));
+    ASSIGN_OR_RETURN(renewed, client->Renew(granted->lease, recipient, QuoterFor(args, *tpm, state)));
+  }
+  RETURN_IF_ERROR(attest::host::WriteFileAtomically(path, LeaseFileJson(renewed, url, ca, recipient).dump(2) + "\n", true));
+  if (args.json()) {
+    cli::PrintJson({{"ok", true}, {"lease", json::parse(broker::EncodeLease(renewed))}});
+  } else {
+    std::printf("renewed lease %s: renew again before %lld, ends at %lld\n", renewed.lease_id.c_str(),
+                static_cast<long long>(renewed.reattest_by), static_cast<long long>(renewed.valid_until));
+  }
+  return OkStatus();
+}
+
+#endif  // ENCLAVE_HAVE_BROKER_CLIENT
+
 }  // namespace
 }  // namespace enclave
 
@@ -550,6 +767,38 @@ int main(int argc, char** argv) {
                 FlagSpec{"issued-at", "UNIX", "when the nonce was issued, unix seconds (default: now)"},
                 enclave::kJson},
                enclave::VerifyVerb},
+#ifdef ENCLAVE_HAVE_BROKER_CLIENT
+          Verb{"register",
+               "host: enrol with the key broker (the stored enrolment, or a fresh one), answering its credential "
+               "challenge with this TPM",
+               "",
+               0,
+               {enclave::kBroker, enclave::kCa, enclave::kTcti, enclave::kState,
+                FlagSpec{"force", "", "make a fresh AK even when one is stored"}, enclave::kJson},
+               enclave::RegisterVerb},
+          Verb{"attest",
+               "host: attest to the key broker for a job and receive its dataset keys into a new keystore "
+               "(OUT/keys.keystore), with the export key (OUT/export.pub) and the lease (OUT/lease.json)",
+               "",
+               0,
+               {FlagSpec{"job", "job.toml", "the training job (its [broker] table, datasets, epochs, metrics)", true},
+                FlagSpec{"out", "DIR", "a new folder for the keystore, export key and lease", true}, enclave::kBroker,
+                enclave::kCa, FlagSpec{"usage-policy", "ID", "data-use policy id (default: the job's [broker] policy)"},
+                FlagSpec{"requester", "NAME", "who runs the job (default: the job's [broker] requester)"},
+                FlagSpec{"kind", "train|cv", "what the job will run (default train)"},
+                FlagSpec{"rank", "R", "this process's rank (default 0)"},
+                FlagSpec{"world-size", "N", "ranks in the job (default 1)"}, enclave::kEventLogFlag,
+                enclave::kImaLogFlag, enclave::kTcti, enclave::kState, enclave::cli::PassphraseFdFlag(),
+                enclave::kJson},
+               enclave::AttestVerb},
+          Verb{"renew",
+               "host: renew a lease by a fresh attestation (rewrites the lease file)",
+               "",
+               0,
+               {FlagSpec{"lease", "FILE", "the lease file `attest` wrote", true}, enclave::kBroker, enclave::kCa,
+                enclave::kEventLogFlag, enclave::kImaLogFlag, enclave::kTcti, enclave::kState, enclave::kJson},
+               enclave::RenewVerb},
+#endif
           Verb{"check",
                "one-shot on this host: enrol if needed, check the enrolment, challenge, activate, quote, verify; "
                "prints the JSON verdict (exit 0, 12, 13); keeps the last accepted clock in the state directory",

@@ -208,6 +208,12 @@ std::string Details(const Entry& e) {
       if (f.contains("expires")) s += ", expires " + Field(f, "expires");
       return s;
     }
+    case EventType::kReleaseRefused: {
+      std::string ds;
+      for (const json& d : f["datasets"]) ds += (ds.empty() ? "" : ",") + d.get<std::string>();
+      return "REFUSED release of " + ds + " to job " + Field(f, "job_id") + " under policy " + Field(f, "policy_id") +
+             ": " + Field(f, "reason");
+    }
     case EventType::kLeaseRenewed: return "lease " + Field(f, "lease_id") + " renewed until " + Field(f, "expires");
     case EventType::kRevoked:
       return "revoked " + Field(f, "subject") + " " + Field(f, "subject_id") + ": " + Field(f, "reason");

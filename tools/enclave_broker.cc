@@ -3,6 +3,9 @@
 // broker/.
 #include <pthread.h>
 #include <signal.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -16,10 +19,16 @@
 #include <thread>
 
 #include "cli.h"
+#ifdef ENCLAVE_HAVE_POLICY_CLI
+#include "broker_policy_cli.h"
+#endif
 #include "enclave/attest/bundle.h"
 #include "enclave/audit/evidence_archive.h"
 #include "enclave/audit/log_writer.h"
+#include "enclave/broker/client.h"
 #include "enclave/broker/config.h"
+#include "enclave/broker/release.h"
+#include "enclave/broker/usage_policy.h"
 #include "enclave/broker/server.h"
 #include "enclave/broker/service.h"
 #include "enclave/broker/store.h"
@@ -37,6 +46,21 @@ using nlohmann::json;
 
 const FlagSpec kConfig{"config", "broker.toml", "broker configuration file", true};
 const FlagSpec kJson{"json", "", "print the result as JSON"};
+
+// The admin token file: one line of at least 32 characters, readable by its owner only.
+Result<std::string> ReadAdminToken(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus("admin token " + path, errno);
+  if ((st.st_mode & 077) != 0) return PermissionDenied("admin token " + path + " must not be readable by group or others (chmod 600)");
+  ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadWholeFile(path, 4096));
+  std::string token(bytes.begin(), bytes.end());
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+  if (token.size() < 32) return InvalidInput("admin token " + path + " is shorter than 32 characters");
+  for (char c : token) {
+    if (c <= ' ' || c > '~') return InvalidInput("admin token " + path + " must be printable ASCII without spaces");
+  }
+  return token;
+}
 
 Status Serve(const Args& args) {
   ASSIGN_OR_RETURN(broker::BrokerConfig config, broker::LoadBrokerConfig(args.Get("config")));
@@ -69,6 +93,17 @@ Status Serve(const Args& args) {
   options.actor = config.actor;
   options.nonce_ttl_s = config.nonce_ttl_s;
   options.challenge_ttl_s = config.challenge_ttl_s;
+  options.keystore = &*keystore;
+  options.export_key = config.export_key;
+  for (const std::string& file : config.policy_signers) {
+    auto signer = broker::LoadSignerPublicKey(file);
+    if (!signer.ok()) return signer.status().Annotate("release.policy_signers " + file);
+    options.policy_signers.push_back(*signer);
+  }
+  if (!config.admin_token_file.empty()) {
+    ASSIGN_OR_RETURN(std::string token, ReadAdminToken(config.admin_token_file));
+    config.server.admin_token_sha256 = crypto::Sha256(AsBytes(token));
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<broker::Service> service,
                    broker::Service::Create(*store, **log, std::move(archive),
                                            std::string(policy_bytes.begin(), policy_bytes.end()), policy_dir, options));
@@ -162,6 +197,144 @@ Status Hosts(const Args& args) {
   return OkStatus();
 }
 
+const FlagSpec kUrl{"url", "https://HOST:PORT", "the running broker (default: [server] listen and port of the config)"};
+const FlagSpec kCa{"ca", "PEM", "certificate the broker's chain must end in (default: [server] certificate)"};
+const FlagSpec kTokenFile{"token-file", "FILE", "admin bearer token (default: [admin] token_file)"};
+
+std::string Utc(int64_t t) {
+  char when[32] = "?";
+  time_t tt = static_cast<time_t>(t);
+  struct tm tm {};
+  if (gmtime_r(&tt, &tm) != nullptr) std::strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+  return when;
+}
+
+// An admin POST to the running broker; the answer's JSON on success.
+Result<json> AdminPost(const Args& args, const std::string& path, const std::string& body) {
+  ASSIGN_OR_RETURN(broker::BrokerConfig config, broker::LoadBrokerConfig(args.Get("config")));
+  std::string url = args.Get("url");
+  if (url.empty()) {
+    if (config.server.port == 0) return InvalidInput("the config listens on port 0 (any port): give --url");
+    url = "https://" + config.server.listen + ":" + std::to_string(config.server.port);
+  }
+  const std::string ca = args.Get("ca", config.server.certificate);
+  const std::string token_file = args.Get("token-file", config.admin_token_file);
+  if (token_file.empty()) return InvalidInput("no admin token: give --token-file or set [admin] token_file");
+  ASSIGN_OR_RETURN(std::string token, ReadAdminToken(token_file));
+  ASSIGN_OR_RETURN(std::unique_ptr<broker::BrokerClient> client, broker::BrokerClient::Create(url, ca));
+  ASSIGN_OR_RETURN(broker::BrokerClient::Answer a, client->Post(path, body, token));
+  if (a.status != 200) return broker::StatusFromAnswer(a.status, a.body, path);
+  auto j = json::parse(a.body, nullptr, false);
+  if (!j.is_object()) return InvalidInput(path + ": the broker's answer is not a JSON object");
+  return j;
+}
+
+Status AdminToken(const Args& args) {
+  std::array<uint8_t, 32> raw{};
+  crypto::RandomBytes(raw);
+  const std::string token = HexEncode(raw) + "\n";
+  const std::string out = args.Get("out");
+  const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return ErrnoStatus("admin token " + out, errno);
+  const bool written = ::write(fd, token.data(), token.size()) == static_cast<ssize_t>(token.size()) && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!written) {
+    ::unlink(out.c_str());
+    return IoError("admin token " + out + ": write failed");
+  }
+  if (args.json()) {
+    cli::PrintJson({{"ok", true}, {"token_file", args.Get("out")}});
+  } else {
+    std::printf("admin token written to %s (mode 0600); name it in [admin] token_file\n", args.Get("out").c_str());
+  }
+  return OkStatus();
+}
+
+Status Revoke(const Args& args) {
+  const bool host = args.Has("host"), job = args.Has("job");
+  if (host == job) return InvalidInput("give exactly one of --host HOST_ID and --job JOB_ID");
+  broker::RevocationRequest r{host ? "host" : "job", host ? args.Get("host") : args.Get("job"), args.Get("reason")};
+  ASSIGN_OR_RETURN(json j, AdminPost(args, "/v1/admin/revocations", broker::EncodeRevocationRequest(r)));
+  if (args.json()) {
+    cli::PrintJson(j);
+  } else {
+    std::printf("revoked %s %s: %s leases ended (audit entry %s)\n", r.kind.c_str(), r.id.c_str(),
+                j.value("leases_ended", json(0)).dump().c_str(), j.value("audit_index", json(nullptr)).dump().c_str());
+  }
+  return OkStatus();
+}
+
+Status PolicyActivate(const Args& args) {
+  const std::string policy = args.Get("policy");
+  const std::string sig = args.Get("sig", policy + ".sig");
+  ASSIGN_OR_RETURN(std::vector<uint8_t> p, ReadWholeFile(policy, broker::kMaxUsagePolicyBytes));
+  ASSIGN_OR_RETURN(std::vector<uint8_t> s, ReadWholeFile(sig, 16384));
+  broker::PolicyActivation a{std::string(p.begin(), p.end()), std::string(s.begin(), s.end())};
+  ASSIGN_OR_RETURN(json j, AdminPost(args, "/v1/admin/policies", broker::EncodePolicyActivation(a)));
+  if (args.json()) {
+    cli::PrintJson(j);
+  } else {
+    std::printf("activated policy %s serial %s (sha256 %s, audit entry %s)\n", j.value("policy_id", "").c_str(),
+                j.value("serial", json(nullptr)).dump().c_str(), j.value("policy_sha256", "").c_str(),
+                j.value("audit_index", json(nullptr)).dump().c_str());
+  }
+  return OkStatus();
+}
+
+Status Leases(const Args& args) {
+  ASSIGN_OR_RETURN(broker::BrokerConfig config, broker::LoadBrokerConfig(args.Get("config")));
+  ASSIGN_OR_RETURN(std::unique_ptr<broker::Store> store, broker::Store::OpenReadOnly(config.store_path));
+  const int64_t now = static_cast<int64_t>(::time(nullptr));
+  ASSIGN_OR_RETURN(std::vector<broker::LeaseRecord> leases, store->ListLeases(args.Has("all"), now));
+  if (args.json()) {
+    json list = json::array();
+    for (const auto& l : leases) {
+      list.push_back({{"lease_id", l.lease_id},       {"host_id", l.host_id},
+                      {"job_id", l.job_id},           {"rank", l.rank},
+                      {"policy_id", l.policy_id},     {"policy_sha256", HexEncode(l.policy_sha256)},
+                      {"datasets", l.datasets},       {"issued_at", l.issued_at},
+                      {"valid_until", l.valid_until}, {"reattest_by", l.reattest_by},
+                      {"active", l.ActiveAt(now)},
+                      {"ended_at", l.ended_at ? json(*l.ended_at) : json(nullptr)},
+                      {"end_reason", l.end_reason}});
+    }
+    cli::PrintJson({{"leases", list}});
+    return OkStatus();
+  }
+  std::printf("%-32s  %-20s  %-4s  %-32s  %-19s  %-19s  %s\n", "LEASE", "JOB", "RANK", "HOST", "ISSUED (UTC)",
+              "EXPIRES (UTC)", "STATE");
+  for (const auto& l : leases) {
+    const std::string state = l.ActiveAt(now) ? "active" : l.ended_at ? "ended: " + l.end_reason : "lapsed";
+    std::printf("%-32s  %-20s  %-4u  %-32s  %-19s  %-19s  %s\n", l.lease_id.c_str(), l.job_id.c_str(), l.rank,
+                l.host_id.c_str(), Utc(l.issued_at).c_str(), Utc(std::min(l.valid_until, l.reattest_by)).c_str(),
+                state.c_str());
+  }
+  std::printf("%zu lease(s)\n", leases.size());
+  return OkStatus();
+}
+
+Status Policies(const Args& args) {
+  ASSIGN_OR_RETURN(broker::BrokerConfig config, broker::LoadBrokerConfig(args.Get("config")));
+  ASSIGN_OR_RETURN(std::unique_ptr<broker::Store> store, broker::Store::OpenReadOnly(config.store_path));
+  ASSIGN_OR_RETURN(std::vector<broker::PolicyRecord> policies, store->ListActivePolicies());
+  if (args.json()) {
+    json list = json::array();
+    for (const auto& p : policies) {
+      list.push_back({{"policy_id", p.policy_id}, {"serial", p.serial}, {"policy_sha256", HexEncode(p.policy_sha256)},
+                      {"signer", HexEncode(p.signer)}, {"activated_at", p.activated_at}});
+    }
+    cli::PrintJson({{"policies", list}});
+    return OkStatus();
+  }
+  for (const auto& p : policies) {
+    std::printf("%-24s serial %-6llu sha256 %s signer %s activated %s\n", p.policy_id.c_str(),
+                static_cast<unsigned long long>(p.serial), HexEncode(p.policy_sha256).c_str(), HexEncode(p.signer).c_str(),
+                Utc(p.activated_at).c_str());
+  }
+  std::printf("%zu policy(ies) in force\n", policies.size());
+  return OkStatus();
+}
+
 }  // namespace
 }  // namespace enclave
 
@@ -169,12 +342,28 @@ int main(int argc, char** argv) {
   using namespace enclave;
   cli::Program p;
   p.name = "enclave-broker";
-  p.summary = "the tenant's key broker: host enrolment, attestation, (later) attested key release";
+  p.summary = "the tenant's key broker: host enrolment, attestation, attested key release, leases, data-use policies";
   p.holds_keys = true;
   p.verbs = {
       {"serve", "run the HTTPS service (docs/protocol.md) until SIGTERM or SIGINT", "", 0,
        {kConfig, cli::PassphraseFdFlag()}, Serve},
       {"hosts", "list enrolled hosts from the state store (read-only)", "", 0, {kConfig, kJson}, Hosts},
+      {"leases", "list leases from the state store (read-only; active ones unless --all)", "", 0,
+       {kConfig, {"all", "", "also ended and lapsed leases"}, kJson}, Leases},
+      {"policies", "list the data-use policies in force (read-only)", "", 0, {kConfig, kJson}, Policies},
+      {"admin-token", "write a fresh admin bearer token (mode 0600) for [admin] token_file", "", 0,
+       {{"out", "FILE", "where to write it (never overwritten)", true}, kJson}, AdminToken},
+      {"revoke", "revoke a host or a job on the running broker: its leases end, nothing renews", "", 0,
+       {kConfig, {"host", "HOST_ID", "the host to revoke"}, {"job", "JOB_ID", "the job to revoke"},
+        {"reason", "TEXT", "why (recorded in the audit log)", true}, kUrl, kCa, kTokenFile, kJson},
+       Revoke},
+      {"policy activate", "activate a signed data-use policy on the running broker", "", 0,
+       {kConfig, {"policy", "FILE", "the policy JSON", true}, {"sig", "FILE", "its signature (default FILE.sig)"}, kUrl,
+        kCa, kTokenFile, kJson},
+       PolicyActivate},
   };
+#ifdef ENCLAVE_HAVE_POLICY_CLI
+  for (cli::Verb& v : PolicyVerbs()) p.verbs.push_back(std::move(v));
+#endif
   return cli::Main(p, argc, argv);
 }

@@ -165,8 +165,9 @@ Result<Session> Prepare(const Args& args, bool checkpoints) {
     if (!s.keystore) s.key_source = "none: clear CSV input (development mode)";
     std::fprintf(stderr, "enclave-train: WARNING: training from clear CSV (development only)\n");
   }
-  if (!s.job.broker_url.empty()) {
-    std::fprintf(stderr, "enclave-train: note: broker_url is reserved and not used yet\n");
+  if (!s.job.broker.url.empty()) {
+    std::fprintf(stderr, "enclave-train: note: [broker] is used by `enclave-attest attest`, which fetches the keys into "
+                         "a keystore; the trainer itself does not talk to the broker yet\n");
   }
   ASSIGN_OR_RETURN(s.backend, MakeBackend(s.job.device));
   ASSIGN_OR_RETURN(s.data, LoadDatasets(*s.backend, s.job.datasets, s.keystore ? &*s.keystore : nullptr));

@@ -76,10 +76,19 @@ const std::vector<TypeSpec>& Specs() {
         {"lease_id", Kind::kId, true},
         {"host", Kind::kId, true},
         {"job_digest", Kind::kDigest, true},
-        {"expires", Kind::kTime, false}}},
+        {"expires", Kind::kTime, false},
+        // The broker's release decisions (docs/protocol.md): which job, which key, under
+        // which data-use policy.
+        {"job_id", Kind::kId, false},
+        {"key_id", Kind::kId, false},
+        {"policy_id", Kind::kId, false},
+        {"policy_digest", Kind::kDigest, false}}},
       {EventType::kLeaseRenewed,
        "lease.renewed",
-       {{"lease_id", Kind::kId, true}, {"host", Kind::kId, true}, {"expires", Kind::kTime, true}}},
+       {{"lease_id", Kind::kId, true},
+        {"host", Kind::kId, true},
+        {"expires", Kind::kTime, true},
+        {"reattest_by", Kind::kTime, false}}},
       {EventType::kRevoked,
        "revoked",
        {{"subject", Kind::kSubject, true}, {"subject_id", Kind::kId, true}, {"reason", Kind::kText, true}}},
@@ -105,6 +114,15 @@ const std::vector<TypeSpec>& Specs() {
         {"report_digest", Kind::kDigest, true},
         {"report_signature", Kind::kSignature, true},
         {"outcome", Kind::kId, false}}},
+      {EventType::kReleaseRefused,
+       "release.refused",
+       {{"host", Kind::kId, true},
+        {"job_id", Kind::kId, true},
+        {"job_digest", Kind::kDigest, true},
+        {"datasets", Kind::kIdList, true},
+        {"policy_id", Kind::kId, true},
+        {"policy_digest", Kind::kDigest, false},
+        {"reason", Kind::kText, true}}},
   };
   return specs;
 }
@@ -607,6 +625,20 @@ Event KeyReleased(std::string actor, std::string dataset_id, std::string lease_i
   e.fields["host"] = std::move(host);
   e.fields["job_digest"] = std::move(job_digest);
   if (!expires.empty()) e.fields["expires"] = std::move(expires);
+  return e;
+}
+
+Event ReleaseRefused(std::string actor, std::string host, std::string job_id, std::string job_digest,
+                     std::vector<std::string> datasets, std::string policy_id, std::string policy_digest,
+                     std::string reason) {
+  Event e = Make(EventType::kReleaseRefused, std::move(actor));
+  e.fields["host"] = std::move(host);
+  e.fields["job_id"] = std::move(job_id);
+  e.fields["job_digest"] = std::move(job_digest);
+  e.fields["datasets"] = std::move(datasets);
+  e.fields["policy_id"] = std::move(policy_id);
+  if (!policy_digest.empty()) e.fields["policy_digest"] = std::move(policy_digest);
+  e.fields["reason"] = std::move(reason);
   return e;
 }
 

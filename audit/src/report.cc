@@ -217,6 +217,7 @@ class Collector {
           {"leases", leases.size()},
           {"lease_renewals", by_type["lease.renewed"]},
           {"failed_attestations", failed_.size()},
+          {"refused_releases", refused_.size()},
           {"revocations", revocations_.size()}}},
         {"jobs", jobs_.Array()},
         {"datasets", datasets_.Array()},
@@ -225,6 +226,7 @@ class Collector {
         {"key_releases", key_releases_},
         {"leases", leases},
         {"failed_attestations", failed_},
+        {"refused_releases", refused_},
         {"revocations", revocations_},
     };
   }
@@ -320,6 +322,13 @@ class Collector {
           failed["failed_checks"] = checks;
           failed_.push_back(std::move(failed));
         }
+        break;
+      }
+      case EventType::kReleaseRefused: {
+        json ref = Ref(index, e);
+        for (const char* k : {"host", "job_id", "job_digest", "datasets", "policy_id", "reason"}) ref[k] = f[k];
+        ref["policy_digest"] = StrOrNull(f, "policy_digest");
+        refused_.push_back(std::move(ref));
         break;
       }
       case EventType::kKeyReleased: {
@@ -436,6 +445,7 @@ class Collector {
   std::vector<std::string> leases_in_period_;
   Keyed jobs_, hosts_, datasets_;
   json key_releases_ = json::array();
+  json refused_ = json::array();
   json failed_ = json::array();
   json revocations_ = json::array();
 };

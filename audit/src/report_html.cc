@@ -411,6 +411,25 @@ std::string RenderReportHtml(const json& r) {
                  true);
   }
 
+  // 8b. Key releases refused by a data-use policy after the evidence passed.
+  {
+    Table t({"#", "Time", "Host", "Job", "Datasets", "Policy", "Reason"});
+    for (const json& f : r["refused_releases"]) {
+      if (!t.Row()) continue;
+      std::string tm = S(f["time"]);
+      if (tm.size() > 10 && tm[10] == 'T') tm[10] = ' ';
+      std::string ds;
+      for (const json& d : f["datasets"]) ds += (ds.empty() ? "" : ", ") + E(d);
+      t.Cells({E(f["index"]), "<span class=\"mono\">" + HtmlEscape(tm) + "</span>", "<strong>" + E(f["host"]) + "</strong>",
+               E(f["job_id"]) + "<br>" + Digest(f["job_digest"]), ds, E(f["policy_id"]) + "<br>" + Digest(f["policy_digest"]),
+               E(f["reason"])});
+    }
+    h += Section("8b. Refused key releases", r["refused_releases"].size(),
+                 r["refused_releases"].empty() ? "<p class=\"none\">No key release was refused in this period.</p>"
+                                               : t.Done("refused key releases"),
+                 true);
+  }
+
   // 9. Revocations.
   {
     Table t({"#", "Time", "Subject", "Id", "Reason", "Actor"});

@@ -72,7 +72,7 @@ Result<BrokerConfig> ParseBrokerConfig(std::string_view text, const std::string&
     return InvalidInput("broker config: line " + std::to_string(e.source().begin.line) + ", column " +
                         std::to_string(e.source().begin.column) + ": " + std::string(e.description()));
   }
-  RETURN_IF_ERROR(CheckKeys(root, "", {"server", "store", "keystore", "audit", "attestation"}));
+  RETURN_IF_ERROR(CheckKeys(root, "", {"server", "store", "keystore", "audit", "attestation", "release", "admin"}));
   BrokerConfig c;
 
   ASSIGN_OR_RETURN(const toml::table* server, Table(root, "server", true));
@@ -131,6 +131,27 @@ Result<BrokerConfig> ParseBrokerConfig(std::string_view text, const std::string&
   c.attestation_policy = Resolve(base_dir, c.attestation_policy);
   RETURN_IF_ERROR(GetInt(att, "attestation", "nonce_ttl_s", 1, 3600, &c.nonce_ttl_s));
   RETURN_IF_ERROR(GetInt(att, "attestation", "challenge_ttl_s", 1, 86400, &c.challenge_ttl_s));
+
+  ASSIGN_OR_RETURN(const toml::table* release, Table(root, "release", false));
+  if (release != nullptr) {
+    RETURN_IF_ERROR(CheckKeys(*release, "release", {"policy_signers", "export_key"}));
+    if (const toml::node* n = release->get("policy_signers"); n != nullptr) {
+      const toml::array* a = n->as_array();
+      if (a == nullptr) return InvalidInput("broker config: 'release.policy_signers' must be an array of file names");
+      for (const toml::node& e : *a) {
+        if (!e.is_string() || e.as_string()->get().empty())
+          return InvalidInput("broker config: 'release.policy_signers' must be an array of file names");
+        c.policy_signers.push_back(Resolve(base_dir, e.as_string()->get()));
+      }
+    }
+    RETURN_IF_ERROR(GetString(release, "release", "export_key", false, &c.export_key));
+  }
+  ASSIGN_OR_RETURN(const toml::table* admin, Table(root, "admin", false));
+  if (admin != nullptr) {
+    RETURN_IF_ERROR(CheckKeys(*admin, "admin", {"token_file"}));
+    RETURN_IF_ERROR(GetString(admin, "admin", "token_file", true, &c.admin_token_file));
+    c.admin_token_file = Resolve(base_dir, c.admin_token_file);
+  }
   return c;
 }
 

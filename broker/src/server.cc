@@ -10,6 +10,9 @@
 #include <httplib.h>
 
 #include "enclave/broker/messages.h"
+#include "enclave/broker/release.h"
+#include "enclave/crypto/hash.h"
+#include "enclave/crypto/secret_bytes.h"
 
 namespace enclave::broker {
 namespace {
@@ -75,7 +78,14 @@ void SendError(httplib::Response& res, int status, std::string_view code, std::s
 size_t BodyLimit(const std::string& path, size_t max_body) {
   if (path == "/v1/enrolments") return kMaxEnrolmentBody;
   if (path == "/v1/nonces") return kMaxNonceRequestBody;
-  if (path == "/v1/attestations") return max_body;
+  if (path == "/v1/attestations" || path == "/v1/releases") return max_body;
+  if (path == "/v1/admin/revocations") return kMaxAdminBody;
+  if (path == "/v1/admin/policies") return 2 * kMaxAdminBody;
+  constexpr std::string_view kLeases = "/v1/leases/";
+  constexpr std::string_view kRenewals = "/renewals";
+  if (path.size() == kLeases.size() + kIdHexChars + kRenewals.size() && path.starts_with(kLeases) &&
+      path.ends_with(kRenewals))
+    return max_body;
   constexpr std::string_view kPrefix = "/v1/enrolments/";
   constexpr std::string_view kSuffix = "/activation";
   if (path.size() == kPrefix.size() + kIdHexChars + kSuffix.size() && path.starts_with(kPrefix) &&
@@ -175,6 +185,37 @@ void Server::Routes(const ServerConfig& config, Service& service) {
   });
   http_->Post("/v1/attestations", [&service](const httplib::Request& req, httplib::Response& res) {
     Send(res, service.Attest(req.body));
+  });
+  http_->Post("/v1/releases", [&service](const httplib::Request& req, httplib::Response& res) {
+    Send(res, service.Release(req.body));
+  });
+  http_->Post(R"(/v1/leases/([0-9a-f]{32})/renewals)", [&service](const httplib::Request& req, httplib::Response& res) {
+    Send(res, service.Renew(req.matches[1], req.body));
+  });
+  // Administration: a bearer token whose SHA-256 the broker holds, compared in constant time.
+  const auto admin = config.admin_token_sha256;
+  auto authorized = [admin](const httplib::Request& req, httplib::Response& res) {
+    if (!admin) {
+      SendError(res, 404, "not_found", "this broker has no admin API ([admin] token_file)");
+      return false;
+    }
+    const std::string h = req.get_header_value("Authorization");
+    constexpr std::string_view kBearer = "Bearer ";
+    const std::string token = h.starts_with(kBearer) ? h.substr(kBearer.size()) : std::string();
+    const crypto::Digest256 got = crypto::Sha256(AsBytes(token));
+    if (token.empty() || !crypto::ConstantTimeEquals(got, *admin)) {
+      std::cerr << "enclave-broker: refused an admin request without a valid token\n";
+      res.set_header("WWW-Authenticate", "Bearer");
+      SendError(res, 401, "unauthenticated", "a valid admin bearer token is required");
+      return false;
+    }
+    return true;
+  };
+  http_->Post("/v1/admin/revocations", [&service, authorized](const httplib::Request& req, httplib::Response& res) {
+    if (authorized(req, res)) Send(res, service.AdminRevoke(req.body));
+  });
+  http_->Post("/v1/admin/policies", [&service, authorized](const httplib::Request& req, httplib::Response& res) {
+    if (authorized(req, res)) Send(res, service.AdminActivatePolicy(req.body));
   });
   http_->set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (res.body.empty()) {

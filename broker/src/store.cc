@@ -1,5 +1,7 @@
 #include "enclave/broker/store.h"
 
+#include <nlohmann/json.hpp>
+
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -169,6 +171,47 @@ CREATE TABLE leases (
 ) STRICT;
 )sql";
 
+// Version 2: key release. v1 created jobs and leases but never wrote them.
+constexpr const char* kSchemaV2 = R"sql(
+DROP TABLE leases;
+DROP TABLE jobs;
+CREATE TABLE jobs (
+  job_id TEXT PRIMARY KEY,
+  job_digest BLOB NOT NULL,
+  world_size INTEGER NOT NULL,
+  key_nonce BLOB NOT NULL,
+  key_wrapped BLOB NOT NULL,
+  created_at INTEGER NOT NULL
+) STRICT;
+CREATE TABLE leases (
+  lease_id TEXT PRIMARY KEY,
+  host_id TEXT NOT NULL REFERENCES hosts(host_id),
+  job_id TEXT NOT NULL REFERENCES jobs(job_id),
+  rank INTEGER NOT NULL,
+  policy_id TEXT NOT NULL,
+  policy_sha256 BLOB NOT NULL,
+  recipient BLOB NOT NULL,
+  datasets TEXT NOT NULL,
+  issued_at INTEGER NOT NULL,
+  valid_until INTEGER NOT NULL,
+  reattest_by INTEGER NOT NULL,
+  ended_at INTEGER,
+  end_reason TEXT NOT NULL DEFAULT ''
+) STRICT;
+CREATE INDEX leases_job ON leases(job_id, rank);
+CREATE INDEX leases_host ON leases(host_id);
+CREATE TABLE policies (
+  policy_id TEXT NOT NULL,
+  serial INTEGER NOT NULL,
+  policy_sha256 BLOB NOT NULL,
+  policy_text TEXT NOT NULL,
+  signature_text TEXT NOT NULL,
+  signer BLOB NOT NULL,
+  activated_at INTEGER NOT NULL,
+  PRIMARY KEY (policy_id, serial)
+) STRICT;
+)sql";
+
 std::string KindName(RevokedKind kind) { return kind == RevokedKind::kHost ? "host" : "job"; }
 
 Result<sqlite3*> OpenDb(const std::string& path, int flags) {
@@ -259,6 +302,10 @@ Status Store::Migrate() {
   if (version < 1) {
     RETURN_IF_ERROR(Exec(kSchemaV1));
     RETURN_IF_ERROR(Stmt(db_, "INSERT INTO schema_migrations VALUES (1, unixepoch())").Run());
+  }
+  if (version < 2) {
+    RETURN_IF_ERROR(Exec(kSchemaV2));
+    RETURN_IF_ERROR(Stmt(db_, "INSERT INTO schema_migrations VALUES (2, unixepoch())").Run());
   }
   return txn.Commit();
 }
@@ -429,14 +476,20 @@ Result<int64_t> Store::PurgeExpired(int64_t now, int64_t keep_s) {
   return n;
 }
 
-Status Store::Revoke(RevokedKind kind, const std::string& id, const std::string& reason, int64_t now) {
+Result<int64_t> Store::Revoke(RevokedKind kind, const std::string& id, const std::string& reason, int64_t now) {
   std::lock_guard<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
   Stmt s(db_, "INSERT OR IGNORE INTO revocations VALUES (?1, ?2, ?3, ?4)");
   s.Text(1, KindName(kind)).Text(2, id).Text(3, reason).Int(4, now);
   RETURN_IF_ERROR(s.Run());
-  return txn.Commit();
+  const char* end_sql = kind == RevokedKind::kHost
+                            ? "UPDATE leases SET ended_at = ?1, end_reason = ?2 WHERE host_id = ?3 AND ended_at IS NULL"
+                            : "UPDATE leases SET ended_at = ?1, end_reason = ?2 WHERE job_id = ?3 AND ended_at IS NULL";
+  RETURN_IF_ERROR(Stmt(db_, end_sql).Int(1, now).Text(2, KindName(kind) + " revoked: " + reason).Text(3, id).Run());
+  const int64_t ended = sqlite3_changes(db_);
+  RETURN_IF_ERROR(txn.Commit());
+  return ended;
 }
 
 Result<bool> Store::IsRevoked(RevokedKind kind, const std::string& id) {
@@ -444,6 +497,221 @@ Result<bool> Store::IsRevoked(RevokedKind kind, const std::string& id) {
   Stmt s(db_, "SELECT 1 FROM revocations WHERE kind = ?1 AND subject_id = ?2");
   s.Text(1, KindName(kind)).Text(2, id);
   return s.Step();
+}
+
+namespace {
+constexpr const char* kJobColumns = "job_id, job_digest, world_size, key_nonce, key_wrapped, created_at";
+Result<JobRecord> ReadJob(Stmt& s) {
+  JobRecord j;
+  j.job_id = s.ColText(0);
+  ASSIGN_OR_RETURN(j.job_digest, s.ColDigest(1, "job_digest"));
+  j.world_size = static_cast<uint32_t>(s.ColInt(2));
+  j.key_nonce = s.ColBlob(3);
+  j.key_wrapped = s.ColBlob(4);
+  j.created_at = s.ColInt(5);
+  return j;
+}
+
+constexpr const char* kLeaseColumns =
+    "lease_id, host_id, job_id, rank, policy_id, policy_sha256, recipient, datasets, issued_at, valid_until, "
+    "reattest_by, ended_at, end_reason";
+Result<LeaseRecord> ReadLease(Stmt& s) {
+  LeaseRecord l;
+  l.lease_id = s.ColText(0);
+  l.host_id = s.ColText(1);
+  l.job_id = s.ColText(2);
+  l.rank = static_cast<uint32_t>(s.ColInt(3));
+  l.policy_id = s.ColText(4);
+  ASSIGN_OR_RETURN(l.policy_sha256, s.ColDigest(5, "policy_sha256"));
+  l.recipient = s.ColBlob(6);
+  auto datasets = nlohmann::json::parse(s.ColText(7), nullptr, false);
+  if (!datasets.is_array()) return InvalidInput("state store: lease " + l.lease_id + ": bad datasets column");
+  for (const auto& d : datasets) {
+    if (!d.is_string()) return InvalidInput("state store: lease " + l.lease_id + ": bad datasets column");
+    l.datasets.push_back(d.get<std::string>());
+  }
+  l.issued_at = s.ColInt(8);
+  l.valid_until = s.ColInt(9);
+  l.reattest_by = s.ColInt(10);
+  if (!s.ColNull(11)) l.ended_at = s.ColInt(11);
+  l.end_reason = s.ColText(12);
+  return l;
+}
+
+constexpr const char* kPolicyColumns =
+    "policy_id, serial, policy_sha256, policy_text, signature_text, signer, activated_at";
+Result<PolicyRecord> ReadPolicy(Stmt& s) {
+  PolicyRecord p;
+  p.policy_id = s.ColText(0);
+  p.serial = static_cast<uint64_t>(s.ColInt(1));
+  ASSIGN_OR_RETURN(p.policy_sha256, s.ColDigest(2, "policy_sha256"));
+  p.policy_text = s.ColText(3);
+  p.signature_text = s.ColText(4);
+  p.signer = s.ColBlob(5);
+  p.activated_at = s.ColInt(6);
+  return p;
+}
+}  // namespace
+
+Result<JobRecord> Store::GetOrCreateJob(const JobRecord& c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Txn txn(db_);
+  RETURN_IF_ERROR(txn.status());
+  {
+    Stmt s(db_, (std::string("SELECT ") + kJobColumns + " FROM jobs WHERE job_id = ?1").c_str());
+    s.Text(1, c.job_id);
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (row) return ReadJob(s);  // nothing written: the transaction rolls back
+  }
+  Stmt ins(db_, "INSERT INTO jobs VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+  ins.Text(1, c.job_id).Blob(2, c.job_digest).Int(3, c.world_size).Blob(4, c.key_nonce).Blob(5, c.key_wrapped);
+  ins.Int(6, c.created_at);
+  RETURN_IF_ERROR(ins.Run());
+  RETURN_IF_ERROR(txn.Commit());
+  return c;
+}
+
+Result<std::optional<JobRecord>> Store::GetJob(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, (std::string("SELECT ") + kJobColumns + " FROM jobs WHERE job_id = ?1").c_str());
+  s.Text(1, job_id);
+  ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return std::optional<JobRecord>();
+  ASSIGN_OR_RETURN(JobRecord j, ReadJob(s));
+  return std::optional<JobRecord>(std::move(j));
+}
+
+Status Store::PutLease(const LeaseRecord& l, int64_t now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Txn txn(db_);
+  RETURN_IF_ERROR(txn.status());
+  {
+    Stmt s(db_,
+           "SELECT host_id FROM leases WHERE job_id = ?1 AND rank = ?2 AND ended_at IS NULL AND valid_until > ?3 "
+           "AND reattest_by > ?3 AND host_id != ?4 LIMIT 1");
+    s.Text(1, l.job_id).Int(2, l.rank).Int(3, now).Text(4, l.host_id);
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (row)
+      return AlreadyExists("rank " + std::to_string(l.rank) + " of job " + l.job_id + " is held by host " + s.ColText(0));
+  }
+  Stmt s(db_, (std::string("INSERT INTO leases (") + kLeaseColumns +
+               ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, NULL, '')")
+                  .c_str());
+  s.Text(1, l.lease_id).Text(2, l.host_id).Text(3, l.job_id).Int(4, l.rank).Text(5, l.policy_id);
+  s.Blob(6, l.policy_sha256).Blob(7, l.recipient).Text(8, nlohmann::json(l.datasets).dump());
+  s.Int(9, l.issued_at).Int(10, l.valid_until).Int(11, l.reattest_by);
+  RETURN_IF_ERROR(s.Run());
+  return txn.Commit();
+}
+
+Result<LeaseRecord> Store::GetLease(const std::string& lease_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, (std::string("SELECT ") + kLeaseColumns + " FROM leases WHERE lease_id = ?1").c_str());
+  s.Text(1, lease_id);
+  ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return NotFound("no lease " + lease_id);
+  return ReadLease(s);
+}
+
+Result<std::vector<LeaseRecord>> Store::ListLeases(bool all, int64_t now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string sql = std::string("SELECT ") + kLeaseColumns + " FROM leases" +
+                    (all ? "" : " WHERE ended_at IS NULL AND valid_until > ?1 AND reattest_by > ?1") +
+                    " ORDER BY issued_at, lease_id";
+  Stmt s(db_, sql.c_str());
+  if (!all) s.Int(1, now);
+  std::vector<LeaseRecord> out;
+  for (;;) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    ASSIGN_OR_RETURN(LeaseRecord l, ReadLease(s));
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+Result<std::vector<uint32_t>> Store::RanksJoined(const std::string& job_id, int64_t now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_,
+         "SELECT DISTINCT rank FROM leases WHERE job_id = ?1 AND ended_at IS NULL AND valid_until > ?2 AND "
+         "reattest_by > ?2 ORDER BY rank");
+  s.Text(1, job_id).Int(2, now);
+  std::vector<uint32_t> out;
+  for (;;) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out.push_back(static_cast<uint32_t>(s.ColInt(0)));
+  }
+  return out;
+}
+
+Status Store::RenewLease(const std::string& lease_id, int64_t reattest_by, int64_t now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Txn txn(db_);
+  RETURN_IF_ERROR(txn.status());
+  Stmt s(db_,
+         "UPDATE leases SET reattest_by = ?1 WHERE lease_id = ?2 AND ended_at IS NULL AND valid_until > ?3 AND "
+         "reattest_by > ?3");
+  s.Int(1, reattest_by).Text(2, lease_id).Int(3, now);
+  RETURN_IF_ERROR(s.Run());
+  if (sqlite3_changes(db_) != 1) return FailedPrecondition("lease " + lease_id + " is no longer active");
+  return txn.Commit();
+}
+
+Status Store::EndLease(const std::string& lease_id, const std::string& reason, int64_t now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Txn txn(db_);
+  RETURN_IF_ERROR(txn.status());
+  Stmt s(db_, "UPDATE leases SET ended_at = ?1, end_reason = ?2 WHERE lease_id = ?3 AND ended_at IS NULL");
+  s.Int(1, now).Text(2, reason).Text(3, lease_id);
+  RETURN_IF_ERROR(s.Run());
+  return txn.Commit();
+}
+
+Status Store::PutPolicy(const PolicyRecord& p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Txn txn(db_);
+  RETURN_IF_ERROR(txn.status());
+  {
+    Stmt s(db_, "SELECT max(serial) FROM policies WHERE policy_id = ?1");
+    s.Text(1, p.policy_id);
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (row && !s.ColNull(0) && static_cast<uint64_t>(s.ColInt(0)) >= p.serial)
+      return AlreadyExists("policy " + p.policy_id + " already has serial " + std::to_string(s.ColInt(0)) +
+                           "; activate a higher serial");
+  }
+  Stmt s(db_, "INSERT INTO policies VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+  s.Text(1, p.policy_id).Int(2, static_cast<int64_t>(p.serial)).Blob(3, p.policy_sha256).Text(4, p.policy_text);
+  s.Text(5, p.signature_text).Blob(6, p.signer).Int(7, p.activated_at);
+  RETURN_IF_ERROR(s.Run());
+  return txn.Commit();
+}
+
+Result<PolicyRecord> Store::GetActivePolicy(const std::string& policy_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, (std::string("SELECT ") + kPolicyColumns +
+               " FROM policies WHERE policy_id = ?1 ORDER BY serial DESC LIMIT 1")
+                  .c_str());
+  s.Text(1, policy_id);
+  ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return NotFound("no data-use policy '" + policy_id + "' is active");
+  return ReadPolicy(s);
+}
+
+Result<std::vector<PolicyRecord>> Store::ListActivePolicies() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, (std::string("SELECT ") + kPolicyColumns +
+               " FROM policies p WHERE serial = (SELECT max(serial) FROM policies q WHERE q.policy_id = p.policy_id) "
+               "ORDER BY policy_id")
+                  .c_str());
+  std::vector<PolicyRecord> out;
+  for (;;) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    ASSIGN_OR_RETURN(PolicyRecord p, ReadPolicy(s));
+    out.push_back(std::move(p));
+  }
+  return out;
 }
 
 }  // namespace enclave::broker

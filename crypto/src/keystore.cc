@@ -11,6 +11,7 @@
 
 #include "enclave/common/bytes.h"
 #include "enclave/common/files.h"
+#include "enclave/crypto/hash.h"
 
 namespace enclave::crypto {
 namespace {
@@ -416,6 +417,14 @@ Result<SecretBytes> Keystore::GetExportPrivateKey(const Id128& key_id) const {
     return key;
   }
   return NotFound(path_ + ": no export key with key id " + HexEncode(key_id));
+}
+
+Result<SecretBytes> Keystore::DeriveKey(std::string_view label) const {
+  if (label.empty() || label.size() > 200) return InvalidInput("derived key label must be 1..200 bytes");
+  std::string info = "enclave keystore derived key v1";
+  info.push_back('\0');
+  info.append(label);
+  return HkdfSha256(kek_, id_, info, 32);
 }
 
 Result<SecretBytes> Keystore::GetDataKey(const std::string& dataset_id, const Id128& key_id) const {

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -57,6 +58,10 @@ struct BrokerSettings {
   int threads = 4;
   int max_queued = 8;
   size_t max_body_bytes = 1u << 20;
+  std::string extra_config;  // appended to broker.toml ([release], [admin])
+  // Runs after the folder is prepared and before the broker starts (e.g. to add keys to
+  // its keystore, which the broker reads at start).
+  std::function<Status(const std::string& dir)> before_launch;
 };
 
 class BrokerProcess {
@@ -69,6 +74,7 @@ class BrokerProcess {
     b->dir_ = dir;
     b->settings_ = s;
     RETURN_IF_ERROR(b->Prepare());
+    if (s.before_launch) RETURN_IF_ERROR(s.before_launch(dir));
     RETURN_IF_ERROR(b->Launch(passphrase));
     return b;
   }
@@ -223,7 +229,7 @@ class BrokerProcess {
                                        "[audit]\ndir = \"audit\"\nsigning_key = \"audit.key\"\nactor = \"broker@test\"\n\n"
                                        "[attestation]\npolicy = \"policy.json\"\nnonce_ttl_s = " +
                                        std::to_string(s.nonce_ttl_s) + "\nchallenge_ttl_s = " +
-                                       std::to_string(s.challenge_ttl_s) + "\n");
+                                       std::to_string(s.challenge_ttl_s) + "\n" + s.extra_config);
     std::filesystem::create_directories(Path("state"));
     return OkStatus();
   }

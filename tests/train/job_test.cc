@@ -1,5 +1,6 @@
 // Strict parsing of the job TOML: the examples parse; every error names the key and line.
 #include "enclave/train/job.h"
+#include "enclave/common/bytes.h"
 
 #include <gtest/gtest.h>
 
@@ -45,7 +46,12 @@ TEST(Job, FullSpec) {
 seed = 42
 device = "cpu"
 output_dir = "/abs/out"
-broker_url = "https://broker.example:8443"
+[broker]
+url = "https://broker.example:8443"
+ca = "broker-ca.pem"
+policy = "hipaa-medical"
+requester = "alice@hospital.example"
+job_id = "full-1"
 [[datasets]]
 id = "a"
 path = "a.csv"
@@ -81,6 +87,11 @@ gamma = 0.5
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->seed, 42u);
   EXPECT_EQ(r->device, Device::kCpu);
+  EXPECT_EQ(r->broker.url, "https://broker.example:8443");
+  EXPECT_EQ(r->broker.ca, "/jobs/broker-ca.pem");
+  EXPECT_EQ(r->broker.policy, "hipaa-medical");
+  EXPECT_EQ(r->broker.requester, "alice@hospital.example");
+  EXPECT_EQ(r->broker.job_id, "full-1");
   EXPECT_EQ(r->output_dir, "/abs/out");
   EXPECT_EQ(r->datasets[1].path, "/data/b.csv");
   EXPECT_EQ(*r->datasets[0].positive, "yes");
@@ -92,6 +103,19 @@ gamma = 0.5
   EXPECT_FLOAT_EQ(r->optimizer.momentum, 0.8f);
   EXPECT_EQ(r->schedule.kind, kernels::kLrStep);
   EXPECT_EQ(r->schedule.step_epochs, 3u);
+}
+
+TEST(Job, BrokerTable) {
+  auto r = Parse(kMinimal);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->broker.url.empty());
+  EXPECT_EQ(r->broker.job_id, "job-" + HexEncode(ByteSpan(r->digest.data(), 8)));  // the default
+  const std::string b = std::string(kMinimal) + "[broker]\nurl = \"https://b:1\"\nca = \"ca.pem\"\npolicy = \"p\"\n";
+  ExpectError(b, "missing required key 'broker.requester'");
+  ExpectError(b + "requester = \"r\"\nurl2 = 1\n", "unknown key 'broker.url2'");
+  ExpectError(std::string(kMinimal) + "[broker]\nurl = \"http://b:1\"\nca = \"c\"\npolicy = \"p\"\nrequester = \"r\"\n",
+              "'broker.url' must be https://HOST:PORT");
+  ExpectError(b + "requester = \"r\"\njob_id = \"a b\"\n", "'broker.job_id'");
 }
 
 TEST(Job, DigestIsOfTheBytes) {

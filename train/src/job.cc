@@ -8,6 +8,7 @@
 
 #include <toml++/toml.h>
 
+#include "enclave/common/bytes.h"
 #include "enclave/common/files.h"
 #include "enclave/crypto/sealed_file.h"
 
@@ -244,7 +245,6 @@ Result<JobSpec> ParseJob(std::string_view text, const std::string& source, const
   RETURN_IF_ERROR(top.String("output_dir", &job.output_dir, true));
   if (job.output_dir.empty()) return top.Error(*root.get("output_dir"), "output_dir", "must not be empty");
   job.output_dir = Resolve(base_dir, job.output_dir);
-  RETURN_IF_ERROR(top.String("broker_url", &job.broker_url));
   RETURN_IF_ERROR(top.String("export_key", &job.export_key));
   if (const toml::node* n = root.get("export_key"); n != nullptr && job.export_key.empty()) {
     return top.Error(*n, "export_key", "must not be empty");
@@ -268,6 +268,34 @@ Result<JobSpec> ParseJob(std::string_view text, const std::string& source, const
                           "' listed twice");
     }
     job.datasets.push_back(std::move(d));
+  }
+
+  // [broker]
+  job.broker.job_id = "job-" + HexEncode(ByteSpan(job.digest.data(), 8));
+  ASSIGN_OR_RETURN(const toml::table* broker, SubTable(top, "broker"));
+  if (broker != nullptr) {
+    Table t(*broker, "broker", source);
+    RETURN_IF_ERROR(t.String("url", &job.broker.url, true));
+    if (!job.broker.url.starts_with("https://") || job.broker.url.size() <= 8)
+      return t.Error(*broker->get("url"), "url", "must be https://HOST:PORT");
+    RETURN_IF_ERROR(t.String("ca", &job.broker.ca, true));
+    if (job.broker.ca.empty()) return t.Error(*broker->get("ca"), "ca", "must not be empty");
+    job.broker.ca = Resolve(base_dir, job.broker.ca);
+    RETURN_IF_ERROR(t.String("policy", &job.broker.policy, true));
+    if (Status st = crypto::ValidateObjectId(job.broker.policy); !st.ok())
+      return t.Error(*broker->get("policy"), "policy", st.message());
+    RETURN_IF_ERROR(t.String("requester", &job.broker.requester, true));
+    if (job.broker.requester.empty() || job.broker.requester.size() > 256)
+      return t.Error(*broker->get("requester"), "requester", "must be 1..256 bytes");
+    for (char c : job.broker.requester) {
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+        return t.Error(*broker->get("requester"), "requester", "must not contain control characters");
+    }
+    if (const toml::node* n = broker->get("job_id"); n != nullptr) {
+      RETURN_IF_ERROR(t.String("job_id", &job.broker.job_id));
+      if (Status st = crypto::ValidateObjectId(job.broker.job_id); !st.ok()) return t.Error(*n, "job_id", st.message());
+    }
+    RETURN_IF_ERROR(t.Finish());
   }
 
   // [model]

@@ -28,6 +28,7 @@ enum class EventType : uint8_t {
   kPolicyActivated,     // "policy.activated"
   kJobStarted,          // "job.started"
   kJobFinished,         // "job.finished"
+  kReleaseRefused,      // "release.refused"
 };
 
 std::string_view EventTypeName(EventType type);
@@ -61,6 +62,11 @@ Event AttestationVerdict(std::string actor, std::string host, bool accepted, std
 Event KeyReleased(std::string actor, std::string dataset_id, std::string lease_id, std::string host,
                   std::string job_digest, std::string expires);
 Event LeaseRenewed(std::string actor, std::string lease_id, std::string host, std::string expires);
+// A key release the data-use policy (or the job's identity) refused after the evidence
+// passed; `reason` lists every broken rule.
+Event ReleaseRefused(std::string actor, std::string host, std::string job_id, std::string job_digest,
+                     std::vector<std::string> datasets, std::string policy_id, std::string policy_digest,
+                     std::string reason);
 Event Revoked(std::string actor, std::string subject, std::string subject_id, std::string reason);
 Event PolicyActivated(std::string actor, std::string policy_id, std::string policy_digest, std::string signer);
 Event JobStarted(std::string actor, std::string job_digest, std::string host, std::vector<std::string> datasets);

@@ -3,9 +3,12 @@
 // naming the key. Relative paths resolve against the configuration file's folder.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "enclave/common/status.h"
 
@@ -22,6 +25,9 @@ struct ServerConfig {
   int read_timeout_s = 10;        // per read, TLS handshake included
   int write_timeout_s = 10;
   int keep_alive_s = 5;
+  // SHA-256 of the administrator's bearer token (read from [admin] token_file at start);
+  // unset: the /v1/admin endpoints answer 404.
+  std::optional<std::array<uint8_t, 32>> admin_token_sha256;
 };
 
 struct BrokerConfig {
@@ -35,6 +41,13 @@ struct BrokerConfig {
   std::string attestation_policy;
   int64_t nonce_ttl_s = 60;
   int64_t challenge_ttl_s = 300;
+  // [release]: Ed25519 public key files of the compliance officers whose signatures make a
+  // data-use policy activatable, and the keystore export key jobs encrypt models to ("":
+  // the newest).
+  std::vector<std::string> policy_signers;
+  std::string export_key;
+  // [admin]: the file holding the administrator's bearer token; empty: no admin API.
+  std::string admin_token_file;
 };
 
 Result<BrokerConfig> ParseBrokerConfig(std::string_view toml_text, const std::string& base_dir);

@@ -23,7 +23,10 @@
 #include "enclave/attest/policy.h"
 #include "enclave/audit/evidence_archive.h"
 #include "enclave/audit/log_writer.h"
+#include "enclave/broker/release.h"
 #include "enclave/broker/store.h"
+#include "enclave/broker/usage_policy.h"
+#include "enclave/crypto/keystore.h"
 #include "enclave/common/status.h"
 
 namespace enclave::broker {
@@ -43,6 +46,10 @@ struct ServiceOptions {
   int64_t nonce_ttl_s = 60;
   int64_t challenge_ttl_s = 300;
   std::function<int64_t()> now;  // unix seconds; unset: the system clock
+  // Key release (release_service.cc). Without a keystore every release is refused.
+  const crypto::Keystore* keystore = nullptr;
+  std::vector<SignerPublicKey> policy_signers;  // compliance officers
+  std::string export_key;                       // keystore export key name; "": the newest
 };
 
 class Service {
@@ -57,6 +64,11 @@ class Service {
   Reply Activate(const std::string& challenge_id, std::string_view body);  // POST /v1/enrolments/ID/activation
   Reply IssueNonce(std::string_view body);                                // POST /v1/nonces
   Reply Attest(std::string_view body);                                    // POST /v1/attestations
+  Reply Release(std::string_view body);                                   // POST /v1/releases
+  Reply Renew(const std::string& lease_id, std::string_view body);        // POST /v1/leases/ID/renewals
+  // Administration (the server checks the admin token first).
+  Reply AdminRevoke(std::string_view body);                               // POST /v1/admin/revocations
+  Reply AdminActivatePolicy(std::string_view body);                       // POST /v1/admin/policies
 
   const attest::Policy& policy() const { return policy_; }
 
@@ -64,9 +76,19 @@ class Service {
   Service(Store& store, audit::LogWriter& log, audit::EvidenceArchive archive, attest::Policy policy,
           std::string policy_text, std::string policy_dir, ServiceOptions options)
       : store_(store), log_(log), archive_(std::move(archive)), policy_(std::move(policy)),
-        policy_text_(std::move(policy_text)), policy_dir_(std::move(policy_dir)), options_(std::move(options)) {}
+        policy_text_(std::move(policy_text)), policy_dir_(std::move(policy_dir)), options_(std::move(options)) {
+    policy_sha256_ = crypto::Sha256(AsBytes(policy_text_));
+  }
   int64_t Now() const;
   std::shared_ptr<std::mutex> HostLock(const std::string& host_id);
+  std::shared_ptr<std::mutex> JobLock(const std::string& job_id);
+  // Appraises `evidence_text` for `host` with `bound` as the expected bound digest,
+  // archiving and logging the verdict; updates the host's clock state on a pass.
+  Result<audit::RecordedVerdict> AppraiseFor(const HostRecord& host, const NonceRecord& nonce,
+                                             std::string_view evidence_text, const crypto::Digest256& bound,
+                                             const std::string& job_digest_hex);
+  // The job's communication key: unwrapped, or made and stored for a new job id.
+  Result<crypto::SecretBytes> JobKey(const ReleaseRequest& request, int64_t now);
 
   Store& store_;
   audit::LogWriter& log_;
@@ -76,6 +98,8 @@ class Service {
   const ServiceOptions options_;
   std::mutex locks_mu_;
   std::map<std::string, std::shared_ptr<std::mutex>> host_locks_;  // one appraisal per host at a time
+  std::map<std::string, std::shared_ptr<std::mutex>> job_locks_;   // one release per job at a time
+  crypto::Digest256 policy_sha256_{};  // of policy_text_
 };
 
 // hex(SHA-256(ek_public)[0..16)).

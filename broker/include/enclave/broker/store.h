@@ -8,9 +8,13 @@
 //   challenges     pending enrolment challenges: only SHA-256 of the secret, never the secret
 //   nonces         attestation nonces: single use (used_at), expiry
 //   revocations    revoked hosts and jobs
-//   leases, jobs   created by the schema for key release (later work), not written yet
-// Nothing in the database is key material: the challenge secret is kept as a digest, and
-// the DEKs stay in the tenant keystore.
+//   jobs           one per job id: its digest, world size, and its communication key
+//                  wrapped (AES-256-GCM) under a key derived from the tenant keystore
+//   leases         key releases: host, job, rank, data-use policy, deadlines, end
+//   policies       activated data-use policies with their signatures (the highest serial
+//                  of a policy id is in force)
+// Nothing in the database is key material in clear: the challenge secret is kept as a
+// digest, job keys are wrapped, and the DEKs stay in the tenant keystore.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +31,7 @@ struct sqlite3;
 
 namespace enclave::broker {
 
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 struct HostRecord {
   std::string host_id;                 // hex SHA-256(EK public)[0..16): stable across AK changes
@@ -58,6 +62,43 @@ struct NonceRecord {
 };
 
 enum class RevokedKind { kHost, kJob };
+
+struct JobRecord {
+  std::string job_id;
+  crypto::Digest256 job_digest{};
+  uint32_t world_size = 1;
+  std::vector<uint8_t> key_nonce;    // 12 bytes
+  std::vector<uint8_t> key_wrapped;  // AES-256-GCM(job key) || tag; AD: see service.cc
+  int64_t created_at = 0;
+};
+
+struct LeaseRecord {
+  std::string lease_id;
+  std::string host_id;
+  std::string job_id;
+  uint32_t rank = 0;
+  std::string policy_id;
+  crypto::Digest256 policy_sha256{};
+  std::vector<uint8_t> recipient;     // the X25519 key the release was sealed to
+  std::vector<std::string> datasets;
+  int64_t issued_at = 0;
+  int64_t valid_until = 0;
+  int64_t reattest_by = 0;
+  std::optional<int64_t> ended_at;    // set when revoked or failed re-attestation
+  std::string end_reason;
+  // Usable at `now`: not ended, and before both deadlines.
+  bool ActiveAt(int64_t now) const { return !ended_at && now < valid_until && now < reattest_by; }
+};
+
+struct PolicyRecord {
+  std::string policy_id;
+  uint64_t serial = 0;
+  crypto::Digest256 policy_sha256{};
+  std::string policy_text;
+  std::string signature_text;
+  std::vector<uint8_t> signer;  // Ed25519 public key
+  int64_t activated_at = 0;
+};
 
 class Store {
  public:
@@ -96,8 +137,34 @@ class Store {
   // Deletes expired challenges and nonces that expired more than `keep_s` ago.
   Result<int64_t> PurgeExpired(int64_t now, int64_t keep_s);
 
-  Status Revoke(RevokedKind kind, const std::string& id, const std::string& reason, int64_t now);
+  // Records the revocation and ends every lease of that host or job, in one transaction;
+  // the number of leases ended.
+  Result<int64_t> Revoke(RevokedKind kind, const std::string& id, const std::string& reason, int64_t now);
   Result<bool> IsRevoked(RevokedKind kind, const std::string& id);
+
+  // The job with this id, inserting `candidate` when there is none (one transaction). A
+  // job id names one job: the caller compares digests and world sizes.
+  Result<JobRecord> GetOrCreateJob(const JobRecord& candidate);
+  Result<std::optional<JobRecord>> GetJob(const std::string& job_id);
+
+  // Inserts the lease unless another host holds an active lease for the same job and rank
+  // (AlreadyExists), in one transaction.
+  Status PutLease(const LeaseRecord& lease, int64_t now);
+  Result<LeaseRecord> GetLease(const std::string& lease_id);
+  // Active leases only unless `all`.
+  Result<std::vector<LeaseRecord>> ListLeases(bool all, int64_t now);
+  // Ranks of the job with an active lease, ascending.
+  Result<std::vector<uint32_t>> RanksJoined(const std::string& job_id, int64_t now);
+  // Moves the re-attestation deadline of an active lease (FailedPrecondition otherwise).
+  Status RenewLease(const std::string& lease_id, int64_t reattest_by, int64_t now);
+  Status EndLease(const std::string& lease_id, const std::string& reason, int64_t now);
+
+  // Stores an activated policy. AlreadyExists when this id already has this serial or a
+  // higher one (activation never goes back).
+  Status PutPolicy(const PolicyRecord& policy);
+  // The policy in force for this id (highest serial), NotFound when none.
+  Result<PolicyRecord> GetActivePolicy(const std::string& policy_id);
+  Result<std::vector<PolicyRecord>> ListActivePolicies();
 
  private:
   explicit Store(sqlite3* db) : db_(db) {}

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "enclave/common/status.h"
@@ -70,6 +71,11 @@ class Keystore {
   Result<SecretBytes> CreateDataKey(const std::string& dataset_id, Suite suite, Id128* key_id);
   // Unwraps the DEK of (dataset_id, key_id): what a sealed header names.
   Result<SecretBytes> GetDataKey(const std::string& dataset_id, const Id128& key_id) const;
+
+  // A 32-byte key for the keystore holder's own state (the broker wraps job keys in its
+  // database with it): HKDF-SHA256(KEK, salt = keystore id, info = "enclave keystore
+  // derived key v1" || 0x00 || label). The KEK itself never leaves.
+  Result<SecretBytes> DeriveKey(std::string_view label) const;
 
   const std::vector<ExportKeyEntry>& export_keys() const { return export_entries_; }
   // Makes a fresh X25519 export key pair named `name` and stores it, durably, under the

@@ -58,6 +58,15 @@ struct CheckpointSpec {
   uint32_t keep = 2;         // the newest this many are kept
 };
 
+// The key broker the job's keys come from (docs/formats/job.md, [broker]).
+struct BrokerSpec {
+  std::string url;        // https://HOST:PORT; empty: no broker (development mode)
+  std::string ca;         // PEM the broker's certificate chain must end in (resolved path)
+  std::string policy;     // the data-use policy id to be judged by
+  std::string requester;  // who runs the job (checked against the policy)
+  std::string job_id;     // same for every rank; default "job-" + the first 16 hex digits of the digest
+};
+
 enum Metric : uint32_t { kMetricLoss = 1, kMetricAccuracy = 2, kMetricRocAuc = 4 };
 
 struct JobSpec {
@@ -65,7 +74,7 @@ struct JobSpec {
   uint64_t seed = 0;
   Device device = Device::kAuto;
   std::string output_dir;
-  std::string broker_url;  // reserved: keys come from the broker once it exists
+  BrokerSpec broker;       // [broker]: where the keys come from (enclave-attest attest)
   std::string export_key;  // the tenant's export public key file; empty: not given (resolved path)
   CheckpointSpec checkpoint;
   std::vector<DatasetSpec> datasets;

@@ -1,0 +1,132 @@
+// Attested key release and lease renewal messages (docs/protocol.md, "Key release").
+//
+// A release request names the job (its claims, usage_policy.h), the data keys it wants,
+// the data-use policy to judge it by, and two public keys the requesting process made for
+// this job: an X25519 key the broker seals every secret to, and an Ed25519 key the job
+// signs its report with. All of it is bound into the TPM quote through the evidence's
+// bound digest, ReleaseBinding() below, so the broker releases only to the process whose
+// TPM quoted exactly this request.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "enclave/broker/usage_policy.h"
+#include "enclave/common/bytes.h"
+#include "enclave/common/status.h"
+#include "enclave/crypto/hash.h"
+#include "enclave/crypto/sealed_file.h"
+#include "enclave/crypto/secret_bytes.h"
+
+namespace enclave::broker {
+
+inline constexpr size_t kX25519PublicBytes = 32;
+using X25519Public = std::array<uint8_t, kX25519PublicBytes>;
+inline constexpr size_t kMaxReleaseKeys = 64;
+inline constexpr size_t kMaxReleaseBody = 16u << 20;  // evidence with its logs
+inline constexpr size_t kMaxAdminBody = 1u << 20;
+
+struct KeyRef {
+  std::string dataset_id;
+  crypto::Id128 key_id{};  // as the sealed file's header names it
+};
+
+// POST /v1/releases
+struct ReleaseRequest {
+  std::string policy_id;      // the data-use policy to judge the request by
+  ReleaseClaims job;          // job.datasets is derived from `keys` (in order, unique)
+  uint32_t rank = 0;          // < job.world_size
+  std::vector<KeyRef> keys;   // 1..kMaxReleaseKeys, one per dataset
+  X25519Public recipient{};   // secrets are sealed to this key
+  SignerPublicKey report_key{};  // Ed25519: the job report's signing key
+  std::string evidence;       // attest evidence bundle (JSON text) whose bound digest is ReleaseBinding(*this)
+};
+Result<ReleaseRequest> ParseReleaseRequest(std::string_view body);
+std::string EncodeReleaseRequest(const ReleaseRequest& r);
+
+// SHA-256 over the binding encoding (docs/protocol.md, "Release binding"): every field
+// of the request but the evidence, length-prefixed, after the domain string
+// "enclave key release v1" || 0x00.
+crypto::Digest256 ReleaseBinding(const ReleaseRequest& r);
+
+struct SealedKey {
+  std::string dataset_id;
+  crypto::Id128 key_id{};
+  crypto::Suite suite = crypto::Suite::kAes256Gcm;
+  std::vector<uint8_t> sealed;  // crypto_box_seal(DEK, recipient): 32 + 48 bytes
+};
+
+struct Lease {
+  std::string lease_id;  // 32 lowercase hex digits
+  std::string host_id;
+  std::string job_id;
+  std::string policy_id;
+  crypto::Digest256 policy_sha256{};
+  int64_t issued_at = 0;
+  int64_t valid_until = 0;   // hard end: issued_at + the policy's lease length
+  int64_t reattest_by = 0;   // renew by fresh attestation before this, or the lease ends
+  // When the holder must stop and wipe the keys unless it renews: min(valid_until, reattest_by).
+  int64_t expires_at() const { return valid_until < reattest_by ? valid_until : reattest_by; }
+};
+
+// 200 answer of POST /v1/releases.
+struct ReleaseGranted {
+  Lease lease;
+  std::vector<SealedKey> keys;          // in request order
+  std::vector<uint8_t> sealed_job_key;  // crypto_box_seal(32-byte job communication key)
+  std::string export_key_name;
+  crypto::Id128 export_keystore_id{};   // the tenant keystore holding the private half
+  crypto::Id128 export_key_id{};
+  X25519Public export_public{};
+  uint32_t world_size = 1;
+  std::vector<uint32_t> ranks_joined;   // ranks of this job holding a lease, ascending
+  uint64_t audit_index = 0;             // the first key.released entry of this decision
+};
+std::string EncodeReleaseGranted(const ReleaseGranted& g);
+Result<ReleaseGranted> ParseReleaseGranted(std::string_view body);
+
+// POST /v1/leases/LEASE/renewals: fresh evidence whose bound digest is RenewalBinding.
+struct RenewalRequest {
+  std::string evidence;
+};
+Result<RenewalRequest> ParseRenewalRequest(std::string_view body);
+std::string EncodeRenewalRequest(const RenewalRequest& r);
+// SHA-256("enclave lease renewal v1" || 0x00 || lease id (16 bytes) || recipient (32 bytes)).
+crypto::Digest256 RenewalBinding(const std::string& lease_id, const X25519Public& recipient);
+
+// 200 answer of a renewal.
+struct RenewalGranted {
+  Lease lease;
+  uint64_t audit_index = 0;
+};
+std::string EncodeLease(const Lease& l);  // the "lease" object, also GET-free admin listings
+std::string EncodeRenewalGranted(const RenewalGranted& g);
+Result<RenewalGranted> ParseRenewalGranted(std::string_view body);
+
+// Admin: POST /v1/admin/revocations {"kind":"host"|"job","id":ID,"reason":TEXT}
+struct RevocationRequest {
+  std::string kind;
+  std::string id;
+  std::string reason;
+};
+Result<RevocationRequest> ParseRevocationRequest(std::string_view body);
+std::string EncodeRevocationRequest(const RevocationRequest& r);
+
+// Admin: POST /v1/admin/policies {"policy":TEXT,"signature":TEXT} (both files' exact text).
+struct PolicyActivation {
+  std::string policy;
+  std::string signature;
+};
+Result<PolicyActivation> ParsePolicyActivation(std::string_view body);
+std::string EncodePolicyActivation(const PolicyActivation& a);
+
+// libsodium sealed boxes (X25519 + XSalsa20-Poly1305, anonymous sender).
+std::vector<uint8_t> SealTo(const X25519Public& recipient, const crypto::SecretBytes& secret);
+// The recipient's key pair; kAuthFailed when the box does not open.
+Result<crypto::SecretBytes> OpenSealed(const X25519Public& public_key, const crypto::SecretBytes& secret_key,
+                                       ByteSpan sealed);
+
+}  // namespace enclave::broker

@@ -1,0 +1,408 @@
+#include "enclave/broker/release.h"
+
+#include <sodium.h>
+
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "enclave/broker/messages.h"
+#include "enclave/crypto/aead.h"
+
+namespace enclave::broker {
+namespace {
+
+using json = nlohmann::json;
+
+// Strict field readers: `what` names the message, `path` the field.
+class Fields {
+ public:
+  Fields(const json& j, std::string what) : j_(j), what_(std::move(what)) {}
+
+  Status Exact(const std::set<std::string>& keys, const std::string& path = "") const {
+    if (!j_.is_object()) return Bad(path, "must be an object");
+    for (const auto& [k, v] : j_.items()) {
+      if (!keys.count(k)) return InvalidInput(what_ + ": unknown field '" + Join(path, k) + "'");
+    }
+    for (const auto& k : keys) {
+      if (!j_.contains(k)) return InvalidInput(what_ + ": missing field '" + Join(path, k) + "'");
+    }
+    return OkStatus();
+  }
+  Result<std::string> Str(const std::string& key, size_t max = 4096) const {
+    const json& v = j_.at(key);
+    if (!v.is_string()) return Bad(key, "must be a string");
+    std::string s = v.get<std::string>();
+    if (s.size() > max) return Bad(key, "is longer than " + std::to_string(max) + " bytes");
+    return s;
+  }
+  Result<std::string> Id(const std::string& key) const {
+    ASSIGN_OR_RETURN(std::string s, Str(key, 256));
+    if (Status st = crypto::ValidateObjectId(s); !st.ok()) return Bad(key, st.message());
+    return s;
+  }
+  Result<int64_t> Int(const std::string& key, int64_t lo, int64_t hi) const {
+    const json& v = j_.at(key);
+    if (!v.is_number_integer()) return Bad(key, "must be an integer");
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) return Bad(key, "is out of range");
+    const int64_t x = v.get<int64_t>();
+    if (x < lo || x > hi) return Bad(key, "must be in " + std::to_string(lo) + ".." + std::to_string(hi));
+    return x;
+  }
+  Result<bool> Bool(const std::string& key) const {
+    const json& v = j_.at(key);
+    if (!v.is_boolean()) return Bad(key, "must be true or false");
+    return v.get<bool>();
+  }
+  template <size_t N>
+  Result<std::array<uint8_t, N>> Hex(const std::string& key) const {
+    ASSIGN_OR_RETURN(std::string s, Str(key, 2 * N));
+    auto b = HexDecode(s);
+    if (!b.ok() || b->size() != N) return Bad(key, "must be " + std::to_string(N) + " bytes of hex");
+    std::array<uint8_t, N> out{};
+    std::copy(b->begin(), b->end(), out.begin());
+    return out;
+  }
+  Result<std::vector<uint8_t>> HexBytes(const std::string& key, size_t n) const {
+    ASSIGN_OR_RETURN(std::string s, Str(key, 2 * n));
+    auto b = HexDecode(s);
+    if (!b.ok() || b->size() != n) return Bad(key, "must be " + std::to_string(n) + " bytes of hex");
+    return std::move(b).value();
+  }
+  Result<const json*> Array(const std::string& key, size_t min, size_t max) const {
+    const json& v = j_.at(key);
+    if (!v.is_array() || v.size() < min || v.size() > max)
+      return Bad(key, "must be an array of " + std::to_string(min) + ".." + std::to_string(max) + " items");
+    return &v;
+  }
+  Result<const json*> Object(const std::string& key) const {
+    const json& v = j_.at(key);
+    if (!v.is_object()) return Bad(key, "must be an object");
+    return &v;
+  }
+  Status Bad(const std::string& key, const std::string& what) const {
+    return InvalidInput(what_ + ": field '" + key + "' " + what);
+  }
+  const std::string& what() const { return what_; }
+
+ private:
+  static std::string Join(const std::string& a, const std::string& b) { return a.empty() ? b : a + "." + b; }
+  const json& j_;
+  std::string what_;
+};
+
+void PutU32(std::vector<uint8_t>& out, uint32_t v) {
+  for (int i = 3; i >= 0; --i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+void PutStr(std::vector<uint8_t>& out, std::string_view s) {
+  PutU32(out, static_cast<uint32_t>(s.size()));
+  out.insert(out.end(), s.begin(), s.end());
+}
+void PutBytes(std::vector<uint8_t>& out, ByteSpan b) { out.insert(out.end(), b.begin(), b.end()); }
+
+void PutDomain(std::vector<uint8_t>& out, std::string_view domain) {
+  out.insert(out.end(), domain.begin(), domain.end());
+  out.push_back(0);
+}
+
+json LeaseJson(const Lease& l) {
+  return json{{"lease_id", l.lease_id},       {"host_id", l.host_id},
+              {"job_id", l.job_id},           {"policy_id", l.policy_id},
+              {"policy_sha256", HexEncode(l.policy_sha256)},
+              {"issued_at", l.issued_at},     {"valid_until", l.valid_until},
+              {"reattest_by", l.reattest_by}, {"expires_at", l.expires_at()}};
+}
+
+Result<Lease> ParseLeaseJson(const json& j, const std::string& what) {
+  Fields f(j, what + " lease");
+  RETURN_IF_ERROR(f.Exact({"lease_id", "host_id", "job_id", "policy_id", "policy_sha256", "issued_at", "valid_until",
+                           "reattest_by", "expires_at"}));
+  Lease l;
+  ASSIGN_OR_RETURN(l.lease_id, f.Str("lease_id", 64));
+  if (!IsLowerHexId(l.lease_id)) return f.Bad("lease_id", "must be 32 lowercase hex digits");
+  ASSIGN_OR_RETURN(l.host_id, f.Str("host_id", 64));
+  if (!IsLowerHexId(l.host_id)) return f.Bad("host_id", "must be 32 lowercase hex digits");
+  ASSIGN_OR_RETURN(l.job_id, f.Id("job_id"));
+  ASSIGN_OR_RETURN(l.policy_id, f.Id("policy_id"));
+  ASSIGN_OR_RETURN(l.policy_sha256, f.Hex<32>("policy_sha256"));
+  ASSIGN_OR_RETURN(l.issued_at, f.Int("issued_at", 0, INT64_MAX));
+  ASSIGN_OR_RETURN(l.valid_until, f.Int("valid_until", 0, INT64_MAX));
+  ASSIGN_OR_RETURN(l.reattest_by, f.Int("reattest_by", 0, INT64_MAX));
+  ASSIGN_OR_RETURN(int64_t expires, f.Int("expires_at", 0, INT64_MAX));
+  if (expires != l.expires_at()) return f.Bad("expires_at", "must be min(valid_until, reattest_by)");
+  return l;
+}
+
+// The evidence object, kept as its compact JSON text (what the broker appraises and archives).
+Result<std::string> EvidenceText(const json& j, const Fields& f) {
+  if (!j.at("evidence").is_object()) return f.Bad("evidence", "must be an evidence bundle object");
+  return j.at("evidence").dump();
+}
+
+Result<json> EvidenceObject(const std::string& text) {
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return InvalidInput("evidence is not a JSON object");
+  return j;
+}
+
+}  // namespace
+
+Result<ReleaseRequest> ParseReleaseRequest(std::string_view body) {
+  ASSIGN_OR_RETURN(json j, ParseObject(body, "release request"));
+  Fields f(j, "release request");
+  RETURN_IF_ERROR(f.Exact({"policy_id", "job", "rank", "keys", "recipient", "report_key", "evidence"}));
+  ReleaseRequest r;
+  ASSIGN_OR_RETURN(r.policy_id, f.Id("policy_id"));
+  ASSIGN_OR_RETURN(r.recipient, f.Hex<kX25519PublicBytes>("recipient"));
+  ASSIGN_OR_RETURN(r.report_key, f.Hex<kEd25519PublicBytes>("report_key"));
+  ASSIGN_OR_RETURN(r.evidence, EvidenceText(j, f));
+
+  ASSIGN_OR_RETURN(const json* job, f.Object("job"));
+  Fields jf(*job, "release request: job");
+  RETURN_IF_ERROR(jf.Exact({"job_id", "job_sha256", "kind", "requester", "epochs", "world_size", "clear_metrics",
+                            "model_export"}));
+  ReleaseClaims& c = r.job;
+  ASSIGN_OR_RETURN(c.job_id, jf.Id("job_id"));
+  ASSIGN_OR_RETURN(c.job_digest, jf.Hex<32>("job_sha256"));
+  ASSIGN_OR_RETURN(c.kind, jf.Str("kind", 16));
+  if (c.kind != "train" && c.kind != "cv") return jf.Bad("kind", "must be \"train\" or \"cv\"");
+  ASSIGN_OR_RETURN(c.requester, jf.Str("requester", 256));
+  if (c.requester.empty()) return jf.Bad("requester", "must not be empty");
+  for (char ch : c.requester) {
+    if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) return jf.Bad("requester", "has a control character");
+  }
+  ASSIGN_OR_RETURN(int64_t epochs, jf.Int("epochs", 1, 1000000));
+  c.epochs = static_cast<uint32_t>(epochs);
+  ASSIGN_OR_RETURN(int64_t world, jf.Int("world_size", 1, 1024));
+  c.world_size = static_cast<uint32_t>(world);
+  ASSIGN_OR_RETURN(const json* metrics, jf.Array("clear_metrics", 0, 16));
+  std::set<std::string> seen_metrics;
+  for (const json& m : *metrics) {
+    if (!m.is_string() || m.get<std::string>().empty() || m.get<std::string>().size() > 64)
+      return jf.Bad("clear_metrics", "must hold metric names");
+    if (!seen_metrics.insert(m.get<std::string>()).second) return jf.Bad("clear_metrics", "has a duplicate");
+    c.clear_metrics.push_back(m.get<std::string>());
+  }
+  ASSIGN_OR_RETURN(c.model_export, jf.Bool("model_export"));
+
+  ASSIGN_OR_RETURN(int64_t rank, f.Int("rank", 0, 1023));
+  if (rank >= world) return f.Bad("rank", "must be below job.world_size");
+  r.rank = static_cast<uint32_t>(rank);
+
+  ASSIGN_OR_RETURN(const json* keys, f.Array("keys", 1, kMaxReleaseKeys));
+  std::set<std::string> datasets;
+  for (size_t i = 0; i < keys->size(); ++i) {
+    Fields kf((*keys)[i], "release request: keys[" + std::to_string(i) + "]");
+    RETURN_IF_ERROR(kf.Exact({"dataset_id", "key_id"}));
+    KeyRef k;
+    ASSIGN_OR_RETURN(k.dataset_id, kf.Id("dataset_id"));
+    ASSIGN_OR_RETURN(k.key_id, kf.Hex<16>("key_id"));
+    if (!datasets.insert(k.dataset_id).second) return kf.Bad("dataset_id", "is asked for twice");
+    c.datasets.push_back(k.dataset_id);
+    r.keys.push_back(std::move(k));
+  }
+  return r;
+}
+
+std::string EncodeReleaseRequest(const ReleaseRequest& r) {
+  json keys = json::array();
+  for (const KeyRef& k : r.keys) keys.push_back({{"dataset_id", k.dataset_id}, {"key_id", HexEncode(k.key_id)}});
+  json j{{"policy_id", r.policy_id},
+         {"job",
+          {{"job_id", r.job.job_id},
+           {"job_sha256", HexEncode(r.job.job_digest)},
+           {"kind", r.job.kind},
+           {"requester", r.job.requester},
+           {"epochs", r.job.epochs},
+           {"world_size", r.job.world_size},
+           {"clear_metrics", r.job.clear_metrics},
+           {"model_export", r.job.model_export}}},
+         {"rank", r.rank},
+         {"keys", keys},
+         {"recipient", HexEncode(r.recipient)},
+         {"report_key", HexEncode(r.report_key)}};
+  auto ev = EvidenceObject(r.evidence);
+  j["evidence"] = ev.ok() ? *ev : json(nullptr);
+  return j.dump();
+}
+
+crypto::Digest256 ReleaseBinding(const ReleaseRequest& r) {
+  std::vector<uint8_t> m;
+  PutDomain(m, "enclave key release v1");
+  PutStr(m, r.policy_id);
+  PutStr(m, r.job.job_id);
+  PutBytes(m, r.job.job_digest);
+  PutStr(m, r.job.kind);
+  PutStr(m, r.job.requester);
+  PutU32(m, r.job.epochs);
+  PutU32(m, r.job.world_size);
+  PutU32(m, r.rank);
+  PutU32(m, static_cast<uint32_t>(r.job.clear_metrics.size()));
+  for (const std::string& metric : r.job.clear_metrics) PutStr(m, metric);
+  m.push_back(r.job.model_export ? 1 : 0);
+  PutU32(m, static_cast<uint32_t>(r.keys.size()));
+  for (const KeyRef& k : r.keys) {
+    PutStr(m, k.dataset_id);
+    PutBytes(m, k.key_id);
+  }
+  PutBytes(m, r.recipient);
+  PutBytes(m, r.report_key);
+  return crypto::Sha256(m);
+}
+
+std::string EncodeLease(const Lease& l) { return LeaseJson(l).dump(); }
+
+std::string EncodeReleaseGranted(const ReleaseGranted& g) {
+  json keys = json::array();
+  for (const SealedKey& k : g.keys) {
+    keys.push_back({{"dataset_id", k.dataset_id},
+                    {"key_id", HexEncode(k.key_id)},
+                    {"suite", std::string(crypto::SuiteName(k.suite))},
+                    {"sealed_key", HexEncode(k.sealed)}});
+  }
+  return json{{"lease", LeaseJson(g.lease)},
+              {"keys", keys},
+              {"sealed_job_key", HexEncode(g.sealed_job_key)},
+              {"export_key",
+               {{"name", g.export_key_name}, {"keystore_id", HexEncode(g.export_keystore_id)},
+                {"key_id", HexEncode(g.export_key_id)},
+                {"public_key", HexEncode(g.export_public)}}},
+              {"world_size", g.world_size},
+              {"ranks_joined", g.ranks_joined},
+              {"audit_index", g.audit_index}}
+      .dump();
+}
+
+Result<ReleaseGranted> ParseReleaseGranted(std::string_view body) {
+  ASSIGN_OR_RETURN(json j, ParseObject(body, "release answer"));
+  Fields f(j, "release answer");
+  RETURN_IF_ERROR(
+      f.Exact({"lease", "keys", "sealed_job_key", "export_key", "world_size", "ranks_joined", "audit_index"}));
+  ReleaseGranted g;
+  ASSIGN_OR_RETURN(g.lease, ParseLeaseJson(j.at("lease"), "release answer"));
+  ASSIGN_OR_RETURN(const json* keys, f.Array("keys", 1, kMaxReleaseKeys));
+  constexpr size_t kSealedKeyBytes = 32 + crypto_box_SEALBYTES;
+  for (size_t i = 0; i < keys->size(); ++i) {
+    Fields kf((*keys)[i], "release answer: keys[" + std::to_string(i) + "]");
+    RETURN_IF_ERROR(kf.Exact({"dataset_id", "key_id", "suite", "sealed_key"}));
+    SealedKey k;
+    ASSIGN_OR_RETURN(k.dataset_id, kf.Id("dataset_id"));
+    ASSIGN_OR_RETURN(k.key_id, kf.Hex<16>("key_id"));
+    ASSIGN_OR_RETURN(std::string suite, kf.Str("suite", 32));
+    auto s = crypto::ParseSuite(suite);
+    if (!s.ok()) return kf.Bad("suite", s.status().message());
+    k.suite = *s;
+    ASSIGN_OR_RETURN(k.sealed, kf.HexBytes("sealed_key", kSealedKeyBytes));
+    g.keys.push_back(std::move(k));
+  }
+  ASSIGN_OR_RETURN(g.sealed_job_key, f.HexBytes("sealed_job_key", kSealedKeyBytes));
+  ASSIGN_OR_RETURN(const json* ek, f.Object("export_key"));
+  Fields ef(*ek, "release answer: export_key");
+  RETURN_IF_ERROR(ef.Exact({"name", "keystore_id", "key_id", "public_key"}));
+  ASSIGN_OR_RETURN(g.export_key_name, ef.Id("name"));
+  ASSIGN_OR_RETURN(g.export_keystore_id, ef.Hex<16>("keystore_id"));
+  ASSIGN_OR_RETURN(g.export_key_id, ef.Hex<16>("key_id"));
+  ASSIGN_OR_RETURN(g.export_public, ef.Hex<32>("public_key"));
+  ASSIGN_OR_RETURN(int64_t world, f.Int("world_size", 1, 1024));
+  g.world_size = static_cast<uint32_t>(world);
+  ASSIGN_OR_RETURN(const json* ranks, f.Array("ranks_joined", 0, 1024));
+  for (const json& r : *ranks) {
+    if (!r.is_number_unsigned() || r.get<uint64_t>() >= g.world_size) return f.Bad("ranks_joined", "has a bad rank");
+    g.ranks_joined.push_back(static_cast<uint32_t>(r.get<uint64_t>()));
+  }
+  ASSIGN_OR_RETURN(int64_t index, f.Int("audit_index", 0, INT64_MAX));
+  g.audit_index = static_cast<uint64_t>(index);
+  return g;
+}
+
+Result<RenewalRequest> ParseRenewalRequest(std::string_view body) {
+  ASSIGN_OR_RETURN(json j, ParseObject(body, "renewal request"));
+  Fields f(j, "renewal request");
+  RETURN_IF_ERROR(f.Exact({"evidence"}));
+  RenewalRequest r;
+  ASSIGN_OR_RETURN(r.evidence, EvidenceText(j, f));
+  return r;
+}
+
+std::string EncodeRenewalRequest(const RenewalRequest& r) {
+  auto ev = EvidenceObject(r.evidence);
+  return json{{"evidence", ev.ok() ? *ev : json(nullptr)}}.dump();
+}
+
+crypto::Digest256 RenewalBinding(const std::string& lease_id, const X25519Public& recipient) {
+  std::vector<uint8_t> m;
+  PutDomain(m, "enclave lease renewal v1");
+  auto id = HexDecode(lease_id);
+  if (id.ok()) PutBytes(m, *id);
+  PutBytes(m, recipient);
+  return crypto::Sha256(m);
+}
+
+std::string EncodeRenewalGranted(const RenewalGranted& g) {
+  return json{{"lease", LeaseJson(g.lease)}, {"audit_index", g.audit_index}}.dump();
+}
+
+Result<RenewalGranted> ParseRenewalGranted(std::string_view body) {
+  ASSIGN_OR_RETURN(json j, ParseObject(body, "renewal answer"));
+  Fields f(j, "renewal answer");
+  RETURN_IF_ERROR(f.Exact({"lease", "audit_index"}));
+  RenewalGranted g;
+  ASSIGN_OR_RETURN(g.lease, ParseLeaseJson(j.at("lease"), "renewal answer"));
+  ASSIGN_OR_RETURN(int64_t index, f.Int("audit_index", 0, INT64_MAX));
+  g.audit_index = static_cast<uint64_t>(index);
+  return g;
+}
+
+Result<RevocationRequest> ParseRevocationRequest(std::string_view body) {
+  ASSIGN_OR_RETURN(json j, ParseObject(body, "revocation request"));
+  Fields f(j, "revocation request");
+  RETURN_IF_ERROR(f.Exact({"kind", "id", "reason"}));
+  RevocationRequest r;
+  ASSIGN_OR_RETURN(r.kind, f.Str("kind", 8));
+  if (r.kind != "host" && r.kind != "job") return f.Bad("kind", "must be \"host\" or \"job\"");
+  ASSIGN_OR_RETURN(r.id, f.Id("id"));
+  if (r.kind == "host" && !IsLowerHexId(r.id)) return f.Bad("id", "must be a host id (32 lowercase hex digits)");
+  ASSIGN_OR_RETURN(r.reason, f.Str("reason", 1024));
+  if (r.reason.empty()) return f.Bad("reason", "must not be empty");
+  for (char ch : r.reason) {
+    if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) return f.Bad("reason", "has a control character");
+  }
+  return r;
+}
+
+std::string EncodeRevocationRequest(const RevocationRequest& r) {
+  return json{{"kind", r.kind}, {"id", r.id}, {"reason", r.reason}}.dump();
+}
+
+Result<PolicyActivation> ParsePolicyActivation(std::string_view body) {
+  ASSIGN_OR_RETURN(json j, ParseObject(body, "policy activation"));
+  Fields f(j, "policy activation");
+  RETURN_IF_ERROR(f.Exact({"policy", "signature"}));
+  PolicyActivation a;
+  ASSIGN_OR_RETURN(a.policy, f.Str("policy", kMaxUsagePolicyBytes));
+  ASSIGN_OR_RETURN(a.signature, f.Str("signature", 16384));
+  return a;
+}
+
+std::string EncodePolicyActivation(const PolicyActivation& a) {
+  return json{{"policy", a.policy}, {"signature", a.signature}}.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::vector<uint8_t> SealTo(const X25519Public& recipient, const crypto::SecretBytes& secret) {
+  std::vector<uint8_t> out(secret.size() + crypto_box_SEALBYTES);
+  crypto_box_seal(out.data(), secret.ExposeSecret().data(), secret.size(), recipient.data());
+  return out;
+}
+
+Result<crypto::SecretBytes> OpenSealed(const X25519Public& public_key, const crypto::SecretBytes& secret_key,
+                                       ByteSpan sealed) {
+  if (sealed.size() < crypto_box_SEALBYTES || secret_key.size() != crypto_box_SECRETKEYBYTES)
+    return AuthFailed("sealed box is too short");
+  ASSIGN_OR_RETURN(crypto::SecretBytes out, crypto::SecretBytes::Create(sealed.size() - crypto_box_SEALBYTES));
+  if (crypto_box_seal_open(out.ExposeSecretMutable().data(), sealed.data(), sealed.size(), public_key.data(),
+                           secret_key.ExposeSecret().data()) != 0)
+    return AuthFailed("sealed box does not open with this key");
+  return out;
+}
+
+}  // namespace enclave::broker

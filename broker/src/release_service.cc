@@ -1,0 +1,355 @@
+// Attested key release, lease renewal and the administrator's revocations and policy
+// activations (docs/protocol.md, "Key release", "Leases", "Administration").
+//
+// Order of effects for a release, so that no key leaves without a durable record:
+//   nonce used up (durable) -> host and job not revoked -> evidence appraised against
+//   ReleaseBinding(request) and the verdict logged (durable) -> data-use policy in force
+//   evaluated (a refusal is logged as release.refused) -> job identity and rank checked ->
+//   one key.released entry per data key (durable) -> lease stored -> keys sealed and sent.
+#include <chrono>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "enclave/attest/bundle.h"
+#include "enclave/audit/event.h"
+#include "enclave/audit/tree_head.h"
+#include "enclave/broker/messages.h"
+#include "enclave/broker/service.h"
+#include "enclave/crypto/aead.h"
+
+namespace enclave::broker {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr std::string_view kJobKeyLabel = "broker job keys v1";
+
+std::string RandomHexId() {
+  std::array<uint8_t, 16> b{};
+  crypto::RandomBytes(b);
+  return HexEncode(b);
+}
+
+std::string Time(int64_t unix_s) { return audit::FormatTimestampMs(static_cast<uint64_t>(unix_s) * 1000); }
+
+Reply Refused(std::string_view what, const std::string& detail, std::optional<uint64_t> audit_index = {}) {
+  std::cerr << "enclave-broker: refused " << what << ": " << detail << "\n";
+  json j = json::parse(EncodeError("permission_denied", std::string(what) + " refused"));
+  if (audit_index) j["audit_index"] = *audit_index;
+  return {403, j.dump()};
+}
+
+// Associated data of a wrapped job key: the job id and digest it belongs to.
+std::vector<uint8_t> JobKeyAd(const std::string& job_id, const crypto::Digest256& digest) {
+  std::vector<uint8_t> ad(job_id.begin(), job_id.end());
+  ad.push_back(0);
+  ad.insert(ad.end(), digest.begin(), digest.end());
+  return ad;
+}
+
+std::string Join(const std::vector<std::string>& parts) {
+  std::string s;
+  for (const auto& p : parts) s += (s.empty() ? "" : "; ") + p;
+  return s;
+}
+
+}  // namespace
+
+std::shared_ptr<std::mutex> Service::JobLock(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(locks_mu_);
+  auto& m = job_locks_[job_id];
+  if (!m) m = std::make_shared<std::mutex>();
+  return m;
+}
+
+Result<audit::RecordedVerdict> Service::AppraiseFor(const HostRecord& host, const NonceRecord& nonce,
+                                                    std::string_view evidence_text, const crypto::Digest256& bound,
+                                                    const std::string& job_digest_hex) {
+  audit::VerdictInputs in;
+  in.actor = options_.actor;
+  in.host = host.host_id;
+  in.job_digest = job_digest_hex;
+  in.evidence_bundle = std::string(evidence_text);
+  in.enrolment_bundle = host.enrolment_bundle;
+  in.policy = policy_text_;
+  in.policy_dir = policy_dir_;
+  in.context.nonce = nonce.nonce;
+  in.context.bound_digest = bound;  // what the request says; the quote must carry exactly this
+  in.context.nonce_issued_at = nonce.issued_at;
+  in.context.appraised_at = Now();
+  if (!host.clock_state.empty()) {
+    auto clock = attest::ParseClockState(host.clock_state);
+    if (!clock.ok()) return Internal("stored clock state of " + host.host_id + ": " + clock.status().message());
+    in.context.last_clock = *clock;
+  }
+  ASSIGN_OR_RETURN(audit::RecordedVerdict recorded, audit::AppraiseAndRecord(log_, archive_, in));
+  if (recorded.verdict.passed() && recorded.verdict.clock) {
+    RETURN_IF_ERROR(
+        store_.UpdateClockState(host.host_id, host.clock_state, attest::EncodeClockState(*recorded.verdict.clock)));
+  }
+  return recorded;
+}
+
+Result<crypto::SecretBytes> Service::JobKey(const ReleaseRequest& r, int64_t now) {
+  ASSIGN_OR_RETURN(crypto::SecretBytes wrapping, options_.keystore->DeriveKey(kJobKeyLabel));
+  ASSIGN_OR_RETURN(std::unique_ptr<crypto::Aead> aead, crypto::Aead::Create(crypto::Suite::kAes256Gcm, wrapping));
+  const std::vector<uint8_t> ad = JobKeyAd(r.job.job_id, r.job.job_digest);
+  JobRecord candidate;
+  candidate.job_id = r.job.job_id;
+  candidate.job_digest = r.job.job_digest;
+  candidate.world_size = r.job.world_size;
+  candidate.created_at = now;
+  ASSIGN_OR_RETURN(crypto::SecretBytes fresh, crypto::SecretBytes::Random(32));
+  candidate.key_nonce.resize(crypto::kAeadNonceBytes);
+  crypto::RandomBytes(candidate.key_nonce);
+  candidate.key_wrapped.resize(fresh.size() + crypto::kAeadTagBytes);
+  RETURN_IF_ERROR(aead->Seal(candidate.key_nonce, ad, fresh.ExposeSecret(), candidate.key_wrapped));
+  ASSIGN_OR_RETURN(JobRecord job, store_.GetOrCreateJob(candidate));
+  if (job.job_digest != r.job.job_digest || job.world_size != r.job.world_size)
+    return FailedPrecondition("job id '" + r.job.job_id + "' names another job (digest or world size differ)");
+  if (job.key_nonce.size() != crypto::kAeadNonceBytes || job.key_wrapped.size() != 32 + crypto::kAeadTagBytes)
+    return Internal("stored job key of " + r.job.job_id + " is malformed");
+  ASSIGN_OR_RETURN(crypto::SecretBytes key, crypto::SecretBytes::Create(32));
+  RETURN_IF_ERROR(aead->Open(job.key_nonce, ad, job.key_wrapped, key.ExposeSecretMutable()));
+  return key;
+}
+
+Reply Service::Release(std::string_view body) {
+  auto request = ParseReleaseRequest(body);
+  if (!request.ok()) return ErrorReply(request.status());
+  const ReleaseRequest& r = *request;
+  auto evidence = attest::ParseEvidenceBundle(r.evidence);
+  if (!evidence.ok()) return ErrorReply(evidence.status().Annotate("release request: evidence"));
+  if (evidence->nonce.size() != kNonceBytes)
+    return ErrorReply(InvalidInput("release request: evidence nonce must be a 32-byte nonce issued by this broker"));
+  if (options_.keystore == nullptr) return ErrorReply(Unavailable("this broker has no keystore for key release"));
+  // Used up before anything else: a nonce answers one appraisal, whatever its outcome.
+  auto nonce = store_.ConsumeNonce(evidence->nonce, Now());
+  if (!nonce.ok()) return ErrorReply(nonce.status());
+  for (auto [kind, id] : {std::pair{RevokedKind::kHost, nonce->host_id}, std::pair{RevokedKind::kJob, r.job.job_id}}) {
+    auto revoked = store_.IsRevoked(kind, id);
+    if (!revoked.ok()) return ErrorReply(revoked.status());
+    if (*revoked) return Refused("release", std::string(kind == RevokedKind::kHost ? "host " : "job ") + id + " is revoked");
+  }
+
+  std::shared_ptr<std::mutex> host_lock = HostLock(nonce->host_id);
+  std::lock_guard<std::mutex> host_guard(*host_lock);
+  auto host = store_.GetHost(nonce->host_id);
+  if (!host.ok()) return ErrorReply(host.status());
+  const std::string job_digest = HexEncode(r.job.job_digest);
+  auto recorded = AppraiseFor(*host, *nonce, r.evidence, ReleaseBinding(r), job_digest);
+  if (!recorded.ok()) return ErrorReply(recorded.status());
+  if (!recorded->verdict.passed())
+    return Refused("release", "attestation of " + host->host_id + " failed: " + recorded->verdict.appraisal.Summary(),
+                   recorded->index);
+
+  // The data-use policy in force, then the job's identity; each refusal is logged.
+  std::shared_ptr<std::mutex> job_lock = JobLock(r.job.job_id);
+  std::lock_guard<std::mutex> job_guard(*job_lock);
+  const int64_t now = Now();
+  auto refuse = [&](const std::string& policy_digest, const std::string& reason) -> Reply {
+    auto index = log_.Append(audit::ReleaseRefused(options_.actor, host->host_id, r.job.job_id, job_digest, r.job.datasets,
+                                                   r.policy_id, policy_digest, reason));
+    if (!index.ok()) return ErrorReply(Unavailable("audit log: " + index.status().ToString()));
+    return Refused("release", reason, *index);
+  };
+  auto record = store_.GetActivePolicy(r.policy_id);
+  if (!record.ok() && record.status().code() != Code::kNotFound) return ErrorReply(record.status());
+  if (!record.ok()) return refuse("", "no data-use policy '" + r.policy_id + "' is active");
+  const std::string policy_digest = HexEncode(record->policy_sha256);
+  auto policy = ParseUsagePolicy(record->policy_text);
+  if (!policy.ok()) return ErrorReply(Internal("stored policy " + r.policy_id + ": " + policy.status().message()));
+
+  std::vector<crypto::DataKeyEntry> entries;
+  std::vector<crypto::Suite> suites;
+  std::vector<std::string> missing;
+  for (const KeyRef& k : r.keys) {
+    bool found = false;
+    for (const crypto::DataKeyEntry& e : options_.keystore->entries()) {
+      if (e.dataset_id == k.dataset_id && e.key_id == k.key_id) {
+        entries.push_back(e);
+        suites.push_back(e.suite);
+        found = true;
+        break;
+      }
+    }
+    if (!found) missing.push_back("the keystore has no key " + HexEncode(k.key_id) + " for dataset '" + k.dataset_id + "'");
+  }
+  if (!missing.empty()) return refuse(policy_digest, Join(missing));
+  UsageDecision decision = EvaluateRelease(*policy, r.job, policy_sha256_, suites);
+  if (!decision.allowed) return refuse(policy_digest, Join(decision.reasons));
+
+  auto job_key = JobKey(r, now);
+  if (!job_key.ok()) {
+    if (job_key.status().code() == Code::kFailedPrecondition) return refuse(policy_digest, job_key.status().message());
+    return ErrorReply(job_key.status());
+  }
+  LeaseRecord lease;
+  lease.lease_id = RandomHexId();
+  lease.host_id = host->host_id;
+  lease.job_id = r.job.job_id;
+  lease.rank = r.rank;
+  lease.policy_id = r.policy_id;
+  lease.policy_sha256 = record->policy_sha256;
+  lease.recipient.assign(r.recipient.begin(), r.recipient.end());
+  lease.datasets = r.job.datasets;
+  lease.issued_at = now;
+  lease.valid_until = now + policy->lease_s;
+  lease.reattest_by = now + policy->reattest_interval_s;
+  // A rank another host holds is refused before anything is logged as released (the job
+  // lock keeps this check and PutLease together).
+  auto active = store_.ListLeases(false, now);
+  if (!active.ok()) return ErrorReply(active.status());
+  for (const LeaseRecord& other : *active) {
+    if (other.job_id == lease.job_id && other.rank == lease.rank && other.host_id != lease.host_id)
+      return refuse(policy_digest, "rank " + std::to_string(r.rank) + " of job " + r.job.job_id + " is held by host " +
+                                       other.host_id);
+  }
+
+  auto export_key = options_.keystore->FindExportKey(options_.export_key);
+  if (!export_key.ok()) return ErrorReply(Unavailable("export key: " + export_key.status().message()));
+
+  // Logged before anything leaves: one entry per data key.
+  ReleaseGranted g;
+  for (size_t i = 0; i < r.keys.size(); ++i) {
+    audit::Event e = audit::KeyReleased(options_.actor, r.keys[i].dataset_id, lease.lease_id, host->host_id, job_digest,
+                                        Time(std::min(lease.valid_until, lease.reattest_by)));
+    e.fields["job_id"] = r.job.job_id;
+    e.fields["key_id"] = HexEncode(r.keys[i].key_id);
+    e.fields["policy_id"] = r.policy_id;
+    e.fields["policy_digest"] = policy_digest;
+    auto index = log_.Append(e);
+    if (!index.ok()) return ErrorReply(Unavailable("audit log: " + index.status().ToString()));
+    if (i == 0) g.audit_index = *index;
+  }
+  if (Status s = store_.PutLease(lease, now); !s.ok()) return ErrorReply(s);
+
+  for (size_t i = 0; i < r.keys.size(); ++i) {
+    auto dek = options_.keystore->GetDataKey(r.keys[i].dataset_id, r.keys[i].key_id);
+    if (!dek.ok()) return ErrorReply(Internal("keystore: " + dek.status().message()));
+    g.keys.push_back({r.keys[i].dataset_id, r.keys[i].key_id, entries[i].suite, SealTo(r.recipient, *dek)});
+  }
+  g.sealed_job_key = SealTo(r.recipient, *job_key);
+  g.lease = Lease{lease.lease_id,   lease.host_id,   lease.job_id,     lease.policy_id,
+                  lease.policy_sha256, lease.issued_at, lease.valid_until, lease.reattest_by};
+  g.export_key_name = export_key->name;
+  g.export_keystore_id = options_.keystore->id();
+  g.export_key_id = export_key->key_id;
+  g.export_public = export_key->public_key;
+  g.world_size = r.job.world_size;
+  auto joined = store_.RanksJoined(r.job.job_id, now);
+  if (!joined.ok()) return ErrorReply(joined.status());
+  g.ranks_joined = *joined;
+  return {200, EncodeReleaseGranted(g)};
+}
+
+Reply Service::Renew(const std::string& lease_id, std::string_view body) {
+  if (!IsLowerHexId(lease_id)) return ErrorReply(InvalidInput("lease id must be 32 lowercase hex digits"));
+  auto request = ParseRenewalRequest(body);
+  if (!request.ok()) return ErrorReply(request.status());
+  auto evidence = attest::ParseEvidenceBundle(request->evidence);
+  if (!evidence.ok()) return ErrorReply(evidence.status().Annotate("renewal request: evidence"));
+  if (evidence->nonce.size() != kNonceBytes)
+    return ErrorReply(InvalidInput("renewal request: evidence nonce must be a 32-byte nonce issued by this broker"));
+  auto nonce = store_.ConsumeNonce(evidence->nonce, Now());
+  if (!nonce.ok()) return ErrorReply(nonce.status());
+  auto lease = store_.GetLease(lease_id);
+  if (!lease.ok()) return ErrorReply(lease.status());
+  if (lease->host_id != nonce->host_id) return Refused("renewal", "nonce of host " + nonce->host_id + " for a lease of " + lease->host_id);
+  if (!lease->ActiveAt(Now()))
+    return ErrorReply(FailedPrecondition("lease " + lease_id + " has ended" +
+                                         (lease->end_reason.empty() ? " (not renewed in time)" : ": " + lease->end_reason)));
+  for (auto [kind, id] : {std::pair{RevokedKind::kHost, lease->host_id}, std::pair{RevokedKind::kJob, lease->job_id}}) {
+    auto revoked = store_.IsRevoked(kind, id);
+    if (!revoked.ok()) return ErrorReply(revoked.status());
+    if (*revoked) return Refused("renewal", std::string(kind == RevokedKind::kHost ? "host " : "job ") + id + " is revoked");
+  }
+  std::shared_ptr<std::mutex> host_lock = HostLock(lease->host_id);
+  std::lock_guard<std::mutex> host_guard(*host_lock);
+  auto host = store_.GetHost(lease->host_id);
+  if (!host.ok()) return ErrorReply(host.status());
+  auto job = store_.GetJob(lease->job_id);
+  if (!job.ok()) return ErrorReply(job.status());
+  const std::string job_digest = *job ? HexEncode((*job)->job_digest) : "";
+  X25519Public recipient{};
+  if (lease->recipient.size() != recipient.size()) return ErrorReply(Internal("stored lease recipient is malformed"));
+  std::copy(lease->recipient.begin(), lease->recipient.end(), recipient.begin());
+  auto recorded = AppraiseFor(*host, *nonce, request->evidence, RenewalBinding(lease_id, recipient), job_digest);
+  if (!recorded.ok()) return ErrorReply(recorded.status());
+  const int64_t now = Now();
+  if (!recorded->verdict.passed()) {
+    // A failed re-attestation ends the lease: recorded, then ended.
+    auto index = log_.Append(audit::Revoked(options_.actor, "lease", lease_id, "re-attestation failed"));
+    if (Status s = store_.EndLease(lease_id, "re-attestation failed", now); !s.ok()) return ErrorReply(s);
+    if (!index.ok()) return ErrorReply(Unavailable("audit log: " + index.status().ToString()));
+    return Refused("renewal", "re-attestation of " + host->host_id + " failed: " + recorded->verdict.appraisal.Summary(),
+                   recorded->index);
+  }
+  // The re-attestation interval of the policy the lease was granted under.
+  auto record = store_.GetActivePolicy(lease->policy_id);
+  if (!record.ok()) return ErrorReply(record.status());
+  auto policy = ParseUsagePolicy(record->policy_text);
+  if (!policy.ok()) return ErrorReply(Internal("stored policy " + lease->policy_id + ": " + policy.status().message()));
+  const int64_t reattest_by = std::min(now + policy->reattest_interval_s, lease->valid_until);
+  Lease out{lease->lease_id, lease->host_id,   lease->job_id,     lease->policy_id,
+            lease->policy_sha256, lease->issued_at, lease->valid_until, reattest_by};
+  audit::Event e = audit::LeaseRenewed(options_.actor, lease_id, host->host_id, Time(out.expires_at()));
+  e.fields["reattest_by"] = Time(reattest_by);
+  auto index = log_.Append(e);
+  if (!index.ok()) return ErrorReply(Unavailable("audit log: " + index.status().ToString()));
+  if (Status s = store_.RenewLease(lease_id, reattest_by, now); !s.ok()) return ErrorReply(s);
+  return {200, EncodeRenewalGranted({out, *index})};
+}
+
+Reply Service::AdminRevoke(std::string_view body) {
+  auto r = ParseRevocationRequest(body);
+  if (!r.ok()) return ErrorReply(r.status());
+  const RevokedKind kind = r->kind == "host" ? RevokedKind::kHost : RevokedKind::kJob;
+  // In force first (fail closed), then logged; a retry after a log failure logs it.
+  auto ended = store_.Revoke(kind, r->id, r->reason, Now());
+  if (!ended.ok()) return ErrorReply(ended.status());
+  auto index = log_.Append(audit::Revoked(options_.actor, r->kind, r->id, r->reason));
+  if (!index.ok()) return ErrorReply(Unavailable("audit log: " + index.status().ToString()));
+  return {200, json{{"revoked", {{"kind", r->kind}, {"id", r->id}}}, {"leases_ended", *ended}, {"audit_index", *index}}
+                   .dump()};
+}
+
+Reply Service::AdminActivatePolicy(std::string_view body) {
+  auto a = ParsePolicyActivation(body);
+  if (!a.ok()) return ErrorReply(a.status());
+  auto verified = VerifyUsagePolicy(a->policy, a->signature, options_.policy_signers);
+  if (!verified.ok()) return ErrorReply(verified.status());
+  const UsagePolicy& p = verified->policy;
+  if (p.attestation_policy_sha256 != policy_sha256_)
+    return ErrorReply(FailedPrecondition("policy " + p.policy_id + " requires attestation policy " +
+                                         HexEncode(p.attestation_policy_sha256) + "; this broker appraises with " +
+                                         HexEncode(policy_sha256_)));
+  auto current = store_.GetActivePolicy(p.policy_id);
+  if (current.ok() && current->serial >= p.serial)
+    return ErrorReply(AlreadyExists("policy " + p.policy_id + " serial " + std::to_string(current->serial) +
+                                    " is active; activate a higher serial"));
+  if (!current.ok() && current.status().code() != Code::kNotFound) return ErrorReply(current.status());
+  audit::Event e = audit::PolicyActivated(options_.actor, p.policy_id, HexEncode(verified->digest),
+                                          "ed25519:" + HexEncode(verified->signer));
+  e.fields["version"] = p.serial;
+  auto index = log_.Append(e);
+  if (!index.ok()) return ErrorReply(Unavailable("audit log: " + index.status().ToString()));
+  PolicyRecord rec;
+  rec.policy_id = p.policy_id;
+  rec.serial = p.serial;
+  rec.policy_sha256 = verified->digest;
+  rec.policy_text = a->policy;
+  rec.signature_text = a->signature;
+  rec.signer.assign(verified->signer.begin(), verified->signer.end());
+  rec.activated_at = Now();
+  if (Status s = store_.PutPolicy(rec); !s.ok()) return ErrorReply(s);
+  return {200, json{{"policy_id", p.policy_id},
+                    {"serial", p.serial},
+                    {"policy_sha256", HexEncode(verified->digest)},
+                    {"signer", HexEncode(verified->signer)},
+                    {"audit_index", *index}}
+                   .dump()};
+}
+
+}  // namespace enclave::broker

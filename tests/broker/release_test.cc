@@ -1,0 +1,402 @@
+// Attested key release against the real broker process: swtpm host, TLS on loopback, a
+// SQLite store, the audit log, a signed data-use policy activated through the admin API.
+#include <sys/stat.h>
+
+#include <fstream>
+
+#include "enclave/broker/client.h"
+#include "enclave/broker/release.h"
+#include "enclave/broker/usage_policy.h"
+#include "enrol_fixture.h"
+
+namespace enclave::broker {
+namespace {
+
+constexpr char kOfficerKey[] = "officer.key";
+constexpr char kToken[] = "0123456789abcdef0123456789abcdef-test-admin-token";
+
+std::string UsagePolicyJson(const std::string& attestation_sha256, uint64_t serial, int lease_s = 600,
+                            int reattest_s = 60, const std::string& requester = "alice@hospital.example") {
+  return R"({"format":"enclave-data-use-policy","version":1,"policy_id":"medical","serial":)" + std::to_string(serial) +
+         R"(,"description":"test","attestation_policy_sha256":")" + attestation_sha256 +
+         R"(","datasets":[{"id":"wdbc","job_kinds":["train","cv"],"requesters":[")" + requester +
+         R"("]},{"id":"other","job_kinds":["cv"],"requesters":["*"]}],"cipher_suites":["aes-256-gcm"],)"
+         R"("lease":{"duration_s":)" + std::to_string(lease_s) + R"(,"reattest_interval_s":)" + std::to_string(reattest_s) +
+         R"(},"max_epochs":100,"max_world_size":4,"outputs":{"model":"encrypted-to-export-key",)"
+         R"("clear_metrics":["loss","accuracy","roc_auc"]}})";
+}
+
+class ReleaseTest : public EnrolAttestTest {
+ protected:
+  void SetUp() override {
+    EnrolAttestTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    settings_.extra_config = "\n[release]\npolicy_signers = [\"officer.pub\"]\nexport_key = \"tenant-export\"\n"
+                             "\n[admin]\ntoken_file = \"admin.token\"\n";
+    settings_.before_launch = [this](const std::string& dir) -> Status { return PrepareKeys(dir); };
+  }
+
+  // Officer key, admin token, and the tenant's data keys and export key (once per folder).
+  Status PrepareKeys(const std::string& dir) {
+    if (std::filesystem::exists(dir + "/" + kOfficerKey)) return OkStatus();
+    ASSIGN_OR_RETURN(PolicySignerKey officer, PolicySignerKey::Generate());
+    RETURN_IF_ERROR(officer.Save(dir + "/" + kOfficerKey));
+    RETURN_IF_ERROR(SaveSignerPublicKey(dir + "/officer.pub", officer.public_key()));
+    testing::WriteText(dir + "/admin.token", std::string(kToken) + "\n");
+    ::chmod((dir + "/admin.token").c_str(), 0600);
+    ASSIGN_OR_RETURN(crypto::SecretBytes pass, crypto::SecretBytes::CopyFrom(AsBytes(testing::kPassphrase)));
+    ASSIGN_OR_RETURN(crypto::Keystore ks, crypto::Keystore::Unlock(dir + "/tenant.keystore", pass));
+    ASSIGN_OR_RETURN(wdbc_dek_, ks.CreateDataKey("wdbc", crypto::Suite::kAes256Gcm, &wdbc_key_id_));
+    ASSIGN_OR_RETURN(crypto::SecretBytes other, ks.CreateDataKey("other", crypto::Suite::kAes256Gcm, &other_key_id_));
+    ASSIGN_OR_RETURN(crypto::SecretBytes chacha,
+                     ks.CreateDataKey("wdbc-chacha", crypto::Suite::kChaCha20Poly1305, &chacha_key_id_));
+    ASSIGN_OR_RETURN(crypto::ExportKeyEntry ek, ks.CreateExportKey("tenant-export"));
+    export_public_ = ek.public_key;
+    return OkStatus();
+  }
+
+  std::string AttestationPolicySha256() {
+    return HexEncode(crypto::Sha256(AsBytes(testing::ReadText(broker_->Path("policy.json")))));
+  }
+
+  // Signs `policy` with the officer key and activates it through the admin API.
+  BrokerProcess::Answer Activate(const std::string& policy, const std::string& token = kToken) {
+    auto key = PolicySignerKey::Load(broker_->Path(kOfficerKey));
+    EXPECT_TRUE(key.ok()) << key.status().ToString();
+    auto sig = SignUsagePolicy(policy, *key);
+    EXPECT_TRUE(sig.ok()) << sig.status().ToString();
+    return PostAdmin("/v1/admin/policies", EncodePolicyActivation({policy, *sig}), token);
+  }
+  BrokerProcess::Answer PostAdmin(const std::string& path, const std::string& body, const std::string& token = kToken) {
+    auto c = broker_->Client();
+    httplib::Headers h{{"Authorization", "Bearer " + token}};
+    auto r = c->Post(path.c_str(), h, body, "application/json");
+    if (!r) return {0, "no answer"};
+    return {r->status, r->body};
+  }
+
+  std::unique_ptr<BrokerClient> Client() {
+    auto c = BrokerClient::Create("https://127.0.0.1:" + std::to_string(broker_->port()), broker_->Path("tls.crt"));
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return std::move(c).value();
+  }
+
+  // A quoter that binds exactly what it is given; `tamper` changes the binding first.
+  BrokerClient::Quoter Quoter(const HostState& state, bool tamper = false) {
+    return [this, &state, tamper](const NonceIssued& n, const crypto::Digest256& bound) -> Result<attest::EvidenceBundle> {
+      crypto::Digest256 b = bound;
+      if (tamper) b[0] ^= 1;
+      ASSIGN_OR_RETURN(attest::PcrSelection sel, attest::PcrSelection::FromString(n.pcr_selection));
+      auto logs = [] { return Result<attest::host::HostLogs>(attest::host::HostLogs{}); };
+      return attest::host::MakeEvidence(*tpm_, state, sel, n.nonce, b, logs, Now());
+    };
+  }
+
+  ReleaseRequest Request(const std::string& job_id = "job-1", uint32_t rank = 0, uint32_t world = 1) {
+    ReleaseRequest r;
+    r.policy_id = "medical";
+    r.job.job_id = job_id;
+    r.job.job_digest.fill(0x5a);
+    r.job.kind = "train";
+    r.job.requester = "alice@hospital.example";
+    r.job.datasets = {"wdbc"};
+    r.job.epochs = 50;
+    r.job.world_size = world;
+    r.job.clear_metrics = {"loss", "accuracy"};
+    r.rank = rank;
+    r.keys = {{"wdbc", wdbc_key_id_}};
+    return r;
+  }
+
+  // Starts the broker, enrols `state`, activates the usage policy; the host id.
+  std::string Ready(const HostState& state, int lease_s = 600, int reattest_s = 60) {
+    StartBroker();
+    if (HasFatalFailure()) return "";
+    const std::string host = Enrol(state);
+    auto a = Activate(UsagePolicyJson(AttestationPolicySha256(), 1, lease_s, reattest_s));
+    EXPECT_EQ(a.status, 200) << a.body;
+    return host;
+  }
+
+  size_t CountType(audit::EventType type) {
+    size_t n = 0;
+    for (const auto& e : AuditEntries()) n += e.event.type == type;
+    return n;
+  }
+
+  crypto::SecretBytes wdbc_dek_;
+  crypto::Id128 wdbc_key_id_{}, other_key_id_{}, chacha_key_id_{};
+  crypto::X25519PublicKey export_public_{};
+};
+
+bool Same(const crypto::SecretBytes& a, const crypto::SecretBytes& b) {
+  return a.size() == b.size() && crypto::ConstantTimeEquals(a.ExposeSecret(), b.ExposeSecret());
+}
+
+TEST_F(ReleaseTest, HappyPathReleasesTheKeysSealedToTheAttestedProcessAndLogsFirst) {
+  HostState state = State("host");
+  const std::string host = Ready(state);
+  ASSERT_FALSE(host.empty());
+  auto keys = ReleaseKeys::Generate();
+  ASSERT_TRUE(keys.ok());
+  auto rel = Client()->RequestRelease(host, Request(), *keys, Quoter(state));
+  ASSERT_TRUE(rel.ok()) << rel.status().ToString() << "\n" << broker_->log();
+  ASSERT_EQ(rel->keys.size(), 1u);
+  EXPECT_EQ(rel->keys[0].dataset_id, "wdbc");
+  EXPECT_EQ(rel->keys[0].key_id, wdbc_key_id_);
+  // The DEK the broker released is the tenant's DEK (read back from the keystore).
+  auto pass = crypto::SecretBytes::CopyFrom(AsBytes(testing::kPassphrase));
+  auto ks = crypto::Keystore::Unlock(broker_->Path("tenant.keystore"), *pass);
+  ASSERT_TRUE(ks.ok());
+  auto dek = ks->GetDataKey("wdbc", wdbc_key_id_);
+  ASSERT_TRUE(dek.ok());
+  EXPECT_TRUE(Same(rel->keys[0].dek, *dek));
+  EXPECT_EQ(rel->job_key.size(), 32u);
+  EXPECT_EQ(rel->export_key.public_key, export_public_);
+  EXPECT_EQ(rel->export_key.keystore_id, ks->id());
+  EXPECT_EQ(rel->lease.host_id, host);
+  EXPECT_GT(rel->lease.valid_until, rel->lease.reattest_by);
+  EXPECT_EQ(rel->ranks_joined, std::vector<uint32_t>{0});
+
+  // The log: the verdict with the request's binding, then key.released naming the policy.
+  auto entries = AuditEntries();
+  ASSERT_GE(entries.size(), 4u);  // enrolled, policy activated, verdict, released
+  const audit::Entry& released = entries.back();
+  ASSERT_EQ(released.event.type, audit::EventType::kKeyReleased);
+  EXPECT_EQ(released.seq, rel->audit_index);
+  EXPECT_EQ(released.event.fields["lease_id"], rel->lease.lease_id);
+  EXPECT_EQ(released.event.fields["policy_id"], "medical");
+  EXPECT_EQ(released.event.fields["key_id"], HexEncode(wdbc_key_id_));
+  const audit::Entry& verdict = entries[entries.size() - 2];
+  ASSERT_EQ(verdict.event.type, audit::EventType::kAttestationVerdict);
+  EXPECT_EQ(verdict.event.fields["verdict"], "accepted");
+  // No key material anywhere: not the DEK, not the job key, in the log, the store or the broker's log.
+  const std::string dek_hex = HexEncode(dek->ExposeSecret()), job_hex = HexEncode(rel->job_key.ExposeSecret());
+  for (const std::string& file : {broker_->Path("state/broker.db"), broker_->Path("state/broker.db-wal"),
+                                  broker_->Path("broker.log")}) {
+    const std::string text = testing::ReadText(file);
+    EXPECT_EQ(text.find(dek_hex), std::string::npos) << file;
+    const std::string raw(reinterpret_cast<const char*>(dek->ExposeSecret().data()), dek->size());
+    EXPECT_EQ(text.find(raw), std::string::npos) << file;
+    const std::string raw_job(reinterpret_cast<const char*>(rel->job_key.ExposeSecret().data()), 32);
+    EXPECT_EQ(text.find(raw_job), std::string::npos) << file;
+    EXPECT_EQ(text.find(job_hex), std::string::npos) << file;
+  }
+  for (const auto& e : entries) EXPECT_EQ(e.event.fields.dump().find(dek_hex), std::string::npos);
+  // The admin listing sees the lease.
+  std::string out;
+  ASSERT_EQ(BrokerProcess::RunBroker({"leases", "--config", broker_->config(), "--json"}, "", &out), 0) << out;
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << out;
+  ASSERT_EQ(j["leases"].size(), 1u);
+  EXPECT_EQ(j["leases"][0]["lease_id"], rel->lease.lease_id);
+}
+
+TEST_F(ReleaseTest, EvidenceBoundToAnotherRequestIsRefusedAndTheVerdictLogged) {
+  HostState state = State("host");
+  const std::string host = Ready(state);
+  auto keys = ReleaseKeys::Generate();
+  auto rel = Client()->RequestRelease(host, Request(), *keys, Quoter(state, /*tamper=*/true));
+  ASSERT_FALSE(rel.ok());
+  EXPECT_EQ(rel.status().code(), Code::kPermissionDenied) << rel.status().ToString();
+  auto entries = AuditEntries();
+  ASSERT_EQ(entries.back().event.type, audit::EventType::kAttestationVerdict);
+  EXPECT_EQ(entries.back().event.fields["verdict"], "rejected");
+  EXPECT_EQ(CountType(audit::EventType::kKeyReleased), 0u);
+}
+
+TEST_F(ReleaseTest, AnotherEphemeralKeyThanTheQuotedOneIsRefused) {
+  // Evidence made for one recipient key, sent with another: the binding differs.
+  HostState state = State("host");
+  const std::string host = Ready(state);
+  auto client = Client();
+  auto n = client->Nonce(host);
+  ASSERT_TRUE(n.ok());
+  auto mine = ReleaseKeys::Generate(), thief = ReleaseKeys::Generate();
+  ReleaseRequest r = Request();
+  r.recipient = mine->recipient();
+  r.report_key = mine->report_public();
+  auto ev = Quoter(state)(*n, ReleaseBinding(r));
+  ASSERT_TRUE(ev.ok());
+  r.evidence = attest::EncodeEvidenceBundle(*ev);
+  r.recipient = thief->recipient();
+  auto a = broker_->Post("/v1/releases", EncodeReleaseRequest(r));
+  EXPECT_EQ(a.status, 403) << a.body;
+  EXPECT_EQ(CountType(audit::EventType::kKeyReleased), 0u);
+}
+
+TEST_F(ReleaseTest, ReplayedAndExpiredNoncesAreRefused) {
+  settings_.nonce_ttl_s = 2;
+  HostState state = State("host");
+  const std::string host = Ready(state);
+  auto client = Client();
+  auto n = client->Nonce(host);
+  ASSERT_TRUE(n.ok());
+  auto keys = ReleaseKeys::Generate();
+  ReleaseRequest r = Request();
+  r.recipient = keys->recipient();
+  r.report_key = keys->report_public();
+  auto ev = Quoter(state)(*n, ReleaseBinding(r));
+  ASSERT_TRUE(ev.ok());
+  r.evidence = attest::EncodeEvidenceBundle(*ev);
+  auto first = broker_->Post("/v1/releases", EncodeReleaseRequest(r));
+  EXPECT_EQ(first.status, 200) << first.body;
+  auto replay = broker_->Post("/v1/releases", EncodeReleaseRequest(r));
+  EXPECT_EQ(replay.status, 409) << replay.body;
+  EXPECT_NE(replay.body.find("already used"), std::string::npos) << replay.body;
+
+  auto late = client->Nonce(host);
+  ASSERT_TRUE(late.ok());
+  auto ev2 = Quoter(state)(*late, ReleaseBinding(r));
+  ASSERT_TRUE(ev2.ok());
+  r.evidence = attest::EncodeEvidenceBundle(*ev2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  auto expired = broker_->Post("/v1/releases", EncodeReleaseRequest(r));
+  EXPECT_EQ(expired.status, 409) << expired.body;
+  EXPECT_NE(expired.body.find("expired"), std::string::npos) << expired.body;
+  EXPECT_EQ(CountType(audit::EventType::kKeyReleased), 1u);
+}
+
+TEST_F(ReleaseTest, AHostThatIsNotEnrolledGetsNoNonce) {
+  HostState state = State("host");
+  Ready(state);
+  auto n = Client()->Nonce(std::string(32, 'a'));
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.status().code(), Code::kNotFound) << n.status().ToString();
+}
+
+TEST_F(ReleaseTest, PolicyRefusalsAreLoggedWithEveryReason) {
+  HostState state = State("host");
+  const std::string host = Ready(state);
+  auto keys = ReleaseKeys::Generate();
+  ReleaseRequest r = Request();
+  r.job.requester = "mallory@elsewhere.example";  // not allowed for wdbc
+  r.job.epochs = 1000;                             // over max_epochs
+  auto rel = Client()->RequestRelease(host, r, *keys, Quoter(state));
+  ASSERT_FALSE(rel.ok());
+  EXPECT_EQ(rel.status().code(), Code::kPermissionDenied);
+  auto entries = AuditEntries();
+  const audit::Entry& refused = entries.back();
+  ASSERT_EQ(refused.event.type, audit::EventType::kReleaseRefused);
+  const std::string reason = refused.event.fields["reason"].get<std::string>();
+  EXPECT_NE(reason.find("mallory"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("1000"), std::string::npos) << reason;
+  EXPECT_TRUE(refused.event.fields.contains("policy_digest"));
+
+  // A dataset the policy does not name; a suite it does not allow; a policy not active.
+  ReleaseRequest other = Request();
+  other.keys = {{"wdbc-chacha", chacha_key_id_}};
+  other.job.datasets = {"wdbc-chacha"};
+  EXPECT_EQ(Client()->RequestRelease(host, other, *keys, Quoter(state)).status().code(), Code::kPermissionDenied);
+  ReleaseRequest unknown = Request();
+  unknown.policy_id = "no-such-policy";
+  EXPECT_EQ(Client()->RequestRelease(host, unknown, *keys, Quoter(state)).status().code(), Code::kPermissionDenied);
+  ReleaseRequest wrong_key = Request();
+  wrong_key.keys[0].key_id = other_key_id_;  // a key id the keystore has for another dataset
+  EXPECT_EQ(Client()->RequestRelease(host, wrong_key, *keys, Quoter(state)).status().code(), Code::kPermissionDenied);
+  EXPECT_EQ(CountType(audit::EventType::kReleaseRefused), 4u);
+  EXPECT_EQ(CountType(audit::EventType::kKeyReleased), 0u);
+}
+
+TEST_F(ReleaseTest, UnsignedTamperedOrUntrustedPoliciesAreNotActivated) {
+  HostState state = State("host");
+  StartBroker();
+  const std::string policy = UsagePolicyJson(AttestationPolicySha256(), 1);
+  auto key = PolicySignerKey::Load(broker_->Path(kOfficerKey));
+  ASSERT_TRUE(key.ok());
+  auto sig = SignUsagePolicy(policy, *key);
+  ASSERT_TRUE(sig.ok());
+  std::string tampered = policy;
+  tampered.replace(tampered.find("\"max_epochs\":100"), 16, "\"max_epochs\":900");
+  EXPECT_EQ(PostAdmin("/v1/admin/policies", EncodePolicyActivation({tampered, *sig})).status, 403);
+  EXPECT_EQ(PostAdmin("/v1/admin/policies", EncodePolicyActivation({policy, "{}"})).status, 400);
+  auto stranger = PolicySignerKey::Generate();
+  auto stranger_sig = SignUsagePolicy(policy, *stranger);
+  EXPECT_EQ(PostAdmin("/v1/admin/policies", EncodePolicyActivation({policy, *stranger_sig})).status, 403);
+  // Without the admin token nothing is activated at all.
+  EXPECT_EQ(PostAdmin("/v1/admin/policies", EncodePolicyActivation({policy, *sig}), "wrong-token").status, 401);
+  // A policy for another attestation policy is refused; then the good one; then no going back.
+  EXPECT_EQ(Activate(UsagePolicyJson(std::string(64, '0'), 1)).status, 409);
+  EXPECT_EQ(Activate(policy).status, 200);
+  EXPECT_EQ(Activate(policy).status, 409);
+  EXPECT_EQ(Activate(UsagePolicyJson(AttestationPolicySha256(), 2)).status, 200);
+  EXPECT_EQ(CountType(audit::EventType::kPolicyActivated), 2u);
+}
+
+TEST_F(ReleaseTest, RevokedHostAndJobGetNothingAndTheirLeasesEnd) {
+  HostState state = State("host");
+  const std::string host = Ready(state);
+  auto keys = ReleaseKeys::Generate();
+  auto client = Client();
+  auto rel = client->RequestRelease(host, Request("job-a"), *keys, Quoter(state));
+  ASSERT_TRUE(rel.ok()) << rel.status().ToString();
+  // Revoke the job: its lease ends, renewal and new releases of it are refused.
+  auto a = PostAdmin("/v1/admin/revocations", EncodeRevocationRequest({"job", "job-a", "test: job revoked"}));
+  ASSERT_EQ(a.status, 200) << a.body;
+  EXPECT_EQ(nlohmann::json::parse(a.body)["leases_ended"], 1);
+  auto renewed = client->Renew(rel->lease, keys->recipient(), Quoter(state));
+  ASSERT_FALSE(renewed.ok());
+  EXPECT_EQ(renewed.status().code(), Code::kFailedPrecondition) << renewed.status().ToString();
+  EXPECT_EQ(client->RequestRelease(host, Request("job-a"), *keys, Quoter(state)).status().code(), Code::kPermissionDenied);
+  // Another job still works; then revoke the host: nothing more for it.
+  ASSERT_TRUE(client->RequestRelease(host, Request("job-b"), *keys, Quoter(state)).ok());
+  std::string out;
+  ASSERT_EQ(BrokerProcess::RunBroker({"revoke", "--config", broker_->config(), "--url",
+                                      "https://127.0.0.1:" + std::to_string(broker_->port()), "--host", host,
+                                      "--reason", "test: host revoked"},
+                                     "", &out),
+            0)
+      << out;
+  auto n = client->Nonce(host);
+  EXPECT_FALSE(n.ok());
+  EXPECT_EQ(n.status().code(), Code::kPermissionDenied);
+  EXPECT_EQ(CountType(audit::EventType::kRevoked), 2u);
+  ASSERT_EQ(BrokerProcess::RunBroker({"leases", "--config", broker_->config(), "--json"}, "", &out), 0) << out;
+  EXPECT_EQ(nlohmann::json::parse(out)["leases"].size(), 0u);  // no active lease left
+}
+
+TEST_F(ReleaseTest, RenewalMovesTheDeadlineAndSurvivesARestart) {
+  HostState state = State("host");
+  const std::string host = Ready(state);
+  auto keys = ReleaseKeys::Generate();
+  auto rel = Client()->RequestRelease(host, Request("job-r", 0, 2), *keys, Quoter(state));
+  ASSERT_TRUE(rel.ok()) << rel.status().ToString();
+  // The broker is killed mid-lease and comes back with its state.
+  ASSERT_TRUE(broker_->Restart().ok());
+  auto client = Client();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  auto renewed = client->Renew(rel->lease, keys->recipient(), Quoter(state));
+  ASSERT_TRUE(renewed.ok()) << renewed.status().ToString() << "\n" << broker_->log();
+  EXPECT_GT(renewed->reattest_by, rel->lease.reattest_by);
+  EXPECT_EQ(renewed->valid_until, rel->lease.valid_until);
+  EXPECT_EQ(CountType(audit::EventType::kLeaseRenewed), 1u);
+  // Rank 1 of the same job gets the same job key after the restart.
+  auto keys2 = ReleaseKeys::Generate();
+  auto rank1 = client->RequestRelease(host, Request("job-r", 1, 2), *keys2, Quoter(state));
+  ASSERT_TRUE(rank1.ok()) << rank1.status().ToString();
+  EXPECT_TRUE(Same(rank1->job_key, rel->job_key));
+  EXPECT_EQ(rank1->ranks_joined, (std::vector<uint32_t>{0, 1}));
+  // Evidence bound to another lease's recipient does not renew, and ends the lease.
+  auto bad = client->Renew(rel->lease, keys2->recipient(), Quoter(state));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Code::kPermissionDenied);
+  EXPECT_EQ(client->Renew(rel->lease, keys->recipient(), Quoter(state)).status().code(), Code::kFailedPrecondition);
+}
+
+TEST_F(ReleaseTest, AJobIdNamesOneJobAndAProcessOfAnotherJobGetsAnotherKey) {
+  HostState state = State("host");
+  const std::string host = Ready(state);
+  auto keys = ReleaseKeys::Generate();
+  auto client = Client();
+  auto a = client->RequestRelease(host, Request("job-x"), *keys, Quoter(state));
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ReleaseRequest other = Request("job-x");
+  other.job.job_digest.fill(0x77);  // same id, another job file
+  EXPECT_EQ(client->RequestRelease(host, other, *keys, Quoter(state)).status().code(), Code::kPermissionDenied);
+  auto b = client->RequestRelease(host, Request("job-y"), *keys, Quoter(state));
+  ASSERT_TRUE(b.ok());
+  EXPECT_FALSE(Same(a->job_key, b->job_key));
+}
+
+}  // namespace
+}  // namespace enclave::broker
