@@ -619,7 +619,8 @@ Status AttestVerb(const Args& args) {
   if (!std::filesystem::create_directories(tmp, ec)) return IoError("cannot create " + tmp + ": " + ec.message());
   std::filesystem::permissions(tmp, std::filesystem::perms::owner_all, ec);
   auto write_all = [&]() -> Status {
-    RETURN_IF_ERROR(crypto::Keystore::Init(tmp + "/keys.keystore", passphrase, crypto::KdfParams{}));
+    RETURN_IF_ERROR(crypto::Keystore::InitWithId(tmp + "/keys.keystore", passphrase, crypto::KdfParams{},
+                                                 release.export_key.keystore_id));
     ASSIGN_OR_RETURN(crypto::Keystore ks, crypto::Keystore::Unlock(tmp + "/keys.keystore", passphrase));
     for (broker::ReleasedKey& k : release.keys) {
       crypto::PendingDataKey pending;

@@ -191,6 +191,14 @@ Status ParseExportEntry(const json& e, ExportKeyEntry* entry, std::vector<uint8_
 
 Status Keystore::Init(const std::string& path, const SecretBytes& passphrase, const KdfParams& kdf) {
   RETURN_IF_ERROR(InitCrypto());
+  Id128 id;
+  RandomBytes(id);
+  return InitWithId(path, passphrase, kdf, id);
+}
+
+Status Keystore::InitWithId(const std::string& path, const SecretBytes& passphrase, const KdfParams& kdf,
+                            const Id128& id) {
+  RETURN_IF_ERROR(InitCrypto());
   if (passphrase.size() < kMinPassphraseBytes) {
     return InvalidInput("passphrase must be at least " + std::to_string(kMinPassphraseBytes) + " bytes");
   }
@@ -198,8 +206,6 @@ Status Keystore::Init(const std::string& path, const SecretBytes& passphrase, co
       kdf.memlimit_bytes > kMaxMemlimitBytes) {
     return InvalidInput("Argon2id parameters outside 2..64 passes and 19 MiB..4 GiB");
   }
-  Id128 id;
-  RandomBytes(id);
   std::vector<uint8_t> salt(kSaltBytes);
   RandomBytes(salt);
   ASSIGN_OR_RETURN(SecretBytes pass_key, PassphraseKey(passphrase, salt, kdf));

@@ -57,6 +57,11 @@ class Keystore {
  public:
   // Creates a new keystore file with a fresh KEK. Fails if the file exists.
   static Status Init(const std::string& path, const SecretBytes& passphrase, const KdfParams& kdf);
+  // The same with a given keystore id: a partial copy of the tenant keystore (the data keys
+  // a broker released to an attested host) keeps the tenant keystore's id, which sealed
+  // headers name, under its own passphrase and KEK.
+  static Status InitWithId(const std::string& path, const SecretBytes& passphrase, const KdfParams& kdf,
+                           const Id128& id);
   // Reads the file and unwraps the KEK; a wrong passphrase is kPermissionDenied.
   static Result<Keystore> Unlock(const std::string& path, const SecretBytes& passphrase);
 
