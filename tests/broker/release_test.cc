@@ -7,6 +7,8 @@
 #include "enclave/broker/client.h"
 #include "enclave/broker/release.h"
 #include "enclave/broker/usage_policy.h"
+#include "enclave/crypto/model_export.h"
+#include "enclave/dataset/sealed_dataset.h"
 #include "enrol_fixture.h"
 
 namespace enclave::broker {
@@ -397,6 +399,100 @@ TEST_F(ReleaseTest, AJobIdNamesOneJobAndAProcessOfAnotherJobGetsAnotherKey) {
   ASSERT_TRUE(b.ok());
   EXPECT_FALSE(Same(a->job_key, b->job_key));
 }
+
+TEST_F(ReleaseTest, ALeaseNotRenewedInTimeEndsAndCannotBeRenewed) {
+  HostState state = State("host");
+  const std::string host = Ready(state, /*lease_s=*/60, /*reattest_s=*/30);  // the policy's minimum interval
+  auto keys = ReleaseKeys::Generate();
+  auto client = Client();
+  auto rel = client->RequestRelease(host, Request(), *keys, Quoter(state));
+  ASSERT_TRUE(rel.ok()) << rel.status().ToString();
+  EXPECT_EQ(rel->lease.expires_at(), rel->lease.reattest_by);  // what the holder must stop at
+  EXPECT_LE(rel->lease.reattest_by - rel->lease.issued_at, 30);
+  std::this_thread::sleep_for(std::chrono::seconds(rel->lease.reattest_by - Now() + 1));
+  auto late = client->Renew(rel->lease, keys->recipient(), Quoter(state));
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.status().code(), Code::kFailedPrecondition) << late.status().ToString();
+  EXPECT_NE(late.status().message().find("not renewed in time"), std::string::npos) << late.status().ToString();
+  std::string out;
+  ASSERT_EQ(BrokerProcess::RunBroker({"leases", "--config", broker_->config(), "--json"}, "", &out), 0) << out;
+  EXPECT_EQ(nlohmann::json::parse(out)["leases"].size(), 0u);
+  EXPECT_EQ(CountType(audit::EventType::kLeaseRenewed), 0u);
+}
+
+#ifdef ENCLAVE_ATTEST_BIN
+// The host side from the command line: register, attest for a job (keys into a new
+// keystore), renew; a revoked job's lease no longer renews.
+TEST_F(ReleaseTest, EnclaveAttestRegisterAttestRenew) {
+  std::string sealed_key_id;
+  settings_.before_launch = [this, &sealed_key_id](const std::string& dir) -> Status {
+    RETURN_IF_ERROR(PrepareKeys(dir));
+    testing::WriteText(dir + "/data.csv", "a,b,label\n1,2,yes\n3,4,no\n5,6,yes\n7,8,no\n");
+    ASSIGN_OR_RETURN(crypto::SecretBytes pass, crypto::SecretBytes::CopyFrom(AsBytes(testing::kPassphrase)));
+    ASSIGN_OR_RETURN(crypto::Keystore ks, crypto::Keystore::Unlock(dir + "/tenant.keystore", pass));
+    dataset::SealOptions o;
+    o.csv_path = dir + "/data.csv";
+    o.out_path = dir + "/wdbc.sealed";
+    o.label.column = "label";
+    o.label.positive = "yes";
+    o.dataset_id = "wdbc";
+    ASSIGN_OR_RETURN(dataset::DatasetInfo info, dataset::SealCsv(o, ks));
+    sealed_key_id = HexEncode(info.header.params.key_id);
+    return OkStatus();
+  };
+  StartBroker();
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_EQ(Activate(UsagePolicyJson(AttestationPolicySha256(), 1)).status, 200);
+  const std::string url = "https://127.0.0.1:" + std::to_string(broker_->port());
+  const std::vector<std::string> host = {"--state", work_ + "/cli-host", "--tcti", fixture_->tcti()};
+  auto run = [&](std::vector<std::string> args, const std::string& pass = "") {
+    args.insert(args.end(), host.begin(), host.end());
+    std::string out;
+    const int rc = BrokerProcess::RunProgram(ENCLAVE_ATTEST_BIN, args, pass, &out);
+    return std::make_pair(rc, out);
+  };
+  auto [rc, out] = run({"register", "--broker", url, "--ca", broker_->Path("tls.crt"), "--json"});
+  ASSERT_EQ(rc, 0) << out;
+  testing::WriteText(work_ + "/job.toml", "output_dir = \"out\"\n[broker]\nurl = \"" + url + "\"\nca = \"" +
+                                              broker_->Path("tls.crt") +
+                                              "\"\npolicy = \"medical\"\nrequester = \"alice@hospital.example\"\n"
+                                              "job_id = \"cli-job\"\n[[datasets]]\nid = \"wdbc\"\npath = \"" +
+                                              broker_->Path("wdbc.sealed") + "\"\n[training]\nepochs = 20\n");
+  const std::string job_pass = "another passphrase for the released keys";
+  std::tie(rc, out) = run({"attest", "--job", work_ + "/job.toml", "--out", work_ + "/released", "--event-log=",
+                           "--ima-log=", "--passphrase-fd", "3", "--json"},
+                          job_pass);
+  ASSERT_EQ(rc, 0) << out;
+  // The new keystore holds exactly the tenant's DEK of the sealed file, under the tenant keystore id.
+  auto pass = crypto::SecretBytes::CopyFrom(AsBytes(job_pass));
+  auto copy = crypto::Keystore::Unlock(work_ + "/released/keys.keystore", *pass);
+  ASSERT_TRUE(copy.ok()) << copy.status().ToString();
+  auto tenant_pass = crypto::SecretBytes::CopyFrom(AsBytes(testing::kPassphrase));
+  auto tenant = crypto::Keystore::Unlock(broker_->Path("tenant.keystore"), *tenant_pass);
+  ASSERT_TRUE(tenant.ok());
+  EXPECT_EQ(copy->id(), tenant->id());
+  ASSERT_EQ(copy->entries().size(), 1u);
+  EXPECT_EQ(HexEncode(copy->entries()[0].key_id), sealed_key_id);
+  auto a = copy->GetDataKey("wdbc", copy->entries()[0].key_id);
+  auto b = tenant->GetDataKey("wdbc", copy->entries()[0].key_id);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(Same(*a, *b));
+  auto export_pub = crypto::ReadExportPublicKey(work_ + "/released/export.pub");
+  ASSERT_TRUE(export_pub.ok()) << export_pub.status().ToString();
+  EXPECT_EQ(export_pub->public_key, export_public_);
+  // A second attest into the same folder is refused (7), nothing overwritten.
+  std::tie(rc, out) = run({"attest", "--job", work_ + "/job.toml", "--out", work_ + "/released", "--passphrase-fd", "3"},
+                          job_pass);
+  EXPECT_EQ(rc, 7) << out;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  std::tie(rc, out) = run({"renew", "--lease", work_ + "/released/lease.json", "--event-log=", "--ima-log=", "--json"});
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(CountType(audit::EventType::kLeaseRenewed), 1u);
+  ASSERT_EQ(PostAdmin("/v1/admin/revocations", EncodeRevocationRequest({"job", "cli-job", "test"})).status, 200);
+  std::tie(rc, out) = run({"renew", "--lease", work_ + "/released/lease.json", "--event-log=", "--ima-log="});
+  EXPECT_EQ(rc, 8) << out;  // failed precondition: the lease ended with the revocation
+}
+#endif
 
 }  // namespace
 }  // namespace enclave::broker
