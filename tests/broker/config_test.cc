@@ -31,6 +31,29 @@ TEST(BrokerConfig, TheShippedExampleParses) {
   EXPECT_EQ(c->server.port, 8443);
   EXPECT_EQ(c->actor, "broker@tenant");
   EXPECT_EQ(c->attestation_policy, std::string(ENCLAVE_SOURCE_DIR) + "/policies/swtpm.json");
+  ASSERT_EQ(c->policy_signers.size(), 1u);
+  EXPECT_EQ(c->policy_signers[0], std::string(ENCLAVE_SOURCE_DIR) + "/examples/broker/officer.pub");
+  EXPECT_TRUE(c->export_key.empty());
+  EXPECT_EQ(c->admin_token_file, std::string(ENCLAVE_SOURCE_DIR) + "/examples/broker/admin.token");
+}
+
+TEST(BrokerConfig, ReleaseAndAdminTablesAreStrict) {
+  const std::string base = "[server]\ncertificate = \"c\"\nprivate_key = \"k\"\n[store]\npath = \"s\"\n"
+                           "[keystore]\npath = \"k\"\n[audit]\ndir = \"a\"\nsigning_key = \"a.key\"\n"
+                           "[attestation]\npolicy = \"p.json\"\n";
+  auto ok = ParseBrokerConfig(base + "[release]\npolicy_signers = [\"o1.pub\", \"/abs/o2.pub\"]\n", "/etc/b");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->policy_signers, (std::vector<std::string>{"/etc/b/o1.pub", "/abs/o2.pub"}));
+  EXPECT_TRUE(ok->admin_token_file.empty());
+  auto bad = ParseBrokerConfig(base + "[release]\npolicy_signers = \"o1.pub\"\n", "/etc/b");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("release.policy_signers"), std::string::npos);
+  bad = ParseBrokerConfig(base + "[admin]\ntoken = \"x\"\n", "/etc/b");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("admin.token"), std::string::npos);
+  bad = ParseBrokerConfig(base + "[admin]\n", "/etc/b");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("admin.token_file"), std::string::npos);
 }
 
 TEST(BrokerConfig, DefaultsAndPathsRelativeToTheFile) {
