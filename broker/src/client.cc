@@ -168,4 +168,14 @@ Result<Lease> BrokerClient::Renew(const Lease& lease, const X25519Public& recipi
   return g.lease;
 }
 
+Result<RendezvousInfo> BrokerClient::Rendezvous(const Lease& lease, const crypto::SecretBytes& job_key,
+                                                const std::string& address) {
+  RendezvousRequest r{lease.lease_id, address, RendezvousProof(job_key, lease.job_id, lease.lease_id, address)};
+  ASSIGN_OR_RETURN(Answer a, Post("/v1/jobs/" + lease.job_id + "/rendezvous", EncodeRendezvousRequest(r)));
+  if (a.status != 200) return StatusFromAnswer(a.status, a.body, "rendezvous");
+  ASSIGN_OR_RETURN(RendezvousInfo info, ParseRendezvousInfo(a.body));
+  if (info.job_id != lease.job_id) return InvalidInput("rendezvous answer names another job");
+  return info;
+}
+
 }  // namespace enclave::broker

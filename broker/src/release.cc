@@ -2,6 +2,7 @@
 
 #include <sodium.h>
 
+#include <cctype>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -386,6 +387,90 @@ Result<PolicyActivation> ParsePolicyActivation(std::string_view body) {
 
 std::string EncodePolicyActivation(const PolicyActivation& a) {
   return json{{"policy", a.policy}, {"signature", a.signature}}.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+namespace {
+// "HOST:PORT": 1..255 bytes of [A-Za-z0-9.:[\]-], with a port.
+bool IsAddress(const std::string& a) {
+  if (a.empty() || a.size() > 255) return false;
+  for (char c : a) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != ':' && c != '-' && c != '[' && c != ']')
+      return false;
+  }
+  const size_t colon = a.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == a.size()) return false;
+  int port = 0;
+  for (char c : a.substr(colon + 1)) {
+    if (c < '0' || c > '9' || port > 65535) return false;
+    port = port * 10 + (c - '0');
+  }
+  return port >= 1 && port <= 65535;
+}
+}  // namespace
+
+Result<RendezvousRequest> ParseRendezvousRequest(std::string_view body) {
+  ASSIGN_OR_RETURN(json j, ParseObject(body, "rendezvous request"));
+  Fields f(j, "rendezvous request");
+  RETURN_IF_ERROR(f.Exact({"lease_id", "address", "proof"}));
+  RendezvousRequest r;
+  ASSIGN_OR_RETURN(r.lease_id, f.Str("lease_id", 64));
+  if (!IsLowerHexId(r.lease_id)) return f.Bad("lease_id", "must be 32 lowercase hex digits");
+  ASSIGN_OR_RETURN(r.address, f.Str("address", 255));
+  if (!r.address.empty() && !IsAddress(r.address)) return f.Bad("address", "must be HOST:PORT or empty");
+  ASSIGN_OR_RETURN(r.proof, f.Hex<32>("proof"));
+  return r;
+}
+
+std::string EncodeRendezvousRequest(const RendezvousRequest& r) {
+  return json{{"lease_id", r.lease_id}, {"address", r.address}, {"proof", HexEncode(r.proof)}}.dump();
+}
+
+std::array<uint8_t, 32> RendezvousProof(const crypto::SecretBytes& job_key, const std::string& job_id,
+                                        const std::string& lease_id, const std::string& address) {
+  std::vector<uint8_t> m;
+  PutDomain(m, "enclave rendezvous v1");
+  PutStr(m, job_id);
+  auto id = HexDecode(lease_id);
+  if (id.ok()) PutBytes(m, *id);
+  PutStr(m, address);
+  return crypto::HmacSha256(job_key, m);
+}
+
+std::string EncodeRendezvousInfo(const RendezvousInfo& info) {
+  json ranks = json::array();
+  for (const RendezvousRank& r : info.ranks) {
+    ranks.push_back({{"rank", r.rank}, {"host_id", r.host_id},
+                     {"address", r.address.empty() ? json(nullptr) : json(r.address)}});
+  }
+  return json{{"job_id", info.job_id}, {"world_size", info.world_size}, {"ranks", ranks}, {"complete", info.complete}}
+      .dump();
+}
+
+Result<RendezvousInfo> ParseRendezvousInfo(std::string_view body) {
+  ASSIGN_OR_RETURN(json j, ParseObject(body, "rendezvous answer"));
+  Fields f(j, "rendezvous answer");
+  RETURN_IF_ERROR(f.Exact({"job_id", "world_size", "ranks", "complete"}));
+  RendezvousInfo info;
+  ASSIGN_OR_RETURN(info.job_id, f.Id("job_id"));
+  ASSIGN_OR_RETURN(int64_t world, f.Int("world_size", 1, 1024));
+  info.world_size = static_cast<uint32_t>(world);
+  ASSIGN_OR_RETURN(const json* ranks, f.Array("ranks", 0, 4096));
+  for (size_t i = 0; i < ranks->size(); ++i) {
+    Fields rf((*ranks)[i], "rendezvous answer: ranks[" + std::to_string(i) + "]");
+    RETURN_IF_ERROR(rf.Exact({"rank", "host_id", "address"}));
+    RendezvousRank r;
+    ASSIGN_OR_RETURN(int64_t rank, rf.Int("rank", 0, world - 1));
+    r.rank = static_cast<uint32_t>(rank);
+    ASSIGN_OR_RETURN(r.host_id, rf.Str("host_id", 64));
+    if (!IsLowerHexId(r.host_id)) return rf.Bad("host_id", "must be 32 lowercase hex digits");
+    if (!(*ranks)[i].at("address").is_null()) {
+      ASSIGN_OR_RETURN(r.address, rf.Str("address", 255));
+      if (!IsAddress(r.address)) return rf.Bad("address", "must be HOST:PORT");
+    }
+    info.ranks.push_back(std::move(r));
+  }
+  ASSIGN_OR_RETURN(info.complete, f.Bool("complete"));
+  return info;
 }
 
 std::vector<uint8_t> SealTo(const X25519Public& recipient, const crypto::SecretBytes& secret) {

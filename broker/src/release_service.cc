@@ -6,6 +6,7 @@
 //   ReleaseBinding(request) and the verdict logged (durable) -> data-use policy in force
 //   evaluated (a refusal is logged as release.refused) -> job identity and rank checked ->
 //   one key.released entry per data key (durable) -> lease stored -> keys sealed and sent.
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 
@@ -108,11 +109,56 @@ Result<crypto::SecretBytes> Service::JobKey(const ReleaseRequest& r, int64_t now
   ASSIGN_OR_RETURN(JobRecord job, store_.GetOrCreateJob(candidate));
   if (job.job_digest != r.job.job_digest || job.world_size != r.job.world_size)
     return FailedPrecondition("job id '" + r.job.job_id + "' names another job (digest or world size differ)");
+  return UnwrapJobKey(job);
+}
+
+Result<crypto::SecretBytes> Service::UnwrapJobKey(const JobRecord& job) {
+  ASSIGN_OR_RETURN(crypto::SecretBytes wrapping, options_.keystore->DeriveKey(kJobKeyLabel));
+  ASSIGN_OR_RETURN(std::unique_ptr<crypto::Aead> aead, crypto::Aead::Create(crypto::Suite::kAes256Gcm, wrapping));
   if (job.key_nonce.size() != crypto::kAeadNonceBytes || job.key_wrapped.size() != 32 + crypto::kAeadTagBytes)
-    return Internal("stored job key of " + r.job.job_id + " is malformed");
+    return Internal("stored job key of " + job.job_id + " is malformed");
   ASSIGN_OR_RETURN(crypto::SecretBytes key, crypto::SecretBytes::Create(32));
-  RETURN_IF_ERROR(aead->Open(job.key_nonce, ad, job.key_wrapped, key.ExposeSecretMutable()));
+  RETURN_IF_ERROR(aead->Open(job.key_nonce, JobKeyAd(job.job_id, job.job_digest), job.key_wrapped,
+                             key.ExposeSecretMutable()));
   return key;
+}
+
+Reply Service::Rendezvous(const std::string& job_id, std::string_view body) {
+  if (Status s = crypto::ValidateObjectId(job_id); !s.ok()) return ErrorReply(InvalidInput("job id: " + s.message()));
+  auto r = ParseRendezvousRequest(body);
+  if (!r.ok()) return ErrorReply(r.status());
+  if (options_.keystore == nullptr) return ErrorReply(Unavailable("this broker has no keystore"));
+  const int64_t now = Now();
+  auto lease = store_.GetLease(r->lease_id);
+  if (!lease.ok()) return ErrorReply(lease.status());
+  if (lease->job_id != job_id) return Refused("rendezvous", "lease " + r->lease_id + " is for job " + lease->job_id);
+  if (!lease->ActiveAt(now)) return ErrorReply(FailedPrecondition("lease " + r->lease_id + " has ended"));
+  auto job = store_.GetJob(job_id);
+  if (!job.ok()) return ErrorReply(job.status());
+  if (!*job) return ErrorReply(Internal("lease " + r->lease_id + " names an unknown job"));
+  auto key = UnwrapJobKey(**job);
+  if (!key.ok()) return ErrorReply(key.status());
+  const auto expected = RendezvousProof(*key, job_id, r->lease_id, r->address);
+  if (!crypto::ConstantTimeEquals(expected, r->proof))
+    return Refused("rendezvous", "lease " + r->lease_id + ": the proof is not made with the job key");
+  if (!r->address.empty()) {
+    if (Status s = store_.SetLeaseAddress(r->lease_id, r->address, now); !s.ok()) return ErrorReply(s);
+  }
+  auto active = store_.ListLeases(false, now);
+  if (!active.ok()) return ErrorReply(active.status());
+  RendezvousInfo info;
+  info.job_id = job_id;
+  info.world_size = (*job)->world_size;
+  std::vector<bool> ready(info.world_size, false);
+  for (const LeaseRecord& l : *active) {
+    if (l.job_id != job_id) continue;
+    info.ranks.push_back({l.rank, l.host_id, l.address});
+    if (l.rank < info.world_size && !l.address.empty()) ready[l.rank] = true;
+  }
+  std::sort(info.ranks.begin(), info.ranks.end(),
+            [](const RendezvousRank& a, const RendezvousRank& b) { return a.rank < b.rank; });
+  info.complete = std::all_of(ready.begin(), ready.end(), [](bool b) { return b; });
+  return {200, EncodeRendezvousInfo(info)};
 }
 
 Reply Service::Release(std::string_view body) {

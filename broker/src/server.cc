@@ -81,6 +81,11 @@ size_t BodyLimit(const std::string& path, size_t max_body) {
   if (path == "/v1/attestations" || path == "/v1/releases") return max_body;
   if (path == "/v1/admin/revocations") return kMaxAdminBody;
   if (path == "/v1/admin/policies") return 2 * kMaxAdminBody;
+  constexpr std::string_view kJobs = "/v1/jobs/";
+  constexpr std::string_view kRendezvous = "/rendezvous";
+  if (path.size() > kJobs.size() + kRendezvous.size() && path.size() <= kJobs.size() + 128 + kRendezvous.size() &&
+      path.starts_with(kJobs) && path.ends_with(kRendezvous))
+    return kMaxRendezvousBody;
   constexpr std::string_view kLeases = "/v1/leases/";
   constexpr std::string_view kRenewals = "/renewals";
   if (path.size() == kLeases.size() + kIdHexChars + kRenewals.size() && path.starts_with(kLeases) &&
@@ -192,6 +197,10 @@ void Server::Routes(const ServerConfig& config, Service& service) {
   http_->Post(R"(/v1/leases/([0-9a-f]{32})/renewals)", [&service](const httplib::Request& req, httplib::Response& res) {
     Send(res, service.Renew(req.matches[1], req.body));
   });
+  http_->Post(R"(/v1/jobs/([A-Za-z0-9._:-]{1,128})/rendezvous)",
+              [&service](const httplib::Request& req, httplib::Response& res) {
+                Send(res, service.Rendezvous(req.matches[1], req.body));
+              });
   // Administration: a bearer token whose SHA-256 the broker holds, compared in constant time.
   const auto admin = config.admin_token_sha256;
   auto authorized = [admin](const httplib::Request& req, httplib::Response& res) {

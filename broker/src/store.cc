@@ -196,7 +196,8 @@ CREATE TABLE leases (
   valid_until INTEGER NOT NULL,
   reattest_by INTEGER NOT NULL,
   ended_at INTEGER,
-  end_reason TEXT NOT NULL DEFAULT ''
+  end_reason TEXT NOT NULL DEFAULT '',
+  address TEXT NOT NULL DEFAULT ''
 ) STRICT;
 CREATE INDEX leases_job ON leases(job_id, rank);
 CREATE INDEX leases_host ON leases(host_id);
@@ -514,7 +515,7 @@ Result<JobRecord> ReadJob(Stmt& s) {
 
 constexpr const char* kLeaseColumns =
     "lease_id, host_id, job_id, rank, policy_id, policy_sha256, recipient, datasets, issued_at, valid_until, "
-    "reattest_by, ended_at, end_reason";
+    "reattest_by, ended_at, end_reason, address";
 Result<LeaseRecord> ReadLease(Stmt& s) {
   LeaseRecord l;
   l.lease_id = s.ColText(0);
@@ -535,6 +536,7 @@ Result<LeaseRecord> ReadLease(Stmt& s) {
   l.reattest_by = s.ColInt(10);
   if (!s.ColNull(11)) l.ended_at = s.ColInt(11);
   l.end_reason = s.ColText(12);
+  l.address = s.ColText(13);
   return l;
 }
 
@@ -595,7 +597,7 @@ Status Store::PutLease(const LeaseRecord& l, int64_t now) {
       return AlreadyExists("rank " + std::to_string(l.rank) + " of job " + l.job_id + " is held by host " + s.ColText(0));
   }
   Stmt s(db_, (std::string("INSERT INTO leases (") + kLeaseColumns +
-               ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, NULL, '')")
+               ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, NULL, '', '')")
                   .c_str());
   s.Text(1, l.lease_id).Text(2, l.host_id).Text(3, l.job_id).Int(4, l.rank).Text(5, l.policy_id);
   s.Blob(6, l.policy_sha256).Blob(7, l.recipient).Text(8, nlohmann::json(l.datasets).dump());
@@ -665,6 +667,19 @@ Status Store::EndLease(const std::string& lease_id, const std::string& reason, i
   Stmt s(db_, "UPDATE leases SET ended_at = ?1, end_reason = ?2 WHERE lease_id = ?3 AND ended_at IS NULL");
   s.Int(1, now).Text(2, reason).Text(3, lease_id);
   RETURN_IF_ERROR(s.Run());
+  return txn.Commit();
+}
+
+Status Store::SetLeaseAddress(const std::string& lease_id, const std::string& address, int64_t now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Txn txn(db_);
+  RETURN_IF_ERROR(txn.status());
+  Stmt s(db_,
+         "UPDATE leases SET address = ?1 WHERE lease_id = ?2 AND ended_at IS NULL AND valid_until > ?3 AND "
+         "reattest_by > ?3");
+  s.Text(1, address).Text(2, lease_id).Int(3, now);
+  RETURN_IF_ERROR(s.Run());
+  if (sqlite3_changes(db_) != 1) return FailedPrecondition("lease " + lease_id + " is no longer active");
   return txn.Commit();
 }
 

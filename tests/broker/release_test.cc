@@ -400,6 +400,48 @@ TEST_F(ReleaseTest, AJobIdNamesOneJobAndAProcessOfAnotherJobGetsAnotherKey) {
   EXPECT_FALSE(Same(a->job_key, b->job_key));
 }
 
+TEST_F(ReleaseTest, RendezvousTellsEachRankWhereTheOthersListenOnlyWithTheJobKey) {
+  HostState state = State("host");
+  const std::string host = Ready(state);
+  auto client = Client();
+  auto k0 = ReleaseKeys::Generate(), k1 = ReleaseKeys::Generate();
+  auto r0 = client->RequestRelease(host, Request("job-rv", 0, 2), *k0, Quoter(state));
+  auto r1 = client->RequestRelease(host, Request("job-rv", 1, 2), *k1, Quoter(state));
+  ASSERT_TRUE(r0.ok() && r1.ok());
+  auto first = client->Rendezvous(r0->lease, r0->job_key, "127.0.0.1:40000");
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_FALSE(first->complete);
+  EXPECT_EQ(first->world_size, 2u);
+  auto both = client->Rendezvous(r1->lease, r1->job_key, "127.0.0.1:40001");
+  ASSERT_TRUE(both.ok()) << both.status().ToString();
+  EXPECT_TRUE(both->complete);
+  ASSERT_EQ(both->ranks.size(), 2u);
+  EXPECT_EQ(both->ranks[0].address, "127.0.0.1:40000");
+  EXPECT_EQ(both->ranks[1].address, "127.0.0.1:40001");
+  EXPECT_EQ(both->ranks[1].host_id, host);
+  // Reading only (empty address) works for a rank; a proof without the job key does not.
+  EXPECT_TRUE(client->Rendezvous(r0->lease, r0->job_key, "").ok());
+  auto stranger = crypto::SecretBytes::Random(32);
+  auto forged = client->Rendezvous(r0->lease, *stranger, "10.0.0.66:1");
+  ASSERT_FALSE(forged.ok());
+  EXPECT_EQ(forged.status().code(), Code::kPermissionDenied);
+  // A lease of another job cannot be used for this one.
+  auto other = client->RequestRelease(host, Request("job-other"), *k0, Quoter(state));
+  ASSERT_TRUE(other.ok());
+  Lease wrong = other->lease;
+  wrong.job_id = "job-rv";
+  EXPECT_EQ(client->Rendezvous(wrong, r0->job_key, "").status().code(), Code::kPermissionDenied);
+  // Malformed addresses are refused before anything is stored.
+  auto bad = broker_->Post("/v1/jobs/job-rv/rendezvous",
+                           EncodeRendezvousRequest({r0->lease.lease_id, "no port", RendezvousProof(r0->job_key, "job-rv",
+                                                                                                  r0->lease.lease_id,
+                                                                                                  "no port")}));
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  // After the job is revoked its leases have ended: no rendezvous.
+  ASSERT_EQ(PostAdmin("/v1/admin/revocations", EncodeRevocationRequest({"job", "job-rv", "test"})).status, 200);
+  EXPECT_EQ(client->Rendezvous(r0->lease, r0->job_key, "").status().code(), Code::kFailedPrecondition);
+}
+
 TEST_F(ReleaseTest, ALeaseNotRenewedInTimeEndsAndCannotBeRenewed) {
   HostState state = State("host");
   const std::string host = Ready(state, /*lease_s=*/60, /*reattest_s=*/30);  // the policy's minimum interval

@@ -92,6 +92,9 @@ class BrokerClient {
   Result<Release> RequestRelease(const std::string& host_id, ReleaseRequest request, const ReleaseKeys& keys,
                                  const Quoter& quote);
   Result<Lease> Renew(const Lease& lease, const X25519Public& recipient, const Quoter& quote);
+  // Publishes this rank's address ("" only reads) and returns who has joined the job.
+  Result<RendezvousInfo> Rendezvous(const Lease& lease, const crypto::SecretBytes& job_key,
+                                    const std::string& address);
 
  private:
   BrokerClient() = default;

@@ -28,6 +28,7 @@ using X25519Public = std::array<uint8_t, kX25519PublicBytes>;
 inline constexpr size_t kMaxReleaseKeys = 64;
 inline constexpr size_t kMaxReleaseBody = 16u << 20;  // evidence with its logs
 inline constexpr size_t kMaxAdminBody = 1u << 20;
+inline constexpr size_t kMaxRendezvousBody = 4u << 10;
 
 struct KeyRef {
   std::string dataset_id;
@@ -122,6 +123,34 @@ struct PolicyActivation {
 };
 Result<PolicyActivation> ParsePolicyActivation(std::string_view body);
 std::string EncodePolicyActivation(const PolicyActivation& a);
+
+// POST /v1/jobs/JOB/rendezvous: a rank publishes where it listens and learns the others'.
+// The proof shows it holds the job key (only ranks that attested for the job do).
+struct RendezvousRequest {
+  std::string lease_id;
+  std::string address;  // "HOST:PORT" the rank listens on; "" to only read
+  std::array<uint8_t, 32> proof{};
+};
+Result<RendezvousRequest> ParseRendezvousRequest(std::string_view body);
+std::string EncodeRendezvousRequest(const RendezvousRequest& r);
+// HMAC-SHA256(job key, "enclave rendezvous v1" || 0x00 || u32 len || job_id || lease id
+// (16 bytes) || u32 len || address).
+std::array<uint8_t, 32> RendezvousProof(const crypto::SecretBytes& job_key, const std::string& job_id,
+                                        const std::string& lease_id, const std::string& address);
+
+struct RendezvousRank {
+  uint32_t rank = 0;
+  std::string host_id;
+  std::string address;  // "" when not published yet
+};
+struct RendezvousInfo {
+  std::string job_id;
+  uint32_t world_size = 1;
+  std::vector<RendezvousRank> ranks;  // active leases of the job, by rank
+  bool complete = false;              // every rank 0..world_size-1 present with an address
+};
+std::string EncodeRendezvousInfo(const RendezvousInfo& info);
+Result<RendezvousInfo> ParseRendezvousInfo(std::string_view body);
 
 // libsodium sealed boxes (X25519 + XSalsa20-Poly1305, anonymous sender).
 std::vector<uint8_t> SealTo(const X25519Public& recipient, const crypto::SecretBytes& secret);

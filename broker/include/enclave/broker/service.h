@@ -66,6 +66,7 @@ class Service {
   Reply Attest(std::string_view body);                                    // POST /v1/attestations
   Reply Release(std::string_view body);                                   // POST /v1/releases
   Reply Renew(const std::string& lease_id, std::string_view body);        // POST /v1/leases/ID/renewals
+  Reply Rendezvous(const std::string& job_id, std::string_view body);     // POST /v1/jobs/ID/rendezvous
   // Administration (the server checks the admin token first).
   Reply AdminRevoke(std::string_view body);                               // POST /v1/admin/revocations
   Reply AdminActivatePolicy(std::string_view body);                       // POST /v1/admin/policies
@@ -89,6 +90,8 @@ class Service {
                                              const std::string& job_digest_hex);
   // The job's communication key: unwrapped, or made and stored for a new job id.
   Result<crypto::SecretBytes> JobKey(const ReleaseRequest& request, int64_t now);
+  // The stored job's key, unwrapped.
+  Result<crypto::SecretBytes> UnwrapJobKey(const JobRecord& job);
 
   Store& store_;
   audit::LogWriter& log_;

@@ -86,6 +86,7 @@ struct LeaseRecord {
   int64_t reattest_by = 0;
   std::optional<int64_t> ended_at;    // set when revoked or failed re-attestation
   std::string end_reason;
+  std::string address;                // rendezvous: where this rank listens ("" until published)
   // Usable at `now`: not ended, and before both deadlines.
   bool ActiveAt(int64_t now) const { return !ended_at && now < valid_until && now < reattest_by; }
 };
@@ -158,6 +159,8 @@ class Store {
   // Moves the re-attestation deadline of an active lease (FailedPrecondition otherwise).
   Status RenewLease(const std::string& lease_id, int64_t reattest_by, int64_t now);
   Status EndLease(const std::string& lease_id, const std::string& reason, int64_t now);
+  // Rendezvous: the address an active lease's rank listens on.
+  Status SetLeaseAddress(const std::string& lease_id, const std::string& address, int64_t now);
 
   // Stores an activated policy. AlreadyExists when this id already has this serial or a
   // higher one (activation never goes back).
