@@ -37,6 +37,7 @@
 #include "enclave/crypto/model_export.h"
 #include "enclave/crypto/sealed_file.h"
 #include "enclave/train/job.h"
+#include "job_release.h"
 #endif
 
 namespace enclave {
@@ -559,49 +560,17 @@ Status AttestVerb(const Args& args) {
   if (std::filesystem::exists(out, ec)) return AlreadyExists(out + ": output folder exists (refusing to overwrite)");
   const std::string url = args.Get("broker", job.broker.url), ca = args.Get("ca", job.broker.ca);
   ASSIGN_OR_RETURN(std::unique_ptr<broker::BrokerClient> client, ClientFromArgs(args, job.broker.url, job.broker.ca));
-  if (job.broker.policy.empty() && !args.Has("usage-policy"))
-    return InvalidInput("the job has no [broker] table: give --usage-policy and --requester");
 
-  broker::ReleaseRequest request;
-  request.policy_id = args.Get("usage-policy", job.broker.policy);
-  request.job.job_id = job.broker.job_id;
-  request.job.job_digest = job.digest;
-  request.job.kind = args.Get("kind", "train");
-  if (request.job.kind != "train" && request.job.kind != "cv") return InvalidInput("--kind must be train or cv");
-  request.job.requester = args.Get("requester", job.broker.requester);
-  if (request.job.requester.empty()) return InvalidInput("no requester: the job's [broker] requester or --requester");
-  request.job.epochs = job.epochs;
+  JobReleaseOptions ro;
+  ro.policy_id = args.Get("usage-policy");
+  ro.requester = args.Get("requester");
+  ro.kind = args.Get("kind", "train");
   ASSIGN_OR_RETURN(uint64_t world, args.GetU64("world-size", 1));
   ASSIGN_OR_RETURN(uint64_t rank, args.GetU64("rank", 0));
-  if (world < 1 || world > 1024 || rank >= world) return InvalidInput("need 1 <= --world-size <= 1024 and --rank below it");
-  request.job.world_size = static_cast<uint32_t>(world);
-  request.rank = static_cast<uint32_t>(rank);
-  if (job.metrics & train::kMetricLoss) request.job.clear_metrics.push_back("loss");
-  if (job.metrics & train::kMetricAccuracy) request.job.clear_metrics.push_back("accuracy");
-  if (job.metrics & train::kMetricRocAuc) request.job.clear_metrics.push_back("roc_auc");
-  request.job.model_export = true;
-  for (const train::DatasetSpec& d : job.datasets) {
-    if (d.format != train::DatasetFormat::kSealed)
-      return InvalidInput("dataset '" + d.id + "' is a clear CSV: the broker releases keys of sealed datasets only");
-    ASSIGN_OR_RETURN(FileReader reader, FileReader::Open(d.path));
-    // The header only (its length first): the key id is all the broker needs.
-    std::vector<uint8_t> fixed(crypto::kSealedFixedPrefix);
-    if (reader.size() < fixed.size()) return InvalidInput(d.path + ": too short for a sealed file");
-    RETURN_IF_ERROR(reader.ReadAt(0, fixed.data(), fixed.size()));
-    auto length = crypto::PeekHeaderLength(fixed);
-    if (!length.ok()) return length.status().Annotate(d.path);
-    if (*length > reader.size()) return InvalidInput(d.path + ": truncated header");
-    std::vector<uint8_t> head(*length);
-    RETURN_IF_ERROR(reader.ReadAt(0, head.data(), head.size()));
-    auto header = crypto::ParseSealedHeader(head);
-    if (!header.ok()) return header.status().Annotate(d.path);
-    if (header->params.content_type != crypto::ContentType::kTabularDataset)
-      return InvalidInput(d.path + ": not a sealed dataset");
-    if (header->params.object_id != d.id)
-      return InvalidInput(d.path + ": sealed for dataset '" + header->params.object_id + "', the job says '" + d.id + "'");
-    request.keys.push_back({d.id, header->params.key_id});
-    request.job.datasets.push_back(d.id);
-  }
+  if (world > 1024) return InvalidInput("--world-size must be at most 1024");
+  ro.world_size = static_cast<uint32_t>(world);
+  ro.rank = static_cast<uint32_t>(std::min<uint64_t>(rank, 1024));
+  ASSIGN_OR_RETURN(broker::ReleaseRequest request, ReleaseRequestForJob(job, ro));
 
   ASSIGN_OR_RETURN(HostState state, StateFromArgs(args, /*create=*/false));
   ASSIGN_OR_RETURN(attest::EnrolmentBundle enrolled, state.LoadEnrolment());

@@ -3,8 +3,11 @@
 // checkpoints and --resume) or a stratified k-fold cross-validation of it (cv) on the CPU
 // or GPU backend; and predict, the data owner's use of a model. Thin: the work is in train/.
 //
-// Until the key broker exists, data and checkpoint keys come from a local keystore in a
-// development mode that says so on stderr and in the report.
+// Keys: with a job [broker] table and no --keystore, the attested mode (attested_job.h):
+// this host's TPM attests to the broker, the data keys live only in this process, the
+// lease is renewed in the background and training stops when it ends, and the report is
+// signed with the attested report key. With --keystore, a development mode that says so
+// on stderr and in the report.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -29,6 +32,9 @@
 #include "enclave/train/plot.h"
 #include "enclave/train/predict.h"
 #include "enclave/train/trainer.h"
+#ifdef ENCLAVE_HAVE_ATTESTED_MODE
+#include "attested_job.h"
+#endif
 
 namespace enclave {
 namespace {
@@ -49,6 +55,13 @@ const FlagSpec kExportKey{"export-key", "F.pub",
 const FlagSpec kResume{"resume", "", "continue from the newest checkpoint in OUTPUT_DIR/checkpoints"};
 const FlagSpec kStopAfter{"stop-after-step", "N",
                           "write a checkpoint after optimizer step N and stop (interruption, for testing resume)"};
+
+const FlagSpec kTcti{"tcti", "TCTI", "attested mode: the TPM (default device:/dev/tpmrm0, else scripts/swtpm-start's)"};
+const FlagSpec kState{"state", "DIR", "attested mode: the host state of enclave-attest register (default "
+                                      "/var/lib/enclave-attest)"};
+const FlagSpec kEventLog{"event-log", "PATH", "attested mode: boot event log to send (default: the kernel's; "
+                                              "--event-log= sends none)"};
+const FlagSpec kImaLog{"ima-log", "PATH", "attested mode: IMA log to send (default: the kernel's; --ima-log= sends none)"};
 
 constexpr const char* kDevWarning =
     "DEVELOPMENT MODE: no key broker, no attestation: data and checkpoint keys come from a local keystore (or "
@@ -130,10 +143,26 @@ struct Session {
   LoadedData data;
   std::optional<crypto::Keystore> keystore;
   std::string key_source;
+#ifdef ENCLAVE_HAVE_ATTESTED_MODE
+  std::unique_ptr<AttestedJob> attested;  // the attested mode: keys from the broker
+#endif
+  bool Attested() const {
+#ifdef ENCLAVE_HAVE_ATTESTED_MODE
+    return attested != nullptr;
+#else
+    return false;
+#endif
+  }
+  const crypto::Keystore* Keys() const {
+#ifdef ENCLAVE_HAVE_ATTESTED_MODE
+    if (attested) return &attested->keystore();
+#endif
+    return keystore ? &*keystore : nullptr;
+  }
 };
 
 // `checkpoints`: the run writes or reads checkpoints, whose key is in the keystore.
-Result<Session> Prepare(const Args& args, bool checkpoints) {
+Result<Session> Prepare(const Args& args, bool checkpoints, const std::string& kind) {
   Session s;
   ASSIGN_OR_RETURN(s.job, LoadJob(args.Get("job")));
   if (args.Has("device")) {
@@ -145,6 +174,33 @@ Result<Session> Prepare(const Args& args, bool checkpoints) {
   }
   bool sealed = false;
   for (const DatasetSpec& d : s.job.datasets) sealed = sealed || d.format == DatasetFormat::kSealed;
+  if (!s.job.broker.url.empty() && !args.Has("keystore")) {
+#ifdef ENCLAVE_HAVE_ATTESTED_MODE
+    if (checkpoints) {
+      return FailedPrecondition("checkpoints in the attested mode need a checkpoint key from the broker, which is not "
+                                "built yet: drop [checkpoint] (and --resume), or use --keystore (development mode)");
+    }
+    AttestedJob::Options o;
+    o.tcti = args.Get("tcti");
+    o.state_dir = args.Get("state", "/var/lib/enclave-attest");
+    if (args.Has("event-log")) o.logs.event_log = args.Get("event-log");
+    if (args.Has("ima-log")) o.logs.ima_log = args.Get("ima-log");
+    o.release.kind = kind;
+    auto attested = AttestedJob::Start(s.job, o);
+    if (!attested.ok()) return attested.status().Annotate("attested key release from " + s.job.broker.url);
+    s.attested = std::move(attested).value();
+    const broker::Lease& l = s.attested->release().lease;
+    s.key_source = "broker " + s.job.broker.url + ": lease " + l.lease_id + " under data-use policy " + l.policy_id;
+    std::fprintf(stderr, "enclave-train: attested: %zu data key(s) released by %s (lease %s, renew by %lld)\n",
+                 s.attested->release().keys.size(), s.job.broker.url.c_str(), l.lease_id.c_str(),
+                 static_cast<long long>(l.reattest_by));
+    ASSIGN_OR_RETURN(s.backend, MakeBackend(s.job.device));
+    ASSIGN_OR_RETURN(s.data, LoadDatasets(*s.backend, s.job.datasets, s.Keys()));
+    return s;
+#else
+    return Unsupported("this enclave-train was built without the attested mode (tpm2-tss or the broker missing)");
+#endif
+  }
   std::fprintf(stderr, "enclave-train: WARNING: %s\n", kDevWarning);
   if (checkpoints && !args.Has("keystore")) {
     return FailedPrecondition(
@@ -166,21 +222,34 @@ Result<Session> Prepare(const Args& args, bool checkpoints) {
     std::fprintf(stderr, "enclave-train: WARNING: training from clear CSV (development only)\n");
   }
   if (!s.job.broker.url.empty()) {
-    std::fprintf(stderr, "enclave-train: note: [broker] is used by `enclave-attest attest`, which fetches the keys into "
-                         "a keystore; the trainer itself does not talk to the broker yet\n");
+    std::fprintf(stderr, "enclave-train: note: --keystore given: the job's [broker] is not asked for keys\n");
   }
   ASSIGN_OR_RETURN(s.backend, MakeBackend(s.job.device));
-  ASSIGN_OR_RETURN(s.data, LoadDatasets(*s.backend, s.job.datasets, s.keystore ? &*s.keystore : nullptr));
+  ASSIGN_OR_RETURN(s.data, LoadDatasets(*s.backend, s.job.datasets, s.Keys()));
   return s;
 }
 
 json ReportHeader(const Args& args, const Session& s, const char* verb) {
+  json lease = nullptr;
+#ifdef ENCLAVE_HAVE_ATTESTED_MODE
+  if (s.attested) {
+    const broker::Release& r = s.attested->release();
+    lease = {{"broker", s.attested->url()},
+             {"lease_id", r.lease.lease_id},
+             {"job_id", r.lease.job_id},
+             {"host_id", r.lease.host_id},
+             {"policy_id", r.lease.policy_id},
+             {"policy_sha256", HexEncode(r.lease.policy_sha256)},
+             {"audit_index", r.audit_index}};
+  }
+#endif
   return {{"ok", true},
           {"verb", verb},
-          {"mode", "development"},
-          {"development_mode", true},
-          {"warning", kDevWarning},
+          {"mode", s.Attested() ? "attested" : "development"},
+          {"development_mode", !s.Attested()},
+          {"warning", s.Attested() ? json(nullptr) : json(kDevWarning)},
           {"key_source", s.key_source},
+          {"lease", lease},
           {"model_exported", false},
           {"job", JobJson(args.Get("job"), s.job)},
           {"device", s.backend->kind()},
@@ -246,13 +315,34 @@ Status Run(const Args& args) {
   if (args.Has("stop-after-step") && stop_after == 0) return InvalidInput("--stop-after-step must be at least 1");
   ASSIGN_OR_RETURN(JobSpec peek, LoadJob(args.Get("job")));
   const bool checkpoints = peek.checkpoint.every_steps > 0 || args.Has("resume") || stop_after > 0;
-  ASSIGN_OR_RETURN(Session s, Prepare(args, checkpoints));
+  // Before any key is asked for: a run that could not write its report would waste a release.
+  if (!args.Has("force")) {
+    for (const char* name : {kReportName, kPlotName}) {
+      const std::string p = (std::filesystem::path(peek.output_dir) / name).string();
+      if (std::filesystem::exists(p)) return AlreadyExists(p + " exists (use --force to overwrite)");
+    }
+  }
+  ASSIGN_OR_RETURN(Session s, Prepare(args, checkpoints, "train"));
   const bool force = args.Has("force");
 
-  // The export key first: a job that cannot deliver its model should not train.
-  const std::string key_path = args.Has("export-key") ? args.Get("export-key") : s.job.export_key;
+  // The export key first: a job that cannot deliver its model should not train. In the
+  // attested mode it is the one the broker sent (the policy allows no other output).
+  std::string key_path = args.Has("export-key") ? args.Get("export-key") : s.job.export_key;
   std::optional<crypto::ExportPublicKey> export_key;
-  if (!key_path.empty()) {
+#ifdef ENCLAVE_HAVE_ATTESTED_MODE
+  if (s.attested) {
+    const crypto::ExportPublicKey& from_broker = s.attested->release().export_key;
+    if (!key_path.empty()) {
+      ASSIGN_OR_RETURN(crypto::ExportPublicKey named, crypto::ReadExportPublicKey(key_path));
+      if (named.public_key != from_broker.public_key)
+        return PermissionDenied("export key " + key_path + " is not the tenant export key the broker sent");
+    }
+    export_key = from_broker;
+    key_path = "(from the broker)";
+  }
+#endif
+  if (export_key) {
+  } else if (!key_path.empty()) {
     Result<crypto::ExportPublicKey> k = crypto::ReadExportPublicKey(key_path);
     if (!k.ok()) return k.status().Annotate("export key " + key_path);
     export_key = *k;
@@ -266,6 +356,9 @@ Status Run(const Args& args) {
   const std::string model_path = OutPath(s, kModelName);
   if (export_key && !force && std::filesystem::exists(model_path)) {
     return AlreadyExists(model_path + " exists (use --force to overwrite)");
+  }
+  if (s.Attested() && !force && std::filesystem::exists(report_out.path() + ".sig")) {
+    return AlreadyExists(report_out.path() + ".sig exists (use --force to overwrite)");
   }
 
   const std::string ckpt_dir = OutPath(s, kCheckpointDirName);
@@ -306,7 +399,20 @@ Status Run(const Args& args) {
     };
   }
   if (stop_after > 0) cb.should_stop = [stop_after](uint64_t step) { return step == stop_after; };
+#ifdef ENCLAVE_HAVE_ATTESTED_MODE
+  if (s.attested) {
+    // The lease is checked after every step: when it ends, training stops and nothing is written.
+    AttestedJob* a = s.attested.get();
+    cb.should_stop = [a](uint64_t) { return !a->LeaseHeld(); };
+  }
+#endif
   ASSIGN_OR_RETURN(TrainResult r, Train(*s.backend, s.job, s.data, split, cb, resume ? &*resume : nullptr));
+#ifdef ENCLAVE_HAVE_ATTESTED_MODE
+  if (s.attested && (r.stopped || !s.attested->LeaseHeld())) {
+    return PermissionDenied("the lease ended during training (" + s.attested->LeaseEndReason() +
+                            "): training stopped, nothing written, keys wiped");
+  }
+#endif
   if (r.stopped) {
     // Nothing but the checkpoint: the uncommitted outputs are removed.
     if (args.json()) {
@@ -337,8 +443,10 @@ Status Run(const Args& args) {
   report["resumed_from"] = resume ? json{{"file", resumed_from}, {"step", r.resumed_step}, {"epoch", r.resumed_epoch}}
                                   : json(nullptr);
   report["plot"] = plot_out.path();
-  report["signature"] = nullptr;
-  report["signature_note"] = "not signed: the attested report key comes with the key broker";
+  report["signature"] = s.Attested() ? json(OutPath(s, std::string(kReportName) + ".sig")) : json(nullptr);
+  report["signature_note"] = s.Attested() ? "report.json.sig: Ed25519 with the report key bound into the attested "
+                                            "quote (docs/training.md, \"Signed report\")"
+                                          : "not signed: development mode has no attested report key";
 
   json exported = nullptr;
   if (export_key) {
@@ -368,6 +476,16 @@ Status Run(const Args& args) {
   RETURN_IF_ERROR(plot_out.Write(svg.data(), svg.size()));
   RETURN_IF_ERROR(plot_out.Commit());
   const std::string path = report_out.path();
+#ifdef ENCLAVE_HAVE_ATTESTED_MODE
+  if (s.attested) {
+    // The signature file first, then the report it signs (the report names it).
+    const std::string text = report.dump(2) + "\n";
+    ASSIGN_OR_RETURN(std::string sig, s.attested->SignReport(AsBytes(text)));
+    ASSIGN_OR_RETURN(AtomicOutputFile sig_out, AtomicOutputFile::Create(path + ".sig", force));
+    RETURN_IF_ERROR(sig_out.Write(sig.data(), sig.size()));
+    RETURN_IF_ERROR(sig_out.Commit());
+  }
+#endif
   RETURN_IF_ERROR(WriteReport(report_out, report));  // last: it names the others
   if (args.json()) {
     EmitLine({{"event", "done"}, {"ok", true}, {"report", path}, {"final", report["final"]},
@@ -474,7 +592,7 @@ Status Predict(const Args& args) {
 Status Cv(const Args& args) {
   ASSIGN_OR_RETURN(uint64_t folds, args.GetU64("folds", 5));
   if (folds < 2 || folds > 100) return InvalidInput("--folds must be in 2..100");
-  ASSIGN_OR_RETURN(Session s, Prepare(args, false));
+  ASSIGN_OR_RETURN(Session s, Prepare(args, false, "cv"));
   ASSIGN_OR_RETURN(AtomicOutputFile out, OpenReport(s, "cv_metrics.json", args.Has("force")));
   EpochLine line(!args.json(), s.job.epochs);
   uint32_t epoch = 1;
@@ -536,9 +654,11 @@ int main(int argc, char** argv) {
   const FlagSpec pass = cli::PassphraseFdFlag();
   p.verbs = {
       {"run", "train the job's model with a stratified validation split; the model leaves sealed to the export key",
-       "", 0, {kJob, kKeystore, pass, kExportKey, kDevice, kResume, kStopAfter, kForce, kJson}, Run},
+       "", 0, {kJob, kKeystore, pass, kExportKey, kDevice, kResume, kStopAfter, kForce, kTcti, kState, kEventLog, kImaLog,
+               kJson}, Run},
       {"cv", "stratified k-fold cross-validation of the job (shuffled, seeded)", "", 0,
-       {kJob, {"folds", "K", "number of folds (default 5)"}, kKeystore, pass, kDevice, kForce, kJson}, Cv},
+       {kJob, {"folds", "K", "number of folds (default 5)"}, kKeystore, pass, kDevice, kForce, kTcti, kState, kEventLog,
+        kImaLog, kJson}, Cv},
       {"predict", "class predictions and probabilities of a model for the rows of a CSV (data owner side)", "", 0,
        {{"model", "M", "plaintext model file (enclave-data open-model), or an exported one with --keystore", true},
         {"keystore", "K", "the tenant keystore: open the exported model M in locked memory"},

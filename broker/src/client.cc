@@ -76,6 +76,8 @@ Result<std::unique_ptr<BrokerClient>> BrokerClient::Create(const std::string& ur
   c->http_->set_connection_timeout(10, 0);
   c->http_->set_read_timeout(60, 0);
   c->http_->set_write_timeout(60, 0);
+  c->http_->set_tcp_nodelay(true);
+  c->http_->set_keep_alive(true);  // one TLS handshake for a nonce, a quote's release and its renewals
   SSL_CTX* ctx = c->http_->ssl_context();
   if (ctx == nullptr || SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) != 1)
     return Internal("could not restrict the client to TLS 1.3");

@@ -309,7 +309,10 @@ Result<ReleaseGranted> ParseReleaseGranted(std::string_view body) {
   ASSIGN_OR_RETURN(const json* ranks, f.Array("ranks_joined", 0, 1024));
   for (const json& r : *ranks) {
     if (!r.is_number_unsigned() || r.get<uint64_t>() >= g.world_size) return f.Bad("ranks_joined", "has a bad rank");
-    g.ranks_joined.push_back(static_cast<uint32_t>(r.get<uint64_t>()));
+    const auto rank = static_cast<uint32_t>(r.get<uint64_t>());
+    if (!g.ranks_joined.empty() && rank <= g.ranks_joined.back())
+      return f.Bad("ranks_joined", "must be strictly ascending");
+    g.ranks_joined.push_back(rank);
   }
   ASSIGN_OR_RETURN(int64_t index, f.Int("audit_index", 0, INT64_MAX));
   g.audit_index = static_cast<uint64_t>(index);
@@ -467,6 +470,7 @@ Result<RendezvousInfo> ParseRendezvousInfo(std::string_view body) {
       ASSIGN_OR_RETURN(r.address, rf.Str("address", 255));
       if (!IsAddress(r.address)) return rf.Bad("address", "must be HOST:PORT");
     }
+    if (!info.ranks.empty() && r.rank < info.ranks.back().rank) return rf.Bad("rank", "ranks must be in ascending order");
     info.ranks.push_back(std::move(r));
   }
   ASSIGN_OR_RETURN(info.complete, f.Bool("complete"));

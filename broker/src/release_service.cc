@@ -265,6 +265,7 @@ Reply Service::Release(std::string_view body) {
     e.fields["key_id"] = HexEncode(r.keys[i].key_id);
     e.fields["policy_id"] = r.policy_id;
     e.fields["policy_digest"] = policy_digest;
+    e.fields["report_key"] = HexEncode(r.report_key);
     auto index = log_.Append(e);
     if (!index.ok()) return ErrorReply(Unavailable("audit log: " + index.status().ToString()));
     if (i == 0) g.audit_index = *index;

@@ -319,9 +319,25 @@ Result<PendingDataKey> Keystore::NewDataKey(const std::string& dataset_id, Suite
   return key;
 }
 
+Result<Keystore> Keystore::InMemory(const Id128& id) {
+  RETURN_IF_ERROR(InitCrypto());
+  Keystore ks;
+  ks.id_ = id;
+  ASSIGN_OR_RETURN(ks.kek_, SecretBytes::Random(32));
+  return ks;
+}
+
 Status Keystore::AddDataKey(const PendingDataKey& key) {
   RETURN_IF_ERROR(ValidateObjectId(key.entry.dataset_id));
   if (key.dek.size() != 32) return InvalidInput("data key must be 32 bytes");
+  if (in_memory()) {
+    WrappedEntry w;
+    w.entry = key.entry;
+    Wrap(kek_, key.dek, DekAad(id_, w.entry), &w.nonce, &w.wrapped);
+    entries_.push_back(w.entry);
+    wrapped_.push_back(std::move(w));
+    return OkStatus();
+  }
   LockFile lock;
   RETURN_IF_ERROR(AcquireLock(path_, &lock));
   // Re-read under the lock: another process may have added keys since we unlocked.
@@ -354,6 +370,7 @@ Result<SecretBytes> Keystore::CreateDataKey(const std::string& dataset_id, Suite
 
 Result<ExportKeyEntry> Keystore::CreateExportKey(const std::string& name) {
   RETURN_IF_ERROR(ValidateObjectId(name).Annotate("export key name"));
+  if (in_memory()) return FailedPrecondition("an in-memory keystore holds no export keys");
   LockFile lock;
   RETURN_IF_ERROR(AcquireLock(path_, &lock));
   ASSIGN_OR_RETURN(json doc, ReadJson(path_));

@@ -1,5 +1,6 @@
 // Attested key release against the real broker process: swtpm host, TLS on loopback, a
 // SQLite store, the audit log, a signed data-use policy activated through the admin API.
+#include <sodium.h>
 #include <sys/stat.h>
 
 #include <fstream>
@@ -55,6 +56,35 @@ class ReleaseTest : public EnrolAttestTest {
     ASSIGN_OR_RETURN(crypto::ExportKeyEntry ek, ks.CreateExportKey("tenant-export"));
     export_public_ = ek.public_key;
     return OkStatus();
+  }
+
+  // A small two-class CSV sealed as dataset "wdbc" under a fresh DEK of the tenant
+  // keystore (DIR/wdbc.sealed); the key id, hex.
+  static Result<std::string> SealSample(const std::string& dir) {
+    std::string csv = "a,b,label\n";
+    for (int i = 0; i < 40; ++i) {
+      const bool yes = i % 2 == 0;
+      csv += std::to_string(i % 7 + (yes ? 10 : 0)) + "," + std::to_string(i % 5) + "," + (yes ? "yes" : "no") + "\n";
+    }
+    testing::WriteText(dir + "/data.csv", csv);
+    ASSIGN_OR_RETURN(crypto::SecretBytes pass, crypto::SecretBytes::CopyFrom(AsBytes(testing::kPassphrase)));
+    ASSIGN_OR_RETURN(crypto::Keystore ks, crypto::Keystore::Unlock(dir + "/tenant.keystore", pass));
+    dataset::SealOptions o;
+    o.csv_path = dir + "/data.csv";
+    o.out_path = dir + "/wdbc.sealed";
+    o.label.column = "label";
+    o.label.positive = "yes";
+    o.dataset_id = "wdbc";
+    ASSIGN_OR_RETURN(dataset::DatasetInfo info, dataset::SealCsv(o, ks));
+    return HexEncode(info.header.params.key_id);
+  }
+
+  std::string JobToml(const std::string& output_dir, const std::string& job_id) {
+    return "output_dir = \"" + output_dir + "\"\n[broker]\nurl = \"https://127.0.0.1:" + std::to_string(broker_->port()) +
+           "\"\nca = \"" + broker_->Path("tls.crt") +
+           "\"\npolicy = \"medical\"\nrequester = \"alice@hospital.example\"\njob_id = \"" + job_id +
+           "\"\n[[datasets]]\nid = \"wdbc\"\npath = \"" + broker_->Path("wdbc.sealed") +
+           "\"\n[training]\nepochs = 20\nvalidation_fraction = 0.25\n";
   }
 
   std::string AttestationPolicySha256() {
@@ -469,17 +499,7 @@ TEST_F(ReleaseTest, EnclaveAttestRegisterAttestRenew) {
   std::string sealed_key_id;
   settings_.before_launch = [this, &sealed_key_id](const std::string& dir) -> Status {
     RETURN_IF_ERROR(PrepareKeys(dir));
-    testing::WriteText(dir + "/data.csv", "a,b,label\n1,2,yes\n3,4,no\n5,6,yes\n7,8,no\n");
-    ASSIGN_OR_RETURN(crypto::SecretBytes pass, crypto::SecretBytes::CopyFrom(AsBytes(testing::kPassphrase)));
-    ASSIGN_OR_RETURN(crypto::Keystore ks, crypto::Keystore::Unlock(dir + "/tenant.keystore", pass));
-    dataset::SealOptions o;
-    o.csv_path = dir + "/data.csv";
-    o.out_path = dir + "/wdbc.sealed";
-    o.label.column = "label";
-    o.label.positive = "yes";
-    o.dataset_id = "wdbc";
-    ASSIGN_OR_RETURN(dataset::DatasetInfo info, dataset::SealCsv(o, ks));
-    sealed_key_id = HexEncode(info.header.params.key_id);
+    ASSIGN_OR_RETURN(sealed_key_id, SealSample(dir));
     return OkStatus();
   };
   StartBroker();
@@ -495,11 +515,7 @@ TEST_F(ReleaseTest, EnclaveAttestRegisterAttestRenew) {
   };
   auto [rc, out] = run({"register", "--broker", url, "--ca", broker_->Path("tls.crt"), "--json"});
   ASSERT_EQ(rc, 0) << out;
-  testing::WriteText(work_ + "/job.toml", "output_dir = \"out\"\n[broker]\nurl = \"" + url + "\"\nca = \"" +
-                                              broker_->Path("tls.crt") +
-                                              "\"\npolicy = \"medical\"\nrequester = \"alice@hospital.example\"\n"
-                                              "job_id = \"cli-job\"\n[[datasets]]\nid = \"wdbc\"\npath = \"" +
-                                              broker_->Path("wdbc.sealed") + "\"\n[training]\nepochs = 20\n");
+  testing::WriteText(work_ + "/job.toml", JobToml("out", "cli-job"));
   const std::string job_pass = "another passphrase for the released keys";
   std::tie(rc, out) = run({"attest", "--job", work_ + "/job.toml", "--out", work_ + "/released", "--event-log=",
                            "--ima-log=", "--passphrase-fd", "3", "--json"},
@@ -533,6 +549,78 @@ TEST_F(ReleaseTest, EnclaveAttestRegisterAttestRenew) {
   ASSERT_EQ(PostAdmin("/v1/admin/revocations", EncodeRevocationRequest({"job", "cli-job", "test"})).status, 200);
   std::tie(rc, out) = run({"renew", "--lease", work_ + "/released/lease.json", "--event-log=", "--ima-log="});
   EXPECT_EQ(rc, 8) << out;  // failed precondition: the lease ended with the revocation
+}
+#endif
+
+#if defined(ENCLAVE_ATTEST_BIN) && defined(ENCLAVE_TRAIN_BIN)
+// The trainer attests itself: keys only in its memory, the model sealed to the broker's
+// export key, the report signed with the report key that key.released records.
+TEST_F(ReleaseTest, EnclaveTrainAttestsItselfAndSignsItsReport) {
+  settings_.before_launch = [this](const std::string& dir) -> Status {
+    RETURN_IF_ERROR(PrepareKeys(dir));
+    return SealSample(dir).status();
+  };
+  StartBroker();
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_EQ(Activate(UsagePolicyJson(AttestationPolicySha256(), 1)).status, 200);
+  const std::string url = "https://127.0.0.1:" + std::to_string(broker_->port());
+  const std::vector<std::string> host = {"--state", work_ + "/train-host", "--tcti", fixture_->tcti()};
+  std::vector<std::string> reg = {"register", "--broker", url, "--ca", broker_->Path("tls.crt")};
+  reg.insert(reg.end(), host.begin(), host.end());
+  std::string out;
+  ASSERT_EQ(BrokerProcess::RunProgram(ENCLAVE_ATTEST_BIN, reg, "", &out), 0) << out;
+  testing::WriteText(work_ + "/job.toml", JobToml(work_ + "/trained", "train-job"));
+  std::vector<std::string> run = {"run", "--job", work_ + "/job.toml", "--event-log=", "--ima-log=", "--json"};
+  run.insert(run.end(), host.begin(), host.end());
+  ASSERT_EQ(BrokerProcess::RunProgram(ENCLAVE_TRAIN_BIN, run, "", &out), 0) << out;
+  EXPECT_EQ(out.find("DEVELOPMENT MODE"), std::string::npos) << out;
+
+  auto report_text = testing::ReadText(work_ + "/trained/report.json");
+  auto report = nlohmann::json::parse(report_text, nullptr, false);
+  ASSERT_TRUE(report.is_object()) << report_text;
+  EXPECT_EQ(report["mode"], "attested");
+  EXPECT_EQ(report["development_mode"], false);
+  EXPECT_EQ(report["model_exported"], true);
+  const std::string lease_id = report["lease"]["lease_id"].get<std::string>();
+  // The signature verifies with the report key, and the broker logged that key for the lease.
+  auto sig = nlohmann::json::parse(testing::ReadText(work_ + "/trained/report.json.sig"), nullptr, false);
+  ASSERT_TRUE(sig.is_object());
+  EXPECT_EQ(sig["lease_id"], lease_id);
+  const crypto::Digest256 digest = crypto::Sha256(AsBytes(report_text));
+  EXPECT_EQ(sig["report_sha256"], HexEncode(digest));
+  std::vector<uint8_t> message = {'e', 'n', 'c', 'l', 'a', 'v', 'e', '-', 't', 'r', 'a', 'i', 'n', ' ',
+                                  'r', 'e', 'p', 'o', 'r', 't', ' ', 'v', '1', 0};
+  message.insert(message.end(), digest.begin(), digest.end());
+  auto key = HexDecode(sig["report_key"].get<std::string>());
+  auto signature = HexDecode(sig["signature"].get<std::string>());
+  ASSERT_TRUE(key.ok() && signature.ok() && key->size() == 32 && signature->size() == 64);
+  EXPECT_EQ(crypto_sign_verify_detached(signature->data(), message.data(), message.size(), key->data()), 0);
+  std::string tampered = report_text;
+  tampered[tampered.size() / 2] ^= 1;
+  const crypto::Digest256 bad = crypto::Sha256(AsBytes(tampered));
+  std::copy(bad.begin(), bad.end(), message.end() - 32);
+  EXPECT_NE(crypto_sign_verify_detached(signature->data(), message.data(), message.size(), key->data()), 0);
+  bool logged = false;
+  for (const auto& e : AuditEntries()) {
+    if (e.event.type == audit::EventType::kKeyReleased && e.event.fields["lease_id"] == lease_id) {
+      EXPECT_EQ(e.event.fields["report_key"], sig["report_key"]);
+      logged = true;
+    }
+  }
+  EXPECT_TRUE(logged);
+  // The model is sealed to the tenant's export key: the tenant opens it.
+  auto pass = crypto::SecretBytes::CopyFrom(AsBytes(testing::kPassphrase));
+  auto tenant = crypto::Keystore::Unlock(broker_->Path("tenant.keystore"), *pass);
+  ASSERT_TRUE(tenant.ok());
+  auto model = crypto::OpenModelToMemory(work_ + "/trained/model.sealed", *tenant, 1u << 20);
+  EXPECT_TRUE(model.ok()) << model.status().ToString();
+
+  // A revoked job gets no keys: the trainer stops before training, exit 5, nothing written.
+  ASSERT_EQ(PostAdmin("/v1/admin/revocations", EncodeRevocationRequest({"job", "train-job", "test"})).status, 200);
+  testing::WriteText(work_ + "/job2.toml", JobToml(work_ + "/trained2", "train-job"));
+  run[2] = work_ + "/job2.toml";
+  EXPECT_EQ(BrokerProcess::RunProgram(ENCLAVE_TRAIN_BIN, run, "", &out), 5) << out;
+  EXPECT_FALSE(std::filesystem::exists(work_ + "/trained2/report.json"));
 }
 #endif
 

@@ -2,16 +2,25 @@
 // JSON API's refusals (malformed JSON, unknown fields, wrong content types, oversized or
 // unsized bodies, unknown endpoints), and hostile connections (silent, slow, truncated
 // TLS handshakes, plaintext on the TLS port) that get a 4xx or a closed connection while
-// the broker keeps serving; failing starts with a documented exit code.
+// the broker keeps serving; failing starts with a documented exit code. The same refusals
+// for the key-release, renewal and admin endpoints, the admin API's bearer token, and a
+// release for a nonce the broker never issued (404, nothing logged).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <sys/socket.h>
 
+#include <random>
+
 #include <gtest/gtest.h>
 
 #include "broker_process.h"
+#include "enclave/attest/bundle.h"
+#include "enclave/audit/verify.h"
+#include "enclave/broker/messages.h"
+#include "enclave/broker/release.h"
+#include "enclave/common/bytes.h"
 
 namespace enclave::broker {
 namespace {
@@ -93,6 +102,88 @@ class RawTls {
   int fd_ = -1;
   bool connected_ = false;
 };
+
+// One raw request on its own TLS connection; the answer's status line and body (empty when
+// the broker closed without answering).
+std::string RawAnswer(int port, const std::string& request) {
+  RawTls t(port, 0);
+  if (!t.connected()) return "<no TLS connection>";
+  t.Send(request);
+  return t.ReadAll();
+}
+
+// A POST head (no body) to `path` with `headers` (each ending in \r\n).
+std::string Head(const std::string& path, const std::string& headers) {
+  return "POST " + path + " HTTP/1.1\r\nHost: x\r\n" + headers + "\r\n";
+}
+
+// The four endpoints of key release and administration, with their body limits when the
+// broker's max_body_bytes is `max_body` (docs/protocol.md, "Request rules").
+constexpr char kLeasePath[] = "/v1/leases/0123456789abcdef0123456789abcdef/renewals";
+std::vector<std::pair<std::string, size_t>> ReleaseEndpoints(size_t max_body) {
+  return {{"/v1/releases", max_body},
+          {kLeasePath, max_body},
+          {"/v1/admin/revocations", kMaxAdminBody},
+          {"/v1/admin/policies", 2 * kMaxAdminBody}};
+}
+
+std::string RandomHex(size_t bytes) {
+  std::random_device rd;
+  std::vector<uint8_t> b(bytes);
+  for (auto& x : b) x = static_cast<uint8_t>(rd());
+  return HexEncode(b);
+}
+
+// A well-formed evidence bundle (attest/bundle.h) for `nonce_hex`: it parses, but no TPM
+// made it and no broker issued its nonce.
+std::string EvidenceJson(const std::string& nonce_hex) {
+  const std::string zero(64, '0');
+  return R"({"format": "enclave-attest evidence v1", "nonce": ")" + nonce_hex +
+         R"(", "bound_digest": null, "ak_name": "000b)" + std::string(64, 'b') +
+         R"(", "pcr_selection": "sha256:0,1", "pcrs": {"sha256": {"0": ")" + zero + R"(", "1": ")" + zero +
+         R"("}}, "quote": {"attest": "ff544347", "signature": "0018000b"}, "event_log": "", "ima_log": "",
+         "created_at": 1764460000})";
+}
+
+// A release request that passes every field rule, with `evidence`.
+std::string ReleaseJson(const std::string& evidence) {
+  ReleaseRequest r;
+  r.policy_id = "medical";
+  r.job.job_id = "job-server-test";
+  r.job.job_digest.fill(0x5a);
+  r.job.kind = "train";
+  r.job.requester = "alice@hospital.example";
+  r.job.datasets = {"wdbc"};
+  r.job.epochs = 5;
+  r.job.world_size = 2;
+  r.job.clear_metrics = {"loss"};
+  r.rank = 1;
+  r.keys = {{"wdbc", {}}};
+  r.recipient.fill(0x11);
+  r.report_key.fill(0x22);
+  r.evidence = evidence;
+  return EncodeReleaseRequest(r);
+}
+
+// `body` (a JSON object) with one more key.
+std::string WithField(const std::string& body, const std::string& key) {
+  auto j = nlohmann::json::parse(body);
+  j[key] = 1;
+  return j.dump();
+}
+
+// Entries in the broker's audit log (verified: chain, signatures, schema).
+size_t AuditEntryCount(const BrokerProcess& b) {
+  size_t n = 0;
+  audit::VerifyOptions o;
+  o.on_entry = [&](uint64_t, uint64_t, ByteSpan, const audit::Entry&) {
+    ++n;
+    return OkStatus();
+  };
+  auto v = audit::VerifyLog(b.Path("audit"), b.audit_key(), o);
+  EXPECT_TRUE(v.ok()) << v.status().ToString();
+  return n;
+}
 
 class ServerTest : public ::testing::Test {
  protected:
@@ -253,6 +344,284 @@ TEST_F(ServerTest, SilentSlowAndTruncatedClientsAreCutOffAndOthersAreStillServed
   ::close(plain);
   EXPECT_GE(SecondsUntilClosed(slow.fd()), 0) << "a client stalled mid-headers was not closed";
   EXPECT_EQ(broker_->Get("/v1/status").status, 200);
+}
+
+// ---- key release, renewal and administration ------------------------------------------
+
+TEST_F(ServerTest, ReleaseAndRenewalBodiesThatDoNotParseAre400NamingTheField) {
+  const std::string evidence = EvidenceJson(RandomHex(kNonceBytes));
+  for (const std::string& path : {std::string("/v1/releases"), std::string(kLeasePath)}) {
+    for (const std::string& body : {std::string("{"), std::string("[]"), std::string("\xff\xfe"), std::string(),
+                                    std::string("{\"evidence\": {}, \"evidence\": {}}"),
+                                    std::string("{\"evidence\": \"not an object\"}")}) {
+      auto a = broker_->Post(path, body);
+      EXPECT_EQ(a.status, 400) << path << " " << body << " -> " << a.body;
+      EXPECT_EQ(ErrorCode(a), "invalid_input") << path << " " << body;
+    }
+  }
+  // Every field in place but one more: the answer names it.
+  const std::string release = ReleaseJson(evidence);
+  ASSERT_TRUE(ParseReleaseRequest(release).ok());
+  auto a = broker_->Post("/v1/releases", WithField(release, "extra_release_field"));
+  EXPECT_EQ(a.status, 400) << a.body;
+  EXPECT_EQ(ErrorCode(a), "invalid_input");
+  EXPECT_NE(a.body.find("extra_release_field"), std::string::npos) << a.body;
+  // Nested: an unknown key in the job object.
+  auto j = nlohmann::json::parse(release);
+  j["job"]["gpu_count"] = 8;
+  a = broker_->Post("/v1/releases", j.dump());
+  EXPECT_EQ(a.status, 400) << a.body;
+  EXPECT_NE(a.body.find("gpu_count"), std::string::npos) << a.body;
+  // A rank outside the job.
+  j = nlohmann::json::parse(release);
+  j["rank"] = 2;
+  a = broker_->Post("/v1/releases", j.dump());
+  EXPECT_EQ(a.status, 400) << a.body;
+  EXPECT_NE(a.body.find("rank"), std::string::npos) << a.body;
+
+  const std::string renewal = EncodeRenewalRequest({evidence});
+  a = broker_->Post(kLeasePath, WithField(renewal, "extra_renewal_field"));
+  EXPECT_EQ(a.status, 400) << a.body;
+  EXPECT_EQ(ErrorCode(a), "invalid_input");
+  EXPECT_NE(a.body.find("extra_renewal_field"), std::string::npos) << a.body;
+}
+
+TEST_F(ServerTest, ReleaseAndAdminEndpointsRefuseWrongContentTypesAndLengths) {
+  const int port = broker_->port();
+  for (const auto& [path, limit] : ReleaseEndpoints(64 << 10)) {
+    for (const char* type : {"text/plain", "application/jsonx", "application/x-www-form-urlencoded"}) {
+      auto a = broker_->Post(path, "{}", type);
+      EXPECT_EQ(a.status, 415) << path << " " << type;
+      EXPECT_EQ(ErrorCode(a), "unsupported_media_type") << path;
+    }
+    // No Content-Type at all.
+    std::string r = RawAnswer(port, Head(path, "Content-Length: 2\r\n") + "{}");
+    EXPECT_EQ(r.substr(0, 12), "HTTP/1.1 415") << path << ": " << r;
+    r = RawAnswer(port, Head(path, "Content-Type: application/json\r\nContent-Length: 0x10\r\n"));
+    EXPECT_EQ(r.substr(0, 12), "HTTP/1.1 400") << path << ": " << r;
+    r = RawAnswer(port, Head(path, "Content-Type: application/json\r\nContent-Length: -1\r\n"));
+    EXPECT_EQ(r.substr(0, 12), "HTTP/1.1 400") << path << ": " << r;
+  }
+}
+
+TEST_F(ServerTest, ReleaseAndAdminEndpointsRefuseOversizedUnsizedAndChunkedBodies) {
+  const int port = broker_->port();
+  for (const auto& [path, limit] : ReleaseEndpoints(64 << 10)) {
+    std::string r;
+    // A claimed length one past the endpoint's limit, refused from the headers alone.
+    r = RawAnswer(port, Head(path, "Content-Type: application/json\r\nContent-Length: " + std::to_string(limit + 1) +
+                                       "\r\n") +
+                            "{");
+    EXPECT_EQ(r.substr(0, 12), "HTTP/1.1 413") << path << ": " << r;
+    EXPECT_NE(r.find("payload_too_large"), std::string::npos) << r;
+    r = RawAnswer(port, Head(path, "Content-Type: application/json\r\nContent-Length: 99999999999\r\n"));
+    EXPECT_EQ(r.substr(0, 12), "HTTP/1.1 413") << path << ": " << r;
+    // No Content-Length; chunked (with or without a length as well).
+    r = RawAnswer(port, Head(path, "Content-Type: application/json\r\n"));
+    EXPECT_EQ(r.substr(0, 12), "HTTP/1.1 411") << path << ": " << r;
+    EXPECT_NE(r.find("length_required"), std::string::npos) << r;
+    r = RawAnswer(port, Head(path, "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n") +
+                            "2\r\n{}\r\n0\r\n\r\n");
+    EXPECT_EQ(r.substr(0, 12), "HTTP/1.1 411") << path << ": " << r;
+    r = RawAnswer(port, Head(path, "Content-Type: application/json\r\nContent-Length: 2\r\n"
+                                   "Transfer-Encoding: chunked\r\n") +
+                            "2\r\n{}\r\n0\r\n\r\n");
+    EXPECT_EQ(r.substr(0, 12), "HTTP/1.1 411") << path << ": " << r;
+  }
+  // A body that really is over the limit of the release endpoint (64 KiB here).
+  auto huge = broker_->Post("/v1/releases", std::string((64 << 10) + 1, ' '));
+  EXPECT_TRUE(huge.status == 413 || huge.status == -1) << huge.status;
+}
+
+TEST_F(ServerTest, ABadLeaseIdInTheRenewalPathIs404) {
+  const std::string body = EncodeRenewalRequest({EvidenceJson(RandomHex(kNonceBytes))});
+  for (const std::string& id :
+       {std::string("0123456789ABCDEF0123456789ABCDEF"), std::string("0123456789abcdef0123456789abcde"),
+        std::string("0123456789abcdef0123456789abcdef0"), std::string("0123456789abcdef0123456789abcdeg"),
+        std::string("0123456789abcdef%2023456789abcdef"), std::string("XYZ"), std::string(),
+        std::string("../../v1/releases/0123456789abcd")}) {
+    auto a = broker_->Post("/v1/leases/" + id + "/renewals", body);
+    EXPECT_EQ(a.status, 404) << id << " -> " << a.body;
+    EXPECT_EQ(ErrorCode(a), "not_found") << id;
+  }
+  EXPECT_EQ(broker_->Post("/v1/leases/0123456789abcdef0123456789abcdef", body).status, 404);
+  EXPECT_EQ(broker_->Post("/v1/leases/0123456789abcdef0123456789abcdef/renewals/x", body).status, 404);
+  EXPECT_EQ(broker_->Post("/v1/leases", body).status, 404);
+  EXPECT_EQ(broker_->Get(kLeasePath).status, 404);
+}
+
+TEST_F(ServerTest, AdminEndpointsAre404WithoutAnAdminTable) {
+  const std::string revoke = EncodeRevocationRequest({"job", "job-x", "test"});
+  const std::string activate = EncodePolicyActivation({"{}", "x"});
+  for (const auto& [path, body] : {std::pair{std::string("/v1/admin/revocations"), revoke},
+                                   std::pair{std::string("/v1/admin/policies"), activate}}) {
+    auto a = broker_->Post(path, body);
+    EXPECT_EQ(a.status, 404) << path << " -> " << a.body;
+    EXPECT_EQ(ErrorCode(a), "not_found");
+    // Any token: there is no admin API to authenticate to.
+    auto r = broker_->Client()->Post(path.c_str(), {{"Authorization", "Bearer " + std::string(40, 'a')}}, body,
+                                     "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 404) << r->body;
+    EXPECT_FALSE(r->has_header("WWW-Authenticate"));
+  }
+}
+
+TEST_F(ServerTest, ReleaseOrRenewalForANonceNeverIssuedIs404AndLogsNothing) {
+  const size_t before = AuditEntryCount(*broker_);
+  const std::string evidence = EvidenceJson(RandomHex(kNonceBytes));
+  ASSERT_TRUE(attest::ParseEvidenceBundle(evidence).ok()) << attest::ParseEvidenceBundle(evidence).status().ToString();
+  auto a = broker_->Post("/v1/releases", ReleaseJson(evidence));
+  EXPECT_EQ(a.status, 404) << a.body;
+  EXPECT_EQ(ErrorCode(a), "not_found");
+  EXPECT_EQ(a.json().count("audit_index"), 0u) << a.body;
+  a = broker_->Post(kLeasePath, EncodeRenewalRequest({EvidenceJson(RandomHex(kNonceBytes))}));
+  EXPECT_EQ(a.status, 404) << a.body;
+  EXPECT_EQ(ErrorCode(a), "not_found");
+  // A nonce of another length than the broker issues is not even looked up.
+  a = broker_->Post("/v1/releases", ReleaseJson(EvidenceJson(RandomHex(16))));
+  EXPECT_EQ(a.status, 400) << a.body;
+  EXPECT_EQ(AuditEntryCount(*broker_), before) << "a refused release was logged";
+}
+
+TEST_F(ServerTest, AClientStalledMidHeadersOfAReleaseIsCutOffWhileOthersAreServed) {
+  RawTls slow(broker_->port(), 0);
+  ASSERT_TRUE(slow.connected());
+  slow.Send("POST /v1/releases HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Len");
+  const auto t0 = std::chrono::steady_clock::now();
+  // Others are served meanwhile, on the same endpoint too.
+  EXPECT_EQ(broker_->Get("/v1/status").status, 200);
+  auto a = broker_->Post("/v1/releases", "{");
+  EXPECT_EQ(a.status, 400) << a.body;
+  const double served = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(served, 1.5) << "a stalled client held up the others";
+  // Its read times out (read_timeout_s = 2): it is refused with a 400 at once...
+  const std::string refused = slow.ReadAll();
+  const double answered = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(refused.substr(0, 12), "HTTP/1.1 400") << refused;
+  EXPECT_LT(answered, 2 + 1.0) << "the stalled read did not time out after read_timeout_s";
+  // ...and disconnected. cpp-httplib 0.11 answers that 400 with "Keep-Alive" and then waits
+  // keep_alive_s (2 here) for a next request before it closes, so the connection ends
+  // after read_timeout_s + keep_alive_s, not read_timeout_s.
+  const double closed = SecondsUntilClosed(slow.fd());
+  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(closed, 0) << "a client stalled mid-headers was not closed";
+  EXPECT_LT(total, 2 + 2 + 1.0) << "not closed after read_timeout_s + keep_alive_s";
+  EXPECT_EQ(broker_->Get("/v1/status").status, 200);
+}
+
+// A broker with the admin API ([admin] token_file).
+class AdminServerTest : public ::testing::Test {
+ protected:
+  static constexpr char kToken[] = "server-test-admin-token-0123456789abcdef";
+  static void SetUpTestSuite() {
+    dir_ = new std::string(std::filesystem::temp_directory_path() / ("broker-admin-" + std::to_string(::getpid())));
+    std::filesystem::remove_all(*dir_);
+    std::filesystem::create_directories(*dir_);
+    ASSERT_TRUE(testing::MakeSelfSignedCa(*dir_, "ek-root"));
+    BrokerSettings s;
+    s.ek_root_files = {*dir_ + "/ek-root.pem"};
+    s.read_timeout_s = 2;
+    s.max_body_bytes = 64 << 10;
+    s.extra_config = "\n[admin]\ntoken_file = \"admin.token\"\n";
+    s.before_launch = [](const std::string& dir) {
+      testing::WriteText(dir + "/admin.token", std::string(kToken) + "\n");
+      if (::chmod((dir + "/admin.token").c_str(), 0600) != 0) return ErrnoStatus("chmod admin.token", errno);
+      return OkStatus();
+    };
+    auto b = BrokerProcess::Start(*dir_ + "/broker", s);
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    broker_ = std::move(b).value().release();
+  }
+  static void TearDownTestSuite() {
+    delete broker_;
+    broker_ = nullptr;
+    std::filesystem::remove_all(*dir_);
+    delete dir_;
+  }
+  void SetUp() override { ASSERT_NE(broker_, nullptr); }
+  void TearDown() override { ASSERT_TRUE(broker_->Alive()) << "the broker died: " << broker_->log(); }
+
+  // POST with an Authorization header (none when `authorization` is empty).
+  static httplib::Result PostAdmin(const std::string& path, const std::string& body, const std::string& authorization) {
+    httplib::Headers h;
+    if (!authorization.empty()) h.emplace("Authorization", authorization);
+    return broker_->Client()->Post(path.c_str(), h, body, "application/json");
+  }
+  static std::string ErrorCode(const std::string& body) {
+    auto j = nlohmann::json::parse(body, nullptr, false);
+    if (!j.is_object() || !j.contains("error")) return "<no error object: " + body + ">";
+    return j["error"]["code"].get<std::string>();
+  }
+
+  static std::string* dir_;
+  static BrokerProcess* broker_;
+};
+std::string* AdminServerTest::dir_ = nullptr;
+BrokerProcess* AdminServerTest::broker_ = nullptr;
+
+TEST_F(AdminServerTest, NoOrAWrongBearerTokenIs401WithWwwAuthenticate) {
+  const std::string revoke = EncodeRevocationRequest({"job", "job-x", "test"});
+  const std::string activate = EncodePolicyActivation({"{}", "x"});
+  const std::string token(kToken);
+  const size_t before = AuditEntryCount(*broker_);
+  for (const auto& [path, body] : {std::pair{std::string("/v1/admin/revocations"), revoke},
+                                   std::pair{std::string("/v1/admin/policies"), activate}}) {
+    for (const std::string& auth :
+         {std::string(), std::string("Bearer "), std::string("Bearer wrong-token-wrong-token-wrong-token"),
+          "Bearer " + token + "x", "Bearer " + token.substr(0, token.size() - 1), "Basic " + token, token}) {
+      auto r = PostAdmin(path, body, auth);
+      ASSERT_TRUE(r) << path;
+      EXPECT_EQ(r->status, 401) << path << " with '" << auth << "' -> " << r->body;
+      EXPECT_EQ(ErrorCode(r->body), "unauthenticated") << path;
+      EXPECT_EQ(r->get_header_value("WWW-Authenticate"), "Bearer") << path << " with '" << auth << "'";
+      EXPECT_EQ(r->body.find(token), std::string::npos) << "the answer echoes the token";
+    }
+  }
+  EXPECT_NE(broker_->log().find("refused an admin request"), std::string::npos) << broker_->log();
+  EXPECT_EQ(broker_->log().find(token), std::string::npos) << "the token is in the broker's log";
+  EXPECT_EQ(AuditEntryCount(*broker_), before) << "an unauthenticated admin request changed the audit log";
+}
+
+TEST_F(AdminServerTest, WithTheTokenMalformedBodiesAre400NamingTheField) {
+  const std::string auth = "Bearer " + std::string(kToken);
+  const std::string revoke = EncodeRevocationRequest({"job", "job-x", "test"});
+  const std::string activate = EncodePolicyActivation({"{}", "x"});
+  for (const auto& [path, body, field] :
+       {std::tuple{std::string("/v1/admin/revocations"), revoke, std::string("extra_revocation_field")},
+        std::tuple{std::string("/v1/admin/policies"), activate, std::string("extra_policy_field")}}) {
+    for (const std::string& bad : {std::string("{"), std::string("[]"), std::string("\xff"), std::string(),
+                                   std::string("{\"kind\": \"job\", \"kind\": \"host\"}"), std::string("{}")}) {
+      auto r = PostAdmin(path, bad, auth);
+      ASSERT_TRUE(r) << path;
+      EXPECT_EQ(r->status, 400) << path << " " << bad << " -> " << r->body;
+      EXPECT_EQ(ErrorCode(r->body), "invalid_input") << path << " " << bad;
+    }
+    auto r = PostAdmin(path, WithField(body, field), auth);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 400) << r->body;
+    EXPECT_EQ(ErrorCode(r->body), "invalid_input");
+    EXPECT_NE(r->body.find(field), std::string::npos) << r->body;
+    // The request rules come before the token check, with or without a token.
+    for (const std::string& a : {auth, std::string()}) {
+      httplib::Headers h;
+      if (!a.empty()) h.emplace("Authorization", a);
+      auto wrong_type = broker_->Client()->Post(path.c_str(), h, body, "text/plain");
+      ASSERT_TRUE(wrong_type);
+      EXPECT_EQ(wrong_type->status, 415) << path;
+    }
+  }
+  // Out-of-range values of a revocation, with the field named.
+  for (const auto& [body, field] :
+       {std::pair{EncodeRevocationRequest({"user", "job-x", "test"}), std::string("kind")},
+        std::pair{EncodeRevocationRequest({"host", "job-x", "test"}), std::string("id")},
+        std::pair{EncodeRevocationRequest({"job", "job-x", ""}), std::string("reason")},
+        std::pair{EncodeRevocationRequest({"job", "job-x", "a\nb"}), std::string("reason")}}) {
+    auto r = PostAdmin("/v1/admin/revocations", body, auth);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << body << " -> " << r->body;
+    EXPECT_NE(r->body.find("'" + field + "'"), std::string::npos) << r->body;
+  }
 }
 
 TEST(ServerStart, AWrongPassphraseABadConfigAndAMissingAuditLogStopTheStartWithDocumentedCodes) {

@@ -514,3 +514,35 @@ TEST_F(KeystoreTest, AlteredExportKeyEntries) {
 
 }  // namespace
 }  // namespace enclave::crypto
+
+namespace enclave::crypto {
+namespace {
+
+TEST(InMemoryKeystore, HoldsReleasedKeysUnderTheGivenIdAndWritesNothing) {
+  Id128 id{};
+  id.fill(0x42);
+  auto ks = Keystore::InMemory(id);
+  ASSERT_TRUE(ks.ok()) << ks.status().ToString();
+  EXPECT_TRUE(ks->in_memory());
+  EXPECT_EQ(ks->id(), id);
+  PendingDataKey k;
+  k.entry.dataset_id = "wdbc";
+  k.entry.key_id.fill(7);
+  auto dek = SecretBytes::Random(32);
+  ASSERT_TRUE(dek.ok());
+  auto copy = dek->Clone();
+  k.dek = std::move(dek).value();
+  ASSERT_TRUE(ks->AddDataKey(k).ok());
+  auto got = ks->GetDataKey("wdbc", k.entry.key_id);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(ConstantTimeEquals(got->ExposeSecret(), copy->ExposeSecret()));
+  Id128 other{};
+  EXPECT_EQ(ks->GetDataKey("wdbc", other).status().code(), Code::kNotFound);
+  EXPECT_EQ(ks->CreateExportKey("x").status().code(), Code::kFailedPrecondition);
+  PendingDataKey bad;
+  bad.entry.dataset_id = "wdbc";
+  EXPECT_FALSE(ks->AddDataKey(bad).ok());  // not 32 bytes
+}
+
+}  // namespace
+}  // namespace enclave::crypto

@@ -62,6 +62,12 @@ class Keystore {
   // headers name, under its own passphrase and KEK.
   static Status InitWithId(const std::string& path, const SecretBytes& passphrase, const KdfParams& kdf,
                            const Id128& id);
+  // A keystore that lives in this process only, with no file: the data keys a broker
+  // released to this attested process, under the tenant keystore's id (which sealed
+  // headers name). Its KEK is random; nothing is ever written; export keys are refused.
+  static Result<Keystore> InMemory(const Id128& id);
+  bool in_memory() const { return path_.empty(); }
+
   // Reads the file and unwraps the KEK; a wrong passphrase is kPermissionDenied.
   static Result<Keystore> Unlock(const std::string& path, const SecretBytes& passphrase);
 

@@ -1,0 +1,138 @@
+#include "attested_job.h"
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+
+#include <nlohmann/json.hpp>
+
+#include "enclave/attest/bundle.h"
+#include "enclave/common/bytes.h"
+#include "enclave/crypto/hash.h"
+
+namespace enclave {
+namespace {
+
+int64_t Now() { return static_cast<int64_t>(std::time(nullptr)); }
+
+}  // namespace
+
+broker::BrokerClient::Quoter AttestedJob::Quoter() {
+  return [this](const broker::NonceIssued& n, const crypto::Digest256& bound) -> Result<attest::EvidenceBundle> {
+    ASSIGN_OR_RETURN(attest::PcrSelection sel, attest::PcrSelection::FromString(n.pcr_selection));
+    const attest::host::LogPaths paths = options_.logs;
+    return attest::host::MakeEvidence(*tpm_, *state_, sel, n.nonce, bound,
+                                      [paths] { return attest::host::ReadHostLogs(paths); }, Now());
+  };
+}
+
+Result<std::unique_ptr<AttestedJob>> AttestedJob::Start(const train::JobSpec& job, const Options& options) {
+  if (job.broker.url.empty()) return InvalidInput("the job has no [broker] table");
+  std::unique_ptr<AttestedJob> a(new AttestedJob());
+  a->options_ = options;
+  a->url_ = job.broker.url;
+  ASSIGN_OR_RETURN(broker::ReleaseRequest request, ReleaseRequestForJob(job, options.release));
+  ASSIGN_OR_RETURN(a->client_, broker::BrokerClient::Create(job.broker.url, job.broker.ca));
+  std::string tcti = options.tcti;
+  if (tcti.empty()) {
+    ASSIGN_OR_RETURN(tcti, attest::host::DefaultTcti());
+  }
+  ASSIGN_OR_RETURN(a->tpm_, attest::host::Tpm::Open(tcti));
+  ASSIGN_OR_RETURN(attest::host::HostState state, attest::host::HostState::Open(options.state_dir, false));
+  a->state_.emplace(std::move(state));
+  ASSIGN_OR_RETURN(attest::EnrolmentBundle enrolled, a->state_->LoadEnrolment());
+  const crypto::Digest256 ek = crypto::Sha256(enrolled.ek_public);
+  const std::string host_id = HexEncode(ByteSpan(ek.data(), 16));
+  ASSIGN_OR_RETURN(broker::ReleaseKeys keys, broker::ReleaseKeys::Generate());
+  a->keys_.emplace(std::move(keys));
+  ASSIGN_OR_RETURN(a->release_, a->client_->RequestRelease(host_id, request, *a->keys_, a->Quoter()));
+  ASSIGN_OR_RETURN(crypto::Keystore ks, crypto::Keystore::InMemory(a->release_.export_key.keystore_id));
+  for (broker::ReleasedKey& k : a->release_.keys) {
+    crypto::PendingDataKey pending;
+    pending.entry.dataset_id = k.dataset_id;
+    pending.entry.key_id = k.key_id;
+    pending.entry.suite = k.suite;
+    pending.dek = std::move(k.dek);  // now only in the keystore, wrapped by its random KEK
+    RETURN_IF_ERROR(ks.AddDataKey(pending));
+  }
+  a->keystore_.emplace(std::move(ks));
+  a->lease_ = a->release_.lease;
+  a->keeper_ = std::thread([p = a.get()] { p->Keep(); });
+  return a;
+}
+
+AttestedJob::~AttestedJob() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (keeper_.joinable()) keeper_.join();
+}
+
+void AttestedJob::Keep() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_ && end_reason_.empty()) {
+    const broker::Lease lease = lease_;
+    // Renew when two thirds of the re-attestation interval have passed.
+    const int64_t interval = std::max<int64_t>(lease.reattest_by - lease.issued_at, 3);
+    const int64_t renew_at = lease.reattest_by - interval / 3;
+    if (Now() >= lease.expires_at()) {
+      end_reason_ = "the lease passed its deadline without a renewal";
+      break;
+    }
+    if (Now() < renew_at) {
+      wake_.wait_for(lock, std::chrono::milliseconds(200));
+      continue;
+    }
+    if (lease.reattest_by >= lease.valid_until) {  // nothing left to renew: wait for the end
+      wake_.wait_for(lock, std::chrono::milliseconds(200));
+      continue;
+    }
+    lock.unlock();
+    auto renewed = client_->Renew(lease, keys_->recipient(), Quoter());
+    lock.lock();
+    if (renewed.ok()) {
+      lease_ = *renewed;
+    } else {
+      end_reason_ = "lease renewal refused: " + renewed.status().ToString();
+    }
+  }
+}
+
+bool AttestedJob::LeaseHeld() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return end_reason_.empty() && Now() < lease_.expires_at();
+}
+
+std::string AttestedJob::LeaseEndReason() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!end_reason_.empty()) return end_reason_;
+  if (Now() >= lease_.expires_at()) return "the lease passed its deadline without a renewal";
+  return "";
+}
+
+broker::Lease AttestedJob::CurrentLease() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return lease_;
+}
+
+Result<std::string> AttestedJob::SignReport(ByteSpan report_bytes) const {
+  const crypto::Digest256 digest = crypto::Sha256(report_bytes);
+  std::vector<uint8_t> message;
+  const std::string domain = "enclave-train report v1";
+  message.insert(message.end(), domain.begin(), domain.end());
+  message.push_back(0);
+  message.insert(message.end(), digest.begin(), digest.end());
+  ASSIGN_OR_RETURN(auto signature, keys_->SignReport(message));
+  return nlohmann::json{{"format", "enclave-train report signature v1"},
+                        {"report_sha256", HexEncode(digest)},
+                        {"report_key", HexEncode(keys_->report_public())},
+                        {"lease_id", release_.lease.lease_id},
+                        {"job_id", release_.lease.job_id},
+                        {"signature", HexEncode(signature)}}
+             .dump(2) +
+         "\n";
+}
+
+}  // namespace enclave

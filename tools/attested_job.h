@@ -1,0 +1,73 @@
+// enclave-train's attested mode: this host's TPM attests to the job's broker, the data keys
+// come back sealed to this process and live only in its memory (an in-memory keystore
+// under the tenant keystore's id), the lease is renewed by fresh attestation in the
+// background, and the report is signed with the report key the quote bound.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "enclave/attest/host/agent.h"
+#include "enclave/attest/host/tpm.h"
+#include "enclave/broker/client.h"
+#include "enclave/crypto/keystore.h"
+#include "enclave/train/job.h"
+#include "job_release.h"
+
+namespace enclave {
+
+class AttestedJob {
+ public:
+  struct Options {
+    std::string tcti;       // the TPM (attest::host::DefaultTcti() when empty)
+    std::string state_dir;  // the host's AK and enrolment (enclave-attest register)
+    attest::host::LogPaths logs;
+    JobReleaseOptions release;
+  };
+  // Attests for the job named by `job`'s [broker] table and opens the release.
+  static Result<std::unique_ptr<AttestedJob>> Start(const train::JobSpec& job, const Options& options);
+  ~AttestedJob();
+  AttestedJob(const AttestedJob&) = delete;
+  AttestedJob& operator=(const AttestedJob&) = delete;
+
+  crypto::Keystore& keystore() { return *keystore_; }
+  const broker::Release& release() const { return release_; }
+  const std::string& url() const { return url_; }
+
+  // False once the lease has ended: a renewal was refused or failed, or its deadline
+  // passed. The keeper renews at two thirds of each re-attestation interval.
+  bool LeaseHeld() const;
+  std::string LeaseEndReason() const;
+  broker::Lease CurrentLease() const;
+
+  // The detached signature file of a report (docs/training.md, "Signed report").
+  Result<std::string> SignReport(ByteSpan report_bytes) const;
+
+ private:
+  AttestedJob() = default;
+  void Keep();
+  broker::BrokerClient::Quoter Quoter();
+
+  std::string url_;
+  Options options_;
+  std::unique_ptr<broker::BrokerClient> client_;
+  std::unique_ptr<attest::host::Tpm> tpm_;
+  std::optional<attest::host::HostState> state_;
+  std::optional<broker::ReleaseKeys> keys_;
+  broker::Release release_;
+  std::optional<crypto::Keystore> keystore_;
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  broker::Lease lease_;         // guarded by mu_
+  std::string end_reason_;      // guarded by mu_; non-empty once the lease ended
+  std::thread keeper_;
+};
+
+}  // namespace enclave

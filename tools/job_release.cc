@@ -1,0 +1,62 @@
+#include "job_release.h"
+
+#include <vector>
+
+#include "enclave/common/files.h"
+#include "enclave/crypto/sealed_file.h"
+
+namespace enclave {
+namespace {
+
+// The key id of a sealed dataset, from its header only (its length first).
+Result<crypto::Id128> SealedKeyId(const train::DatasetSpec& d) {
+  ASSIGN_OR_RETURN(FileReader reader, FileReader::Open(d.path));
+  std::vector<uint8_t> fixed(crypto::kSealedFixedPrefix);
+  if (reader.size() < fixed.size()) return InvalidInput(d.path + ": too short for a sealed file");
+  RETURN_IF_ERROR(reader.ReadAt(0, fixed.data(), fixed.size()));
+  auto length = crypto::PeekHeaderLength(fixed);
+  if (!length.ok()) return length.status().Annotate(d.path);
+  if (*length > reader.size()) return InvalidInput(d.path + ": truncated header");
+  std::vector<uint8_t> head(*length);
+  RETURN_IF_ERROR(reader.ReadAt(0, head.data(), head.size()));
+  auto header = crypto::ParseSealedHeader(head);
+  if (!header.ok()) return header.status().Annotate(d.path);
+  if (header->params.content_type != crypto::ContentType::kTabularDataset)
+    return InvalidInput(d.path + ": not a sealed dataset");
+  if (header->params.object_id != d.id)
+    return InvalidInput(d.path + ": sealed for dataset '" + header->params.object_id + "', the job says '" + d.id + "'");
+  return header->params.key_id;
+}
+
+}  // namespace
+
+Result<broker::ReleaseRequest> ReleaseRequestForJob(const train::JobSpec& job, const JobReleaseOptions& o) {
+  broker::ReleaseRequest r;
+  r.policy_id = o.policy_id.empty() ? job.broker.policy : o.policy_id;
+  if (r.policy_id.empty()) return InvalidInput("no data-use policy: the job's [broker] policy (or --usage-policy)");
+  r.job.requester = o.requester.empty() ? job.broker.requester : o.requester;
+  if (r.job.requester.empty()) return InvalidInput("no requester: the job's [broker] requester (or --requester)");
+  if (o.kind != "train" && o.kind != "cv") return InvalidInput("the job kind must be train or cv");
+  if (o.world_size < 1 || o.world_size > 1024 || o.rank >= o.world_size)
+    return InvalidInput("need 1 <= world size <= 1024 and the rank below it");
+  r.job.job_id = job.broker.job_id;
+  r.job.job_digest = job.digest;
+  r.job.kind = o.kind;
+  r.job.epochs = job.epochs;
+  r.job.world_size = o.world_size;
+  r.rank = o.rank;
+  if (job.metrics & train::kMetricLoss) r.job.clear_metrics.push_back("loss");
+  if (job.metrics & train::kMetricAccuracy) r.job.clear_metrics.push_back("accuracy");
+  if (job.metrics & train::kMetricRocAuc) r.job.clear_metrics.push_back("roc_auc");
+  r.job.model_export = true;
+  for (const train::DatasetSpec& d : job.datasets) {
+    if (d.format != train::DatasetFormat::kSealed)
+      return InvalidInput("dataset '" + d.id + "' is a clear CSV: the broker releases keys of sealed datasets only");
+    ASSIGN_OR_RETURN(crypto::Id128 key_id, SealedKeyId(d));
+    r.keys.push_back({d.id, key_id});
+    r.job.datasets.push_back(d.id);
+  }
+  return r;
+}
+
+}  // namespace enclave

@@ -1,0 +1,28 @@
+// What a job asks the broker for: the release request of a training job file (its claims
+// and the key ids its sealed datasets' headers name). Shared by `enclave-attest attest` and
+// `enclave-train` in attested mode, so both ask for exactly the same thing.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "enclave/broker/release.h"
+#include "enclave/common/status.h"
+#include "enclave/train/job.h"
+
+namespace enclave {
+
+struct JobReleaseOptions {
+  std::string policy_id;   // "": the job's [broker] policy
+  std::string requester;   // "": the job's [broker] requester
+  std::string kind = "train";  // "train" (run) or "cv"
+  uint32_t rank = 0;
+  uint32_t world_size = 1;
+};
+
+// Every dataset must be sealed (the broker releases keys of sealed datasets only) and
+// sealed under the dataset id the job names. recipient, report_key and evidence are left
+// for the client to fill.
+Result<broker::ReleaseRequest> ReleaseRequestForJob(const train::JobSpec& job, const JobReleaseOptions& options);
+
+}  // namespace enclave
