@@ -315,8 +315,9 @@ Status Run(const Args& args) {
   if (args.Has("stop-after-step") && stop_after == 0) return InvalidInput("--stop-after-step must be at least 1");
   ASSIGN_OR_RETURN(JobSpec peek, LoadJob(args.Get("job")));
   const bool checkpoints = peek.checkpoint.every_steps > 0 || args.Has("resume") || stop_after > 0;
-  // Before any key is asked for: a run that could not write its report would waste a release.
-  if (!args.Has("force")) {
+  // Attested mode: before any key is asked for (a run that could not write its report
+  // would waste a release and its audit entries).
+  if (!peek.broker.url.empty() && !args.Has("keystore") && !args.Has("force")) {
     for (const char* name : {kReportName, kPlotName}) {
       const std::string p = (std::filesystem::path(peek.output_dir) / name).string();
       if (std::filesystem::exists(p)) return AlreadyExists(p + " exists (use --force to overwrite)");
@@ -446,7 +447,7 @@ Status Run(const Args& args) {
   report["signature"] = s.Attested() ? json(OutPath(s, std::string(kReportName) + ".sig")) : json(nullptr);
   report["signature_note"] = s.Attested() ? "report.json.sig: Ed25519 with the report key bound into the attested "
                                             "quote (docs/training.md, \"Signed report\")"
-                                          : "not signed: development mode has no attested report key";
+                                          : "not signed: development mode (keys not from the broker) has no attested report key";
 
   json exported = nullptr;
   if (export_key) {

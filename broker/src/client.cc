@@ -77,7 +77,9 @@ Result<std::unique_ptr<BrokerClient>> BrokerClient::Create(const std::string& ur
   c->http_->set_read_timeout(60, 0);
   c->http_->set_write_timeout(60, 0);
   c->http_->set_tcp_nodelay(true);
-  c->http_->set_keep_alive(true);  // one TLS handshake for a nonce, a quote's release and its renewals
+  // No keep-alive: the broker closes idle connections after keep_alive_s, and httplib 0.11
+  // does not retry a request on a connection the server closed (a POST must not be sent
+  // twice anyway). One TLS handshake per call.
   SSL_CTX* ctx = c->http_->ssl_context();
   if (ctx == nullptr || SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) != 1)
     return Internal("could not restrict the client to TLS 1.3");
