@@ -65,7 +65,8 @@ std::shared_ptr<std::mutex> Service::JobLock(const std::string& job_id) {
 }
 
 Result<audit::RecordedVerdict> Service::AppraiseFor(const HostRecord& host, const NonceRecord& nonce,
-                                                    std::string_view evidence_text, const crypto::Digest256& bound,
+                                                    std::string_view evidence_text,
+                                                    const std::optional<crypto::Digest256>& bound,
                                                     const std::string& job_digest_hex) {
   audit::VerdictInputs in;
   in.actor = options_.actor;
@@ -76,7 +77,7 @@ Result<audit::RecordedVerdict> Service::AppraiseFor(const HostRecord& host, cons
   in.policy = policy_text_;
   in.policy_dir = policy_dir_;
   in.context.nonce = nonce.nonce;
-  in.context.bound_digest = bound;  // what the request says; the quote must carry exactly this
+  in.context.bound_digest = bound;  // what the broker expects; the quote must carry exactly this
   in.context.nonce_issued_at = nonce.issued_at;
   in.context.appraised_at = Now();
   if (!host.clock_state.empty()) {

@@ -215,23 +215,7 @@ Reply Service::Attest(std::string_view body) {
   auto host = store_.GetHost(nonce->host_id);
   if (!host.ok()) return ErrorReply(host.status());
 
-  audit::VerdictInputs in;
-  in.actor = options_.actor;
-  in.host = host->host_id;
-  in.evidence_bundle = std::string(body);
-  in.enrolment_bundle = host->enrolment_bundle;
-  in.policy = policy_text_;
-  in.policy_dir = policy_dir_;
-  in.context.nonce = nonce->nonce;
-  in.context.bound_digest = evidence->bound_digest;
-  in.context.nonce_issued_at = nonce->issued_at;
-  in.context.appraised_at = Now();
-  if (!host->clock_state.empty()) {
-    auto clock = attest::ParseClockState(host->clock_state);
-    if (!clock.ok()) return ErrorReply(Internal("stored clock state of " + host->host_id + ": " + clock.status().message()));
-    in.context.last_clock = *clock;
-  }
-  auto recorded = audit::AppraiseAndRecord(log_, archive_, in);
+  auto recorded = AppraiseFor(*host, *nonce, body, evidence->bound_digest, "");
   if (!recorded.ok()) return ErrorReply(recorded.status());
   if (!recorded->verdict.passed()) {
     std::cerr << "enclave-broker: attestation of " << host->host_id << " failed (audit entry " << recorded->index
@@ -239,10 +223,6 @@ Reply Service::Attest(std::string_view body) {
     json j = json::parse(EncodeError("permission_denied", "attestation refused"));
     j["audit_index"] = recorded->index;
     return JsonReply(403, j);
-  }
-  if (recorded->verdict.clock) {
-    Status s = store_.UpdateClockState(host->host_id, host->clock_state, attest::EncodeClockState(*recorded->verdict.clock));
-    if (!s.ok()) return ErrorReply(s);
   }
   json j{{"verdict", "pass"}, {"host_id", host->host_id}, {"audit_index", recorded->index}};
   j["bound_digest"] = evidence->bound_digest ? json(HexEncode(*evidence->bound_digest)) : json(nullptr);

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -86,7 +87,8 @@ class Service {
   // Appraises `evidence_text` for `host` with `bound` as the expected bound digest,
   // archiving and logging the verdict; updates the host's clock state on a pass.
   Result<audit::RecordedVerdict> AppraiseFor(const HostRecord& host, const NonceRecord& nonce,
-                                             std::string_view evidence_text, const crypto::Digest256& bound,
+                                             std::string_view evidence_text,
+                                             const std::optional<crypto::Digest256>& bound,
                                              const std::string& job_digest_hex);
   // The job's communication key: unwrapped, or made and stored for a new job id.
   Result<crypto::SecretBytes> JobKey(const ReleaseRequest& request, int64_t now);
