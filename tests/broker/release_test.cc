@@ -622,6 +622,70 @@ TEST_F(ReleaseTest, EnclaveTrainAttestsItselfAndSignsItsReport) {
   EXPECT_EQ(BrokerProcess::RunProgram(ENCLAVE_TRAIN_BIN, run, "", &out), 5) << out;
   EXPECT_FALSE(std::filesystem::exists(work_ + "/trained2/report.json"));
 }
+
+// A lease that ends while the trainer trains (here: the job is revoked, so its renewal is
+// refused) stops training: exit 5, no report, no model.
+TEST_F(ReleaseTest, EnclaveTrainStopsWhenItsLeaseEnds) {
+  settings_.before_launch = [this](const std::string& dir) -> Status {
+    RETURN_IF_ERROR(PrepareKeys(dir));
+    // Enough rows that 100 epochs of a wide MLP outlast the first renewal (20 s in) by far:
+    // each epoch is about 25 GFLOP (seconds on one core), 100 epochs minutes.
+    std::string csv = "a,b,c,d,label\n";
+    for (int i = 0; i < 20000; ++i) {
+      const bool yes = i % 2 == 0;
+      csv += std::to_string(i % 97 + (yes ? 50 : 0)) + "," + std::to_string(i % 13) + "," + std::to_string(i % 7) + "," +
+             std::to_string(i % 5) + "," + (yes ? "yes" : "no") + "\n";
+    }
+    testing::WriteText(dir + "/big.csv", csv);
+    ASSIGN_OR_RETURN(crypto::SecretBytes pass, crypto::SecretBytes::CopyFrom(AsBytes(testing::kPassphrase)));
+    ASSIGN_OR_RETURN(crypto::Keystore ks, crypto::Keystore::Unlock(dir + "/tenant.keystore", pass));
+    dataset::SealOptions o;
+    o.csv_path = dir + "/big.csv";
+    o.out_path = dir + "/wdbc.sealed";
+    o.label.column = "label";
+    o.label.positive = "yes";
+    o.dataset_id = "wdbc";
+    return dataset::SealCsv(o, ks).status();
+  };
+  StartBroker();
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_EQ(Activate(UsagePolicyJson(AttestationPolicySha256(), 1, /*lease_s=*/600, /*reattest_s=*/30)).status, 200);
+  const std::string url = "https://127.0.0.1:" + std::to_string(broker_->port());
+  const std::vector<std::string> host = {"--state", work_ + "/long-host", "--tcti", fixture_->tcti()};
+  std::vector<std::string> reg = {"register", "--broker", url, "--ca", broker_->Path("tls.crt")};
+  reg.insert(reg.end(), host.begin(), host.end());
+  std::string out;
+  ASSERT_EQ(BrokerProcess::RunProgram(ENCLAVE_ATTEST_BIN, reg, "", &out), 0) << out;
+  std::string job = JobToml(work_ + "/long", "long-job");
+  job.replace(job.find("epochs = 20"), 11, "epochs = 100");
+  job += "batch_size = 16\n[model]\nhidden = [512, 512]\n";
+  testing::WriteText(work_ + "/long.toml", job);
+  std::vector<std::string> run = {"run", "--job", work_ + "/long.toml", "--event-log=", "--ima-log=", "--device", "cpu"};
+  run.insert(run.end(), host.begin(), host.end());
+  int rc = -1;
+  std::string train_out;
+  const auto start = std::chrono::steady_clock::now();
+  std::thread trainer([&] { rc = BrokerProcess::RunProgram(ENCLAVE_TRAIN_BIN, run, "", &train_out); });
+  // Revoke once the lease exists (the trainer is training by then).
+  bool revoked = false;
+  for (int i = 0; i < 100 && !revoked; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::string leases;
+    if (BrokerProcess::RunBroker({"leases", "--config", broker_->config(), "--json"}, "", &leases) != 0) continue;
+    auto j = nlohmann::json::parse(leases, nullptr, false);
+    if (j.is_object() && j["leases"].size() == 1) {
+      revoked = PostAdmin("/v1/admin/revocations", EncodeRevocationRequest({"job", "long-job", "test"})).status == 200;
+    }
+  }
+  trainer.join();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(revoked);
+  EXPECT_EQ(rc, 5) << train_out;
+  EXPECT_NE(train_out.find("the lease ended during training"), std::string::npos) << train_out;
+  EXPECT_FALSE(std::filesystem::exists(work_ + "/long/report.json"));
+  EXPECT_FALSE(std::filesystem::exists(work_ + "/long/model.sealed"));
+  EXPECT_LT(seconds, 60) << "training did not stop at the first refused renewal (20 s in)";
+}
 #endif
 
 }  // namespace
