@@ -90,7 +90,10 @@ void AttestedJob::Keep() {
       continue;
     }
     lock.unlock();
-    auto renewed = client_->Renew(lease, keys_->recipient(), Quoter());
+    Result<broker::Lease> renewed = [&] {
+      std::lock_guard<std::mutex> client_lock(client_mu_);
+      return client_->Renew(lease, keys_->recipient(), Quoter());
+    }();
     lock.lock();
     if (renewed.ok()) {
       lease_ = *renewed;
@@ -117,22 +120,23 @@ broker::Lease AttestedJob::CurrentLease() const {
   return lease_;
 }
 
-Result<std::string> AttestedJob::SignReport(ByteSpan report_bytes) const {
-  const crypto::Digest256 digest = crypto::Sha256(report_bytes);
-  std::vector<uint8_t> message;
-  const std::string domain = "enclave-train report v1";
-  message.insert(message.end(), domain.begin(), domain.end());
-  message.push_back(0);
-  message.insert(message.end(), digest.begin(), digest.end());
-  ASSIGN_OR_RETURN(auto signature, keys_->SignReport(message));
+Result<std::string> AttestedJob::SignReport(std::string_view report) const {
+  ASSIGN_OR_RETURN(auto signature, keys_->SignReport(broker::ReportSignatureInput(report)));
   return nlohmann::json{{"format", "enclave-train report signature v1"},
-                        {"report_sha256", HexEncode(digest)},
+                        {"report_sha256", HexEncode(crypto::Sha256(AsBytes(report)))},
                         {"report_key", HexEncode(keys_->report_public())},
                         {"lease_id", release_.lease.lease_id},
                         {"job_id", release_.lease.job_id},
                         {"signature", HexEncode(signature)}}
              .dump(2) +
          "\n";
+}
+
+Result<uint64_t> AttestedJob::ReportFinished(const std::string& report) {
+  ASSIGN_OR_RETURN(auto signature, keys_->SignReport(broker::ReportSignatureInput(report)));
+  const broker::Lease lease = CurrentLease();
+  std::lock_guard<std::mutex> client_lock(client_mu_);  // the keeper uses the client too
+  return client_->FinishJob(lease, report, signature);
 }
 
 }  // namespace enclave

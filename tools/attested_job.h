@@ -46,7 +46,9 @@ class AttestedJob {
   broker::Lease CurrentLease() const;
 
   // The detached signature file of a report (docs/training.md, "Signed report").
-  Result<std::string> SignReport(ByteSpan report_bytes) const;
+  Result<std::string> SignReport(std::string_view report) const;
+  // Sends the signed report to the broker, which logs job.finished; its audit index.
+  Result<uint64_t> ReportFinished(const std::string& report);
 
  private:
   AttestedJob() = default;
@@ -62,6 +64,7 @@ class AttestedJob {
   broker::Release release_;
   std::optional<crypto::Keystore> keystore_;
 
+  std::mutex client_mu_;  // one request at a time on client_ and tpm_ (the keeper and the finish)
   mutable std::mutex mu_;
   std::condition_variable wake_;
   bool stopping_ = false;

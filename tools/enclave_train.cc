@@ -481,15 +481,30 @@ Status Run(const Args& args) {
   if (s.attested) {
     // The signature file first, then the report it signs (the report names it).
     const std::string text = report.dump(2) + "\n";
-    ASSIGN_OR_RETURN(std::string sig, s.attested->SignReport(AsBytes(text)));
+    ASSIGN_OR_RETURN(std::string sig, s.attested->SignReport(text));
     ASSIGN_OR_RETURN(AtomicOutputFile sig_out, AtomicOutputFile::Create(path + ".sig", force));
     RETURN_IF_ERROR(sig_out.Write(sig.data(), sig.size()));
     RETURN_IF_ERROR(sig_out.Commit());
   }
 #endif
   RETURN_IF_ERROR(WriteReport(report_out, report));  // last: it names the others
+  json finished = nullptr;
+#ifdef ENCLAVE_HAVE_ATTESTED_MODE
+  if (s.attested) {
+    // The broker logs job.finished from the signed report. The outputs are complete
+    // already, so a broker that cannot be reached now is a warning, not a failure.
+    auto index = s.attested->ReportFinished(report.dump(2) + "\n");
+    if (index.ok()) {
+      finished = *index;
+    } else {
+      std::fprintf(stderr, "enclave-train: WARNING: the broker did not log the finished job: %s\n",
+                   index.status().ToString().c_str());
+    }
+  }
+#endif
   if (args.json()) {
-    EmitLine({{"event", "done"}, {"ok", true}, {"report", path}, {"final", report["final"]},
+    EmitLine({{"event", "done"}, {"ok", true}, {"report", path}, {"job_finished_audit_index", finished},
+              {"final", report["final"]},
               {"parameters_sha256", report["parameters_sha256"]},
               {"model", export_key ? json(model_path) : json(nullptr)},
               {"model_sha256", export_key ? exported["sha256"] : json(nullptr)}});
@@ -506,6 +521,7 @@ Status Run(const Args& args) {
       std::printf("model: not written (no export key)\n");
     }
     std::printf("report: %s\nplot: %s\n", path.c_str(), plot_out.path().c_str());
+    if (!finished.is_null()) std::printf("job.finished logged by the broker: audit entry %s\n", finished.dump().c_str());
   }
   return OkStatus();
 }

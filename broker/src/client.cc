@@ -172,6 +172,17 @@ Result<Lease> BrokerClient::Renew(const Lease& lease, const X25519Public& recipi
   return g.lease;
 }
 
+Result<uint64_t> BrokerClient::FinishJob(const Lease& lease, const std::string& report,
+                                         const std::array<uint8_t, kEd25519SignatureBytes>& signature) {
+  ASSIGN_OR_RETURN(Answer a, Post("/v1/jobs/" + lease.job_id + "/reports",
+                                  EncodeJobReport({lease.lease_id, report, signature})));
+  if (a.status != 200) return StatusFromAnswer(a.status, a.body, "job report");
+  auto j = nlohmann::json::parse(a.body, nullptr, false);
+  if (!j.is_object() || !j.contains("audit_index") || !j["audit_index"].is_number_unsigned())
+    return InvalidInput("job report answer: no audit_index");
+  return j["audit_index"].get<uint64_t>();
+}
+
 Result<RendezvousInfo> BrokerClient::Rendezvous(const Lease& lease, const crypto::SecretBytes& job_key,
                                                 const std::string& address) {
   RendezvousRequest r{lease.lease_id, address, RendezvousProof(job_key, lease.job_id, lease.lease_id, address)};

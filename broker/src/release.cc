@@ -477,6 +477,30 @@ Result<RendezvousInfo> ParseRendezvousInfo(std::string_view body) {
   return info;
 }
 
+Result<JobReport> ParseJobReport(std::string_view body) {
+  ASSIGN_OR_RETURN(json j, ParseObject(body, "job report"));
+  Fields f(j, "job report");
+  RETURN_IF_ERROR(f.Exact({"lease_id", "report", "signature"}));
+  JobReport r;
+  ASSIGN_OR_RETURN(r.lease_id, f.Str("lease_id", 64));
+  if (!IsLowerHexId(r.lease_id)) return f.Bad("lease_id", "must be 32 lowercase hex digits");
+  ASSIGN_OR_RETURN(r.report, f.Str("report", kMaxJobReportBody));
+  ASSIGN_OR_RETURN(r.signature, f.Hex<kEd25519SignatureBytes>("signature"));
+  return r;
+}
+
+std::string EncodeJobReport(const JobReport& r) {
+  return json{{"lease_id", r.lease_id}, {"report", r.report}, {"signature", HexEncode(r.signature)}}.dump(
+      -1, ' ', false, json::error_handler_t::replace);
+}
+
+std::vector<uint8_t> ReportSignatureInput(std::string_view report) {
+  std::vector<uint8_t> m;
+  PutDomain(m, "enclave-train report v1");
+  PutBytes(m, crypto::Sha256(AsBytes(report)));
+  return m;
+}
+
 std::vector<uint8_t> SealTo(const X25519Public& recipient, const crypto::SecretBytes& secret) {
   std::vector<uint8_t> out(secret.size() + crypto_box_SEALBYTES);
   crypto_box_seal(out.data(), secret.ExposeSecret().data(), secret.size(), recipient.data());

@@ -10,6 +10,10 @@
 #include <chrono>
 #include <iostream>
 
+#include <sodium.h>
+
+#include <map>
+
 #include <nlohmann/json.hpp>
 
 #include "enclave/attest/bundle.h"
@@ -240,6 +244,7 @@ Reply Service::Release(std::string_view body) {
   lease.policy_id = r.policy_id;
   lease.policy_sha256 = record->policy_sha256;
   lease.recipient.assign(r.recipient.begin(), r.recipient.end());
+  lease.report_key.assign(r.report_key.begin(), r.report_key.end());
   lease.datasets = r.job.datasets;
   lease.issued_at = now;
   lease.valid_until = now + policy->lease_s;
@@ -348,6 +353,73 @@ Reply Service::Renew(const std::string& lease_id, std::string_view body) {
   if (!index.ok()) return ErrorReply(Unavailable("audit log: " + index.status().ToString()));
   if (Status s = store_.RenewLease(lease_id, reattest_by, now); !s.ok()) return ErrorReply(s);
   return {200, EncodeRenewalGranted({out, *index})};
+}
+
+Reply Service::FinishJob(const std::string& job_id, std::string_view body) {
+  if (Status s = crypto::ValidateObjectId(job_id); !s.ok()) return ErrorReply(InvalidInput("job id: " + s.message()));
+  auto r = ParseJobReport(body);
+  if (!r.ok()) return ErrorReply(r.status());
+  auto lease = store_.GetLease(r->lease_id);
+  if (!lease.ok()) return ErrorReply(lease.status());
+  if (lease->job_id != job_id) return Refused("job report", "lease " + r->lease_id + " is for job " + lease->job_id);
+  if (lease->ended_at)
+    return ErrorReply(FailedPrecondition("lease " + r->lease_id + " was ended (" + lease->end_reason + ")"));
+  if (lease->report_key.size() != kEd25519PublicBytes) return ErrorReply(Internal("stored report key is malformed"));
+  // Signed by the report key the release bound into the attested quote.
+  const std::vector<uint8_t> input = ReportSignatureInput(r->report);
+  if (crypto_sign_verify_detached(r->signature.data(), input.data(), input.size(), lease->report_key.data()) != 0)
+    return Refused("job report", "lease " + r->lease_id + ": the signature is not by the release's report key");
+  auto job = store_.GetJob(job_id);
+  if (!job.ok()) return ErrorReply(job.status());
+  if (!*job) return ErrorReply(Internal("lease " + r->lease_id + " names an unknown job"));
+  // What the entry records comes from the signed report.
+  auto report = json::parse(r->report, nullptr, false);
+  if (!report.is_object()) return ErrorReply(InvalidInput("job report: the report is not a JSON object"));
+  auto str_at = [&](const json& j, std::initializer_list<const char*> path) -> std::string {
+    const json* p = &j;
+    for (const char* k : path) {
+      if (!p->is_object() || !p->contains(k)) return "";
+      p = &(*p)[k];
+    }
+    return p->is_string() ? p->get<std::string>() : "";
+  };
+  if (str_at(report, {"job", "sha256"}) != HexEncode((*job)->job_digest))
+    return ErrorReply(InvalidInput("job report: job.sha256 is not the digest of the job this lease is for"));
+  if (str_at(report, {"lease", "lease_id"}) != r->lease_id)
+    return ErrorReply(InvalidInput("job report: lease.lease_id is not this lease"));
+  std::vector<std::string> dataset_digests;
+  if (report.contains("datasets") && report["datasets"].is_array()) {
+    for (const json& d : report["datasets"]) {
+      const std::string digest = str_at(d, {"sha256"});
+      if (digest.size() != 64) return ErrorReply(InvalidInput("job report: a dataset without its sha256"));
+      dataset_digests.push_back(digest);
+    }
+  }
+  if (dataset_digests.empty()) return ErrorReply(InvalidInput("job report: no dataset digests"));
+  const std::string model_digest = str_at(report, {"model_export", "sha256"});
+  if (model_digest.size() != 64) return ErrorReply(InvalidInput("job report: no exported model digest"));
+  std::map<std::string, double> metrics;
+  if (report.contains("final") && report["final"].is_object()) {
+    for (const char* k : {"val_accuracy", "val_roc_auc", "val_loss", "train_loss"}) {
+      if (report["final"].contains(k) && report["final"][k].is_number()) metrics[k] = report["final"][k].get<double>();
+    }
+  }
+  // Logged, then marked: a failure between the two may log a report twice on retry, never
+  // lose one. The job lock keeps two posts of one report from both logging.
+  std::shared_ptr<std::mutex> job_lock = JobLock(job_id);
+  std::lock_guard<std::mutex> job_guard(*job_lock);
+  auto fresh = store_.GetLease(r->lease_id);
+  if (!fresh.ok()) return ErrorReply(fresh.status());
+  if (fresh->reported_at)
+    return ErrorReply(FailedPrecondition("the report of lease " + r->lease_id + " was already logged"));
+  audit::Event e = audit::JobFinished(options_.actor, HexEncode((*job)->job_digest), lease->host_id, dataset_digests,
+                                      model_digest, metrics, HexEncode(crypto::Sha256(AsBytes(r->report))),
+                                      HexEncode(r->signature));
+  e.fields["outcome"] = "completed";
+  auto index = log_.Append(e);
+  if (!index.ok()) return ErrorReply(Unavailable("audit log: " + index.status().ToString()));
+  if (Status s = store_.MarkReported(r->lease_id, Now()); !s.ok()) return ErrorReply(s);
+  return {200, json{{"audit_index", *index}}.dump()};
 }
 
 Reply Service::AdminRevoke(std::string_view body) {

@@ -87,6 +87,10 @@ size_t BodyLimit(const std::string& path, size_t max_body) {
   if (path.size() > kJobs.size() + kRendezvous.size() && path.size() <= kJobs.size() + 128 + kRendezvous.size() &&
       path.starts_with(kJobs) && path.ends_with(kRendezvous))
     return kMaxRendezvousBody;
+  constexpr std::string_view kReports = "/reports";
+  if (path.size() > kJobs.size() + kReports.size() && path.size() <= kJobs.size() + 128 + kReports.size() &&
+      path.starts_with(kJobs) && path.ends_with(kReports))
+    return kMaxJobReportBody;
   constexpr std::string_view kLeases = "/v1/leases/";
   constexpr std::string_view kRenewals = "/renewals";
   if (path.size() == kLeases.size() + kIdHexChars + kRenewals.size() && path.starts_with(kLeases) &&
@@ -205,6 +209,9 @@ void Server::Routes(const ServerConfig& config, Service& service) {
               [&service](const httplib::Request& req, httplib::Response& res) {
                 Send(res, service.Rendezvous(req.matches[1], req.body));
               });
+  http_->Post(R"(/v1/jobs/([A-Za-z0-9._:-]{1,128})/reports)", [&service](const httplib::Request& req, httplib::Response& res) {
+    Send(res, service.FinishJob(req.matches[1], req.body));
+  });
   // Administration: a bearer token whose SHA-256 the broker holds, compared in constant time.
   const auto admin = config.admin_token_sha256;
   auto authorized = [admin](const httplib::Request& req, httplib::Response& res) {

@@ -197,7 +197,9 @@ CREATE TABLE leases (
   reattest_by INTEGER NOT NULL,
   ended_at INTEGER,
   end_reason TEXT NOT NULL DEFAULT '',
-  address TEXT NOT NULL DEFAULT ''
+  address TEXT NOT NULL DEFAULT '',
+  report_key BLOB NOT NULL,
+  reported_at INTEGER
 ) STRICT;
 CREATE INDEX leases_job ON leases(job_id, rank);
 CREATE INDEX leases_host ON leases(host_id);
@@ -515,7 +517,7 @@ Result<JobRecord> ReadJob(Stmt& s) {
 
 constexpr const char* kLeaseColumns =
     "lease_id, host_id, job_id, rank, policy_id, policy_sha256, recipient, datasets, issued_at, valid_until, "
-    "reattest_by, ended_at, end_reason, address";
+    "reattest_by, ended_at, end_reason, address, report_key, reported_at";
 Result<LeaseRecord> ReadLease(Stmt& s) {
   LeaseRecord l;
   l.lease_id = s.ColText(0);
@@ -537,6 +539,8 @@ Result<LeaseRecord> ReadLease(Stmt& s) {
   if (!s.ColNull(11)) l.ended_at = s.ColInt(11);
   l.end_reason = s.ColText(12);
   l.address = s.ColText(13);
+  l.report_key = s.ColBlob(14);
+  if (!s.ColNull(15)) l.reported_at = s.ColInt(15);
   return l;
 }
 
@@ -597,11 +601,11 @@ Status Store::PutLease(const LeaseRecord& l, int64_t now) {
       return AlreadyExists("rank " + std::to_string(l.rank) + " of job " + l.job_id + " is held by host " + s.ColText(0));
   }
   Stmt s(db_, (std::string("INSERT INTO leases (") + kLeaseColumns +
-               ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, NULL, '', '')")
+               ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, NULL, '', '', ?12, NULL)")
                   .c_str());
   s.Text(1, l.lease_id).Text(2, l.host_id).Text(3, l.job_id).Int(4, l.rank).Text(5, l.policy_id);
   s.Blob(6, l.policy_sha256).Blob(7, l.recipient).Text(8, nlohmann::json(l.datasets).dump());
-  s.Int(9, l.issued_at).Int(10, l.valid_until).Int(11, l.reattest_by);
+  s.Int(9, l.issued_at).Int(10, l.valid_until).Int(11, l.reattest_by).Blob(12, l.report_key);
   RETURN_IF_ERROR(s.Run());
   return txn.Commit();
 }
@@ -667,6 +671,17 @@ Status Store::EndLease(const std::string& lease_id, const std::string& reason, i
   Stmt s(db_, "UPDATE leases SET ended_at = ?1, end_reason = ?2 WHERE lease_id = ?3 AND ended_at IS NULL");
   s.Int(1, now).Text(2, reason).Text(3, lease_id);
   RETURN_IF_ERROR(s.Run());
+  return txn.Commit();
+}
+
+Status Store::MarkReported(const std::string& lease_id, int64_t now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Txn txn(db_);
+  RETURN_IF_ERROR(txn.status());
+  Stmt s(db_, "UPDATE leases SET reported_at = ?1 WHERE lease_id = ?2 AND reported_at IS NULL");
+  s.Int(1, now).Text(2, lease_id);
+  RETURN_IF_ERROR(s.Run());
+  if (sqlite3_changes(db_) != 1) return FailedPrecondition("the report of lease " + lease_id + " was already logged");
   return txn.Commit();
 }
 

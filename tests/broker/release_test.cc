@@ -608,6 +608,26 @@ TEST_F(ReleaseTest, EnclaveTrainAttestsItselfAndSignsItsReport) {
     }
   }
   EXPECT_TRUE(logged);
+  // The broker logged the finished job from the signed report.
+  bool finished = false;
+  for (const auto& e : AuditEntries()) {
+    if (e.event.type != audit::EventType::kJobFinished) continue;
+    finished = true;
+    EXPECT_EQ(e.event.fields["report_digest"], HexEncode(digest));
+    EXPECT_EQ(e.event.fields["report_signature"], sig["signature"]);
+    EXPECT_EQ(e.event.fields["model_digest"], report["model_export"]["sha256"]);
+    EXPECT_EQ(e.event.fields["job_digest"], report["job"]["sha256"]);
+    EXPECT_EQ(e.event.fields["outcome"], "completed");
+  }
+  EXPECT_TRUE(finished);
+  // Once only; and a report not signed by the release's report key is refused.
+  std::array<uint8_t, 64> sig_bytes{};
+  std::copy(signature->begin(), signature->end(), sig_bytes.begin());
+  auto again = broker_->Post("/v1/jobs/train-job/reports", EncodeJobReport({lease_id, report_text, sig_bytes}));
+  EXPECT_EQ(again.status, 409) << again.body;
+  sig_bytes[0] ^= 1;
+  auto forged = broker_->Post("/v1/jobs/train-job/reports", EncodeJobReport({lease_id, report_text, sig_bytes}));
+  EXPECT_EQ(forged.status, 403) << forged.body;
   // The model is sealed to the tenant's export key: the tenant opens it.
   auto pass = crypto::SecretBytes::CopyFrom(AsBytes(testing::kPassphrase));
   auto tenant = crypto::Keystore::Unlock(broker_->Path("tenant.keystore"), *pass);

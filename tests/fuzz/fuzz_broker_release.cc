@@ -1,9 +1,9 @@
 // libFuzzer target: the key-release messages (broker/release.h, docs/protocol.md "POST
 // /v1/releases", "POST /v1/leases/{lease_id}/renewals", "Administration"). The first input
-// byte picks the parser (modulo 8), the rest is the body:
+// byte picks the parser ('0'..'8' as digits, any other byte modulo 9), the rest is the body:
 //   0 ParseReleaseRequest   1 ParseReleaseGranted    2 ParseRenewalRequest
 //   3 ParseRenewalGranted   4 ParseRevocationRequest 5 ParsePolicyActivation
-//   6 ParseRendezvousRequest 7 ParseRendezvousInfo
+//   6 ParseRendezvousRequest 7 ParseRendezvousInfo  8 ParseJobReport
 // Invariants: no crash, leak, out-of-bounds read or uncaught exception; every refusal has
 // a message; whatever parses satisfies the documented ranges, re-encodes with the matching
 // Encode* to a body that parses to an equal value (field by field; for a release request
@@ -263,7 +263,8 @@ void ValidRendezvousInfo(const RendezvousInfo& info) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
-  switch (data[0] % 8) {
+  const unsigned selector = data[0] >= '0' && data[0] <= '8' ? data[0] - '0' : data[0] % 9u;
+  switch (selector) {
     case 0:
       FuzzReleaseRequest(text);
       break;
@@ -292,6 +293,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 7:
       RoundTrip<RendezvousInfo>(text, ParseRendezvousInfo, EncodeRendezvousInfo, SameRendezvousInfo,
                                 ValidRendezvousInfo);
+      break;
+    case 8:
+      RoundTrip<JobReport>(
+          text, ParseJobReport, EncodeJobReport,
+          [](const JobReport& a, const JobReport& b) {
+            return a.lease_id == b.lease_id && a.report == b.report && a.signature == b.signature;
+          },
+          [](const JobReport& r) {
+            Check(IsLowerHex(r.lease_id, 32), "lease_id is not 32 lowercase hex digits");
+            Check(r.report.size() <= kMaxJobReportBody, "a report over the limit");
+          });
       break;
   }
   return 0;

@@ -92,6 +92,10 @@ class BrokerClient {
   Result<Release> RequestRelease(const std::string& host_id, ReleaseRequest request, const ReleaseKeys& keys,
                                  const Quoter& quote);
   Result<Lease> Renew(const Lease& lease, const X25519Public& recipient, const Quoter& quote);
+  // Sends the job's report with its report-key signature; the broker logs job.finished.
+  // The audit index of that entry.
+  Result<uint64_t> FinishJob(const Lease& lease, const std::string& report,
+                             const std::array<uint8_t, kEd25519SignatureBytes>& signature);
   // Publishes this rank's address ("" only reads) and returns who has joined the job.
   Result<RendezvousInfo> Rendezvous(const Lease& lease, const crypto::SecretBytes& job_key,
                                     const std::string& address);

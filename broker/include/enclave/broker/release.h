@@ -152,6 +152,18 @@ struct RendezvousInfo {
 std::string EncodeRendezvousInfo(const RendezvousInfo& info);
 Result<RendezvousInfo> ParseRendezvousInfo(std::string_view body);
 
+// POST /v1/jobs/JOB/reports: the job's signed report, to be logged as job.finished.
+inline constexpr size_t kMaxJobReportBody = 2u << 20;
+struct JobReport {
+  std::string lease_id;
+  std::string report;  // report.json's exact text
+  std::array<uint8_t, kEd25519SignatureBytes> signature{};
+};
+Result<JobReport> ParseJobReport(std::string_view body);
+std::string EncodeJobReport(const JobReport& r);
+// "enclave-train report v1" || 0x00 || SHA-256(report): what the report key signs.
+std::vector<uint8_t> ReportSignatureInput(std::string_view report);
+
 // libsodium sealed boxes (X25519 + XSalsa20-Poly1305, anonymous sender).
 std::vector<uint8_t> SealTo(const X25519Public& recipient, const crypto::SecretBytes& secret);
 // The recipient's key pair; kAuthFailed when the box does not open.

@@ -68,6 +68,7 @@ class Service {
   Reply Release(std::string_view body);                                   // POST /v1/releases
   Reply Renew(const std::string& lease_id, std::string_view body);        // POST /v1/leases/ID/renewals
   Reply Rendezvous(const std::string& job_id, std::string_view body);     // POST /v1/jobs/ID/rendezvous
+  Reply FinishJob(const std::string& job_id, std::string_view body);      // POST /v1/jobs/ID/reports
   // Administration (the server checks the admin token first).
   Reply AdminRevoke(std::string_view body);                               // POST /v1/admin/revocations
   Reply AdminActivatePolicy(std::string_view body);                       // POST /v1/admin/policies

@@ -87,6 +87,8 @@ struct LeaseRecord {
   std::optional<int64_t> ended_at;    // set when revoked or failed re-attestation
   std::string end_reason;
   std::string address;                // rendezvous: where this rank listens ("" until published)
+  std::vector<uint8_t> report_key;    // Ed25519: the job's report signing key bound into the quote
+  std::optional<int64_t> reported_at; // set when the job's signed report was logged
   // Usable at `now`: not ended, and before both deadlines.
   bool ActiveAt(int64_t now) const { return !ended_at && now < valid_until && now < reattest_by; }
 };
@@ -159,6 +161,8 @@ class Store {
   // Moves the re-attestation deadline of an active lease (FailedPrecondition otherwise).
   Status RenewLease(const std::string& lease_id, int64_t reattest_by, int64_t now);
   Status EndLease(const std::string& lease_id, const std::string& reason, int64_t now);
+  // Marks the lease's job report as logged; FailedPrecondition when it already was.
+  Status MarkReported(const std::string& lease_id, int64_t now);
   // Rendezvous: the address an active lease's rank listens on.
   Status SetLeaseAddress(const std::string& lease_id, const std::string& address, int64_t now);
 
