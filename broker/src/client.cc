@@ -3,6 +3,9 @@
 #include <openssl/ssl.h>
 #include <sodium.h>
 
+#include <chrono>
+#include <thread>
+
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
@@ -92,7 +95,19 @@ Result<BrokerClient::Answer> BrokerClient::Post(const std::string& path, const s
                                                 const std::string& bearer) {
   httplib::Headers headers;
   if (!bearer.empty()) headers.emplace("Authorization", "Bearer " + bearer);
+  // A request that could not be connected or written in full cannot have been acted on
+  // (the broker reads the whole Content-Length first), so it is retried, three times in
+  // all with a short backoff: a burst of new connections overflows the broker's listen
+  // backlog. Nothing is retried once the request was sent.
   auto r = http_->Post(path.c_str(), headers, body, "application/json");
+  for (int attempt = 1; attempt < 3 && !r; ++attempt) {
+    const httplib::Error e = r.error();
+    if (e != httplib::Error::Connection && e != httplib::Error::SSLConnection && e != httplib::Error::Write &&
+        e != httplib::Error::ConnectionTimeout)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50 * attempt));
+    r = http_->Post(path.c_str(), headers, body, "application/json");
+  }
   if (!r) {
     std::string why = httplib::to_string(r.error());
     const long verify = http_->get_openssl_verify_result();

@@ -149,19 +149,16 @@ Reply Service::Rendezvous(const std::string& job_id, std::string_view body) {
   if (!r->address.empty()) {
     if (Status s = store_.SetLeaseAddress(r->lease_id, r->address, now); !s.ok()) return ErrorReply(s);
   }
-  auto active = store_.ListLeases(false, now);
+  auto active = store_.ActiveLeasesOfJob(job_id, now);
   if (!active.ok()) return ErrorReply(active.status());
   RendezvousInfo info;
   info.job_id = job_id;
   info.world_size = (*job)->world_size;
   std::vector<bool> ready(info.world_size, false);
   for (const LeaseRecord& l : *active) {
-    if (l.job_id != job_id) continue;
     info.ranks.push_back({l.rank, l.host_id, l.address});
     if (l.rank < info.world_size && !l.address.empty()) ready[l.rank] = true;
   }
-  std::sort(info.ranks.begin(), info.ranks.end(),
-            [](const RendezvousRank& a, const RendezvousRank& b) { return a.rank < b.rank; });
   info.complete = std::all_of(ready.begin(), ready.end(), [](bool b) { return b; });
   return {200, EncodeRendezvousInfo(info)};
 }
@@ -251,10 +248,10 @@ Reply Service::Release(std::string_view body) {
   lease.reattest_by = now + policy->reattest_interval_s;
   // A rank another host holds is refused before anything is logged as released (the job
   // lock keeps this check and PutLease together).
-  auto active = store_.ListLeases(false, now);
+  auto active = store_.ActiveLeasesOfJob(lease.job_id, now);
   if (!active.ok()) return ErrorReply(active.status());
   for (const LeaseRecord& other : *active) {
-    if (other.job_id == lease.job_id && other.rank == lease.rank && other.host_id != lease.host_id)
+    if (other.rank == lease.rank && other.host_id != lease.host_id)
       return refuse(policy_digest, "rank " + std::to_string(r.rank) + " of job " + r.job.job_id + " is held by host " +
                                        other.host_id);
   }

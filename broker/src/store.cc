@@ -636,6 +636,23 @@ Result<std::vector<LeaseRecord>> Store::ListLeases(bool all, int64_t now) {
   return out;
 }
 
+Result<std::vector<LeaseRecord>> Store::ActiveLeasesOfJob(const std::string& job_id, int64_t now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, (std::string("SELECT ") + kLeaseColumns +
+               " FROM leases WHERE job_id = ?1 AND ended_at IS NULL AND valid_until > ?2 AND reattest_by > ?2 "
+               "ORDER BY rank, issued_at")
+                  .c_str());
+  s.Text(1, job_id).Int(2, now);
+  std::vector<LeaseRecord> out;
+  for (;;) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    ASSIGN_OR_RETURN(LeaseRecord l, ReadLease(s));
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
 Result<std::vector<uint32_t>> Store::RanksJoined(const std::string& job_id, int64_t now) {
   std::lock_guard<std::mutex> lock(mu_);
   Stmt s(db_,

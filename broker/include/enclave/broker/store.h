@@ -156,6 +156,8 @@ class Store {
   Result<LeaseRecord> GetLease(const std::string& lease_id);
   // Active leases only unless `all`.
   Result<std::vector<LeaseRecord>> ListLeases(bool all, int64_t now);
+  // The job's active leases, by rank (the (job_id, rank) index).
+  Result<std::vector<LeaseRecord>> ActiveLeasesOfJob(const std::string& job_id, int64_t now);
   // Ranks of the job with an active lease, ascending.
   Result<std::vector<uint32_t>> RanksJoined(const std::string& job_id, int64_t now);
   // Moves the re-attestation deadline of an active lease (FailedPrecondition otherwise).
