@@ -9,6 +9,7 @@
 #include "enclave/attest/bundle.h"
 #include "enclave/common/bytes.h"
 #include "enclave/crypto/hash.h"
+#include "enclave/train/checkpoint.h"
 
 namespace enclave {
 namespace {
@@ -54,6 +55,21 @@ Result<std::unique_ptr<AttestedJob>> AttestedJob::Start(const train::JobSpec& jo
     pending.entry.suite = k.suite;
     pending.dek = std::move(k.dek);  // now only in the keystore, wrapped by its random KEK
     RETURN_IF_ERROR(ks.AddDataKey(pending));
+  }
+  // The job's checkpoint key, derived from the job key: every process that attests for
+  // this job id (a resumed run too) derives the same one; nobody else can.
+  {
+    const crypto::Digest256 digest = job.digest;
+    std::string info = "enclave-train checkpoint key v1";
+    info.push_back('\0');
+    info += job.broker.job_id;
+    crypto::PendingDataKey ckpt;
+    ckpt.entry.dataset_id = train::kCheckpointKeyId;
+    ckpt.entry.suite = crypto::Suite::kAes256Gcm;
+    const crypto::Digest256 id = crypto::Sha256(AsBytes(info));
+    std::copy(id.begin(), id.begin() + 16, ckpt.entry.key_id.begin());
+    ASSIGN_OR_RETURN(ckpt.dek, crypto::HkdfSha256(a->release_.job_key, digest, info, 32));
+    RETURN_IF_ERROR(ks.AddDataKey(ckpt));
   }
   a->keystore_.emplace(std::move(ks));
   a->lease_ = a->release_.lease;

@@ -153,7 +153,7 @@ struct Session {
     return false;
 #endif
   }
-  const crypto::Keystore* Keys() const {
+  crypto::Keystore* Keys() {
 #ifdef ENCLAVE_HAVE_ATTESTED_MODE
     if (attested) return &attested->keystore();
 #endif
@@ -176,10 +176,6 @@ Result<Session> Prepare(const Args& args, bool checkpoints, const std::string& k
   for (const DatasetSpec& d : s.job.datasets) sealed = sealed || d.format == DatasetFormat::kSealed;
   if (!s.job.broker.url.empty() && !args.Has("keystore")) {
 #ifdef ENCLAVE_HAVE_ATTESTED_MODE
-    if (checkpoints) {
-      return FailedPrecondition("checkpoints in the attested mode need a checkpoint key from the broker, which is not "
-                                "built yet: drop [checkpoint] (and --resume), or use --keystore (development mode)");
-    }
     AttestedJob::Options o;
     o.tcti = args.Get("tcti");
     o.state_dir = args.Get("state", "/var/lib/enclave-attest");
@@ -367,7 +363,7 @@ Status Run(const Args& args) {
   std::optional<TrainState> resume;
   std::string resumed_from;
   if (checkpoints) {
-    ASSIGN_OR_RETURN(CheckpointKey k, CheckpointKeyFromKeystore(*s.keystore, true));
+    ASSIGN_OR_RETURN(CheckpointKey k, CheckpointKeyFromKeystore(*s.Keys(), true));
     ckpt_key.emplace(std::move(k));
     std::error_code ec;
     std::filesystem::create_directories(ckpt_dir, ec);
@@ -375,7 +371,7 @@ Status Run(const Args& args) {
   }
   if (args.Has("resume")) {
     ASSIGN_OR_RETURN(resumed_from, LatestCheckpoint(ckpt_dir));
-    ASSIGN_OR_RETURN(TrainState st, ReadCheckpoint(resumed_from, *s.keystore, s.job.digest));
+    ASSIGN_OR_RETURN(TrainState st, ReadCheckpoint(resumed_from, *s.Keys(), s.job.digest));
     resume.emplace(std::move(st));
     std::fprintf(stderr, "enclave-train: resuming from %s (step %llu, epoch %u)\n", resumed_from.c_str(),
                  static_cast<unsigned long long>(resume->step), resume->epoch);
@@ -404,14 +400,14 @@ Status Run(const Args& args) {
   if (s.attested) {
     // The lease is checked after every step: when it ends, training stops and nothing is written.
     AttestedJob* a = s.attested.get();
-    cb.should_stop = [a](uint64_t) { return !a->LeaseHeld(); };
+    cb.should_stop = [a, stop_after](uint64_t step) { return !a->LeaseHeld() || step == stop_after; };
   }
 #endif
   ASSIGN_OR_RETURN(TrainResult r, Train(*s.backend, s.job, s.data, split, cb, resume ? &*resume : nullptr));
 #ifdef ENCLAVE_HAVE_ATTESTED_MODE
-  if (s.attested && (r.stopped || !s.attested->LeaseHeld())) {
+  if (s.attested && !s.attested->LeaseHeld()) {
     return PermissionDenied("the lease ended during training (" + s.attested->LeaseEndReason() +
-                            "): training stopped, nothing written, keys wiped");
+                            "): training stopped, no report or model written, keys wiped");
   }
 #endif
   if (r.stopped) {

@@ -643,6 +643,53 @@ TEST_F(ReleaseTest, EnclaveTrainAttestsItselfAndSignsItsReport) {
   EXPECT_FALSE(std::filesystem::exists(work_ + "/trained2/report.json"));
 }
 
+// Checkpoints in the attested mode: sealed under a key derived from the job key, so a
+// resumed run (a new process, a new release for the same job id) reads them and ends with
+// the model an uninterrupted run makes.
+TEST_F(ReleaseTest, EnclaveTrainResumesAnAttestedJobFromItsCheckpoint) {
+  settings_.before_launch = [this](const std::string& dir) -> Status {
+    RETURN_IF_ERROR(PrepareKeys(dir));
+    return SealSample(dir).status();
+  };
+  StartBroker();
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_EQ(Activate(UsagePolicyJson(AttestationPolicySha256(), 1)).status, 200);
+  const std::string url = "https://127.0.0.1:" + std::to_string(broker_->port());
+  const std::vector<std::string> host = {"--state", work_ + "/ckpt-host", "--tcti", fixture_->tcti()};
+  std::vector<std::string> reg = {"register", "--broker", url, "--ca", broker_->Path("tls.crt")};
+  reg.insert(reg.end(), host.begin(), host.end());
+  std::string out;
+  ASSERT_EQ(BrokerProcess::RunProgram(ENCLAVE_ATTEST_BIN, reg, "", &out), 0) << out;
+  auto train = [&](const std::string& name, std::vector<std::string> extra) {
+    testing::WriteText(work_ + "/" + name + ".toml",
+                       JobToml(work_ + "/" + name, name) + "batch_size = 8\n[checkpoint]\nevery_steps = 5\n");
+    std::vector<std::string> run = {"run", "--job", work_ + "/" + name + ".toml", "--event-log=", "--ima-log=",
+                                    "--device", "cpu"};
+    run.insert(run.end(), host.begin(), host.end());
+    run.insert(run.end(), extra.begin(), extra.end());
+    return BrokerProcess::RunProgram(ENCLAVE_TRAIN_BIN, run, "", &out);
+  };
+  ASSERT_EQ(train("whole", {}), 0) << out;
+  ASSERT_EQ(train("split", {"--stop-after-step", "7"}), 0) << out;
+  EXPECT_FALSE(std::filesystem::exists(work_ + "/split/report.json"));
+  ASSERT_EQ(train("split", {"--resume"}), 0) << out;
+  auto whole = nlohmann::json::parse(testing::ReadText(work_ + "/whole/report.json"), nullptr, false);
+  auto split = nlohmann::json::parse(testing::ReadText(work_ + "/split/report.json"), nullptr, false);
+  ASSERT_TRUE(whole.is_object() && split.is_object());
+  EXPECT_EQ(split["mode"], "attested");
+  EXPECT_FALSE(split["resumed_from"].is_null());
+  EXPECT_EQ(split["parameters_sha256"], whole["parameters_sha256"]);
+  // Another job's process refuses them (exit 5: written for another job digest; its job
+  // key, and so its checkpoint key, differ too).
+  std::error_code ec;
+  std::filesystem::create_directories(work_ + "/other", ec);
+  std::filesystem::copy(work_ + "/split/checkpoints", work_ + "/other/checkpoints",
+                        std::filesystem::copy_options::recursive, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(train("other", {"--resume"}), 5) << out;
+  EXPECT_FALSE(std::filesystem::exists(work_ + "/other/report.json"));
+}
+
 // A lease that ends while the trainer trains (here: the job is revoked, so its renewal is
 // refused) stops training: exit 5, no report, no model.
 TEST_F(ReleaseTest, EnclaveTrainStopsWhenItsLeaseEnds) {
