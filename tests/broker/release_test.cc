@@ -87,6 +87,24 @@ class ReleaseTest : public EnrolAttestTest {
            "\"\n[training]\nepochs = 20\nvalidation_fraction = 0.25\n";
   }
 
+#ifdef ENCLAVE_ATTEST_BIN
+  // Starts the broker, activates the test policy and registers a host whose state is in
+  // WORK/`state_name` with `enclave-attest register`; *host gets the host flags
+  // (--state, --tcti) that enclave-attest and enclave-train take.
+  void StartAndRegister(const std::string& state_name, std::vector<std::string>* host, int lease_s = 600,
+                        int reattest_s = 60) {
+    StartBroker();
+    ASSERT_FALSE(HasFatalFailure());
+    ASSERT_EQ(Activate(UsagePolicyJson(AttestationPolicySha256(), 1, lease_s, reattest_s)).status, 200);
+    *host = {"--state", work_ + "/" + state_name, "--tcti", fixture_->tcti()};
+    std::vector<std::string> reg = {"register", "--broker", "https://127.0.0.1:" + std::to_string(broker_->port()),
+                                    "--ca", broker_->Path("tls.crt")};
+    reg.insert(reg.end(), host->begin(), host->end());
+    std::string out;
+    ASSERT_EQ(BrokerProcess::RunProgram(ENCLAVE_ATTEST_BIN, reg, "", &out), 0) << out;
+  }
+#endif
+
   std::string AttestationPolicySha256() {
     return HexEncode(crypto::Sha256(AsBytes(testing::ReadText(broker_->Path("policy.json")))));
   }
@@ -560,15 +578,9 @@ TEST_F(ReleaseTest, EnclaveTrainAttestsItselfAndSignsItsReport) {
     RETURN_IF_ERROR(PrepareKeys(dir));
     return SealSample(dir).status();
   };
-  StartBroker();
-  ASSERT_FALSE(HasFatalFailure());
-  ASSERT_EQ(Activate(UsagePolicyJson(AttestationPolicySha256(), 1)).status, 200);
-  const std::string url = "https://127.0.0.1:" + std::to_string(broker_->port());
-  const std::vector<std::string> host = {"--state", work_ + "/train-host", "--tcti", fixture_->tcti()};
-  std::vector<std::string> reg = {"register", "--broker", url, "--ca", broker_->Path("tls.crt")};
-  reg.insert(reg.end(), host.begin(), host.end());
+  std::vector<std::string> host;
+  ASSERT_NO_FATAL_FAILURE(StartAndRegister("train-host", &host));
   std::string out;
-  ASSERT_EQ(BrokerProcess::RunProgram(ENCLAVE_ATTEST_BIN, reg, "", &out), 0) << out;
   testing::WriteText(work_ + "/job.toml", JobToml(work_ + "/trained", "train-job"));
   std::vector<std::string> run = {"run", "--job", work_ + "/job.toml", "--event-log=", "--ima-log=", "--json"};
   run.insert(run.end(), host.begin(), host.end());
@@ -651,15 +663,9 @@ TEST_F(ReleaseTest, EnclaveTrainResumesAnAttestedJobFromItsCheckpoint) {
     RETURN_IF_ERROR(PrepareKeys(dir));
     return SealSample(dir).status();
   };
-  StartBroker();
-  ASSERT_FALSE(HasFatalFailure());
-  ASSERT_EQ(Activate(UsagePolicyJson(AttestationPolicySha256(), 1)).status, 200);
-  const std::string url = "https://127.0.0.1:" + std::to_string(broker_->port());
-  const std::vector<std::string> host = {"--state", work_ + "/ckpt-host", "--tcti", fixture_->tcti()};
-  std::vector<std::string> reg = {"register", "--broker", url, "--ca", broker_->Path("tls.crt")};
-  reg.insert(reg.end(), host.begin(), host.end());
+  std::vector<std::string> host;
+  ASSERT_NO_FATAL_FAILURE(StartAndRegister("ckpt-host", &host));
   std::string out;
-  ASSERT_EQ(BrokerProcess::RunProgram(ENCLAVE_ATTEST_BIN, reg, "", &out), 0) << out;
   auto train = [&](const std::string& name, std::vector<std::string> extra) {
     testing::WriteText(work_ + "/" + name + ".toml",
                        JobToml(work_ + "/" + name, name) + "batch_size = 8\n[checkpoint]\nevery_steps = 5\n");
@@ -714,15 +720,9 @@ TEST_F(ReleaseTest, EnclaveTrainStopsWhenItsLeaseEnds) {
     o.dataset_id = "wdbc";
     return dataset::SealCsv(o, ks).status();
   };
-  StartBroker();
-  ASSERT_FALSE(HasFatalFailure());
-  ASSERT_EQ(Activate(UsagePolicyJson(AttestationPolicySha256(), 1, /*lease_s=*/600, /*reattest_s=*/30)).status, 200);
-  const std::string url = "https://127.0.0.1:" + std::to_string(broker_->port());
-  const std::vector<std::string> host = {"--state", work_ + "/long-host", "--tcti", fixture_->tcti()};
-  std::vector<std::string> reg = {"register", "--broker", url, "--ca", broker_->Path("tls.crt")};
-  reg.insert(reg.end(), host.begin(), host.end());
+  std::vector<std::string> host;
+  ASSERT_NO_FATAL_FAILURE(StartAndRegister("long-host", &host, /*lease_s=*/600, /*reattest_s=*/30));
   std::string out;
-  ASSERT_EQ(BrokerProcess::RunProgram(ENCLAVE_ATTEST_BIN, reg, "", &out), 0) << out;
   std::string job = JobToml(work_ + "/long", "long-job");
   job.replace(job.find("epochs = 20"), 11, "epochs = 100");
   job += "batch_size = 16\n[model]\nhidden = [512, 512]\n";
