@@ -35,6 +35,7 @@
 #ifdef ENCLAVE_HAVE_ATTESTED_MODE
 #include "attested_job.h"
 #endif
+#include "distributed.h"
 
 namespace enclave {
 namespace {
@@ -61,6 +62,11 @@ const FlagSpec kState{"state", "DIR", "attested mode: the host state of enclave-
                                       "/var/lib/enclave-attest)"};
 const FlagSpec kEventLog{"event-log", "PATH", "attested mode: boot event log to send (default: the kernel's; "
                                               "--event-log= sends none)"};
+const FlagSpec kWorldSize{"world-size", "N", "data-parallel training over N ranks (CPU backend; default 1)"};
+const FlagSpec kRank{"rank", "R", "this process's rank, 0..N-1 (rank 0 writes the report and model)"};
+const FlagSpec kRendezvous{"rendezvous", "DIR", "static rendezvous: a directory every rank reads and writes (listen "
+                                                "handles only: routing, not secrets)"};
+const FlagSpec kPeerTimeout{"peer-timeout", "SEC", "a rank silent this long fails the run (default 120)"};
 const FlagSpec kImaLog{"ima-log", "PATH", "attested mode: IMA log to send (default: the kernel's; --ima-log= sends none)"};
 
 constexpr const char* kDevWarning =
@@ -162,7 +168,8 @@ struct Session {
 };
 
 // `checkpoints`: the run writes or reads checkpoints, whose key is in the keystore.
-Result<Session> Prepare(const Args& args, bool checkpoints, const std::string& kind) {
+Result<Session> Prepare(const Args& args, bool checkpoints, const std::string& kind, uint32_t rank = 0,
+                        uint32_t world_size = 1) {
   Session s;
   ASSIGN_OR_RETURN(s.job, LoadJob(args.Get("job")));
   if (args.Has("device")) {
@@ -182,6 +189,8 @@ Result<Session> Prepare(const Args& args, bool checkpoints, const std::string& k
     if (args.Has("event-log")) o.logs.event_log = args.Get("event-log");
     if (args.Has("ima-log")) o.logs.ima_log = args.Get("ima-log");
     o.release.kind = kind;
+    o.release.rank = rank;
+    o.release.world_size = world_size;
     auto attested = AttestedJob::Start(s.job, o);
     if (!attested.ok()) return attested.status().Annotate("attested key release from " + s.job.broker.url);
     s.attested = std::move(attested).value();
@@ -202,7 +211,11 @@ Result<Session> Prepare(const Args& args, bool checkpoints, const std::string& k
     return FailedPrecondition(
         "checkpoints are encrypted with a key from the keystore: without a key broker, give --keystore (development mode)");
   }
-  if (sealed || checkpoints) {
+  if (world_size > 1 && !args.Has("keystore")) {
+    return FailedPrecondition("a distributed run needs a job communication key: without a key broker, give --keystore "
+                              "(development mode: every rank derives it from the tenant keystore)");
+  }
+  if (sealed || checkpoints || world_size > 1) {
     if (!args.Has("keystore")) {
       return FailedPrecondition("the job reads sealed datasets: without a key broker, give --keystore (development mode)");
     }
@@ -211,7 +224,7 @@ Result<Session> Prepare(const Args& args, bool checkpoints, const std::string& k
     s.keystore.emplace(std::move(ks));
     s.key_source = "local keystore " + args.Get("keystore") + " (development mode, no broker)";
     std::fprintf(stderr, "enclave-train: WARNING: %s keys from the local keystore %s, not from an attested broker\n",
-                 sealed ? "data" : "checkpoint", args.Get("keystore").c_str());
+                 sealed ? "data" : checkpoints ? "checkpoint" : "communication", args.Get("keystore").c_str());
   }
   if (!sealed) {
     if (!s.keystore) s.key_source = "none: clear CSV input (development mode)";
@@ -309,25 +322,57 @@ Result<double> AllRowsAccuracy(Backend& backend, const ModelFile& model, const L
 Status Run(const Args& args) {
   ASSIGN_OR_RETURN(uint64_t stop_after, args.GetU64("stop-after-step", 0));
   if (args.Has("stop-after-step") && stop_after == 0) return InvalidInput("--stop-after-step must be at least 1");
+  ASSIGN_OR_RETURN(DistributedOptions dist, DistributedFromArgs(args));
+  // In a distributed run rank 0 writes the report, plot and model; the other ranks only
+  // their checkpoints (beside rank 0's, under their own directory names).
+  const bool writes_outputs = dist.rank == 0;
   ASSIGN_OR_RETURN(JobSpec peek, LoadJob(args.Get("job")));
   const bool checkpoints = peek.checkpoint.every_steps > 0 || args.Has("resume") || stop_after > 0;
   // Attested mode: before any key is asked for (a run that could not write its report
   // would waste a release and its audit entries).
-  if (!peek.broker.url.empty() && !args.Has("keystore") && !args.Has("force")) {
+  if (writes_outputs && !peek.broker.url.empty() && !args.Has("keystore") && !args.Has("force")) {
     for (const char* name : {kReportName, kPlotName}) {
       const std::string p = (std::filesystem::path(peek.output_dir) / name).string();
       if (std::filesystem::exists(p)) return AlreadyExists(p + " exists (use --force to overwrite)");
     }
   }
-  ASSIGN_OR_RETURN(Session s, Prepare(args, checkpoints, "train"));
+  ASSIGN_OR_RETURN(Session s, Prepare(args, checkpoints, "train", dist.rank, dist.world_size));
   const bool force = args.Has("force");
+
+  // The other ranks, before anything is written: every rank proves the job key to its
+  // neighbours (the attested mode: the key the broker released to this rank's process).
+  std::unique_ptr<RingCollective> ring;
+  if (dist.distributed()) {
+    if (std::string(s.backend->kind()) != "cpu") {
+      return Unsupported("distributed training on the GPU backend (NCCL over the plugin) is not built yet: use --device cpu");
+    }
+    crypto::SecretBytes job_key;
+#ifdef ENCLAVE_HAVE_ATTESTED_MODE
+    if (s.attested) {
+      ASSIGN_OR_RETURN(job_key, s.attested->release().job_key.Clone());
+    }
+#endif
+    if (job_key.empty()) {
+      if (!s.keystore) {
+        return FailedPrecondition("a distributed run needs a job communication key: from the broker (attested mode) "
+                                  "or, in development mode, from --keystore");
+      }
+      ASSIGN_OR_RETURN(job_key, DevelopmentJobKey(*s.keystore, s.job));
+    }
+    auto joined = RingCollective::Join(s.job, job_key, dist);
+    if (!joined.ok()) return joined.status().Annotate("joining the ring of " + std::to_string(dist.world_size) + " ranks");
+    ring = std::move(joined).value();
+    std::fprintf(stderr, "enclave-train: rank %u of %u: ring connected (encrypted, job key verified by both neighbours)\n",
+                 dist.rank, dist.world_size);
+  }
 
   // The export key first: a job that cannot deliver its model should not train. In the
   // attested mode it is the one the broker sent (the policy allows no other output).
   std::string key_path = args.Has("export-key") ? args.Get("export-key") : s.job.export_key;
   std::optional<crypto::ExportPublicKey> export_key;
 #ifdef ENCLAVE_HAVE_ATTESTED_MODE
-  if (s.attested) {
+  if (!writes_outputs) {
+  } else if (s.attested) {
     const crypto::ExportPublicKey& from_broker = s.attested->release().export_key;
     if (!key_path.empty()) {
       ASSIGN_OR_RETURN(crypto::ExportPublicKey named, crypto::ReadExportPublicKey(key_path));
@@ -338,7 +383,7 @@ Status Run(const Args& args) {
     key_path = "(from the broker)";
   }
 #endif
-  if (export_key) {
+  if (export_key || !writes_outputs) {
   } else if (!key_path.empty()) {
     Result<crypto::ExportPublicKey> k = crypto::ReadExportPublicKey(key_path);
     if (!k.ok()) return k.status().Annotate("export key " + key_path);
@@ -348,17 +393,24 @@ Status Run(const Args& args) {
                          "model will not be written\n");
   }
   // Every output is checked before training starts; each appears only when complete.
-  ASSIGN_OR_RETURN(AtomicOutputFile report_out, OpenReport(s, kReportName, force));
-  ASSIGN_OR_RETURN(AtomicOutputFile plot_out, AtomicOutputFile::Create(OutPath(s, kPlotName), force));
+  std::optional<AtomicOutputFile> report_out, plot_out;
   const std::string model_path = OutPath(s, kModelName);
-  if (export_key && !force && std::filesystem::exists(model_path)) {
-    return AlreadyExists(model_path + " exists (use --force to overwrite)");
-  }
-  if (s.Attested() && !force && std::filesystem::exists(report_out.path() + ".sig")) {
-    return AlreadyExists(report_out.path() + ".sig exists (use --force to overwrite)");
+  if (writes_outputs) {
+    ASSIGN_OR_RETURN(AtomicOutputFile r, OpenReport(s, kReportName, force));
+    report_out.emplace(std::move(r));
+    ASSIGN_OR_RETURN(AtomicOutputFile p, AtomicOutputFile::Create(OutPath(s, kPlotName), force));
+    plot_out.emplace(std::move(p));
+    if (export_key && !force && std::filesystem::exists(model_path)) {
+      return AlreadyExists(model_path + " exists (use --force to overwrite)");
+    }
+    if (s.Attested() && !force && std::filesystem::exists(report_out->path() + ".sig")) {
+      return AlreadyExists(report_out->path() + ".sig exists (use --force to overwrite)");
+    }
   }
 
-  const std::string ckpt_dir = OutPath(s, kCheckpointDirName);
+  const std::string ckpt_dir =
+      OutPath(s, dist.rank == 0 ? std::string(kCheckpointDirName)
+                                : std::string(kCheckpointDirName) + "-rank-" + std::to_string(dist.rank));
   std::optional<CheckpointKey> ckpt_key;
   std::optional<TrainState> resume;
   std::string resumed_from;
@@ -403,7 +455,7 @@ Status Run(const Args& args) {
     cb.should_stop = [a, stop_after](uint64_t step) { return !a->LeaseHeld() || step == stop_after; };
   }
 #endif
-  ASSIGN_OR_RETURN(TrainResult r, Train(*s.backend, s.job, s.data, split, cb, resume ? &*resume : nullptr));
+  ASSIGN_OR_RETURN(TrainResult r, Train(*s.backend, s.job, s.data, split, cb, resume ? &*resume : nullptr, ring.get()));
 #ifdef ENCLAVE_HAVE_ATTESTED_MODE
   if (s.attested && !s.attested->LeaseHeld()) {
     return PermissionDenied("the lease ended during training (" + s.attested->LeaseEndReason() +
@@ -420,6 +472,21 @@ Status Run(const Args& args) {
     }
     return OkStatus();
   }
+  if (!writes_outputs) {
+    // Rank 0 holds the same parameters (the all-reduce hands every rank the same bits)
+    // and writes the outputs; this rank reports what it trained.
+    const EpochMetrics& f = r.epochs.back();
+    if (args.json()) {
+      EmitLine({{"event", "done"}, {"ok", true}, {"rank", dist.rank}, {"world_size", dist.world_size},
+                {"final", EpochJson(f, s.job.metrics)}, {"parameters_sha256", ParamsDigest(r.params)},
+                {"ring_bytes_sent", ring->bytes_sent()}});
+    } else {
+      std::printf("rank %u of %u: trained %s for %u epochs, validation accuracy %.4f\nparameters sha256 %s\n",
+                  dist.rank, dist.world_size, s.job.name.c_str(), s.job.epochs, f.val_accuracy,
+                  ParamsDigest(r.params).c_str());
+    }
+    return OkStatus();
+  }
 
   ASSIGN_OR_RETURN(ModelFile model, MakeModelFile(r.shape, s.data.schema, r.mean, r.inv_std, r.params));
   ASSIGN_OR_RETURN(double all_rows_accuracy, AllRowsAccuracy(*s.backend, model, s.data));
@@ -428,6 +495,12 @@ Status Run(const Args& args) {
   report["train_rows"] = r.train_rows;
   report["val_rows"] = r.val_rows;
   report["steps"] = r.steps;
+  report["distributed"] = dist.distributed()
+                              ? json{{"world_size", dist.world_size},
+                                     {"rank", dist.rank},
+                                     {"all_reduce", "ring over libnccl-net-enclave (AES-256-GCM records)"},
+                                     {"ring_bytes_sent", ring->bytes_sent()}}
+                              : json(nullptr);
   json epochs = json::array();
   for (const EpochMetrics& m : r.epochs) epochs.push_back(EpochJson(m, s.job.metrics));
   report["epochs"] = epochs;
@@ -439,7 +512,7 @@ Status Run(const Args& args) {
                            {"written", written}};
   report["resumed_from"] = resume ? json{{"file", resumed_from}, {"step", r.resumed_step}, {"epoch", r.resumed_epoch}}
                                   : json(nullptr);
-  report["plot"] = plot_out.path();
+  report["plot"] = plot_out->path();
   report["signature"] = s.Attested() ? json(OutPath(s, std::string(kReportName) + ".sig")) : json(nullptr);
   report["signature_note"] = s.Attested() ? "report.json.sig: Ed25519 with the report key bound into the attested "
                                             "quote (docs/training.md, \"Signed report\")"
@@ -470,9 +543,9 @@ Status Run(const Args& args) {
   report["model_export"] = exported;
 
   const std::string svg = TrainingCurveSvg(r.epochs, s.job.metrics, s.job.name.empty() ? "training" : s.job.name);
-  RETURN_IF_ERROR(plot_out.Write(svg.data(), svg.size()));
-  RETURN_IF_ERROR(plot_out.Commit());
-  const std::string path = report_out.path();
+  RETURN_IF_ERROR(plot_out->Write(svg.data(), svg.size()));
+  RETURN_IF_ERROR(plot_out->Commit());
+  const std::string path = report_out->path();
 #ifdef ENCLAVE_HAVE_ATTESTED_MODE
   if (s.attested) {
     // The signature file first, then the report it signs (the report names it).
@@ -483,7 +556,7 @@ Status Run(const Args& args) {
     RETURN_IF_ERROR(sig_out.Commit());
   }
 #endif
-  RETURN_IF_ERROR(WriteReport(report_out, report));  // last: it names the others
+  RETURN_IF_ERROR(WriteReport(*report_out, report));  // last: it names the others
   json finished = nullptr;
 #ifdef ENCLAVE_HAVE_ATTESTED_MODE
   if (s.attested) {
@@ -516,7 +589,7 @@ Status Run(const Args& args) {
     } else {
       std::printf("model: not written (no export key)\n");
     }
-    std::printf("report: %s\nplot: %s\n", path.c_str(), plot_out.path().c_str());
+    std::printf("report: %s\nplot: %s\n", path.c_str(), plot_out->path().c_str());
     if (!finished.is_null()) std::printf("job.finished logged by the broker: audit entry %s\n", finished.dump().c_str());
   }
   return OkStatus();
@@ -668,7 +741,7 @@ int main(int argc, char** argv) {
   p.verbs = {
       {"run", "train the job's model with a stratified validation split; the model leaves sealed to the export key",
        "", 0, {kJob, kKeystore, pass, kExportKey, kDevice, kResume, kStopAfter, kForce, kTcti, kState, kEventLog, kImaLog,
-               kJson}, Run},
+               kWorldSize, kRank, kRendezvous, kPeerTimeout, kJson}, Run},
       {"cv", "stratified k-fold cross-validation of the job (shuffled, seeded)", "", 0,
        {kJob, {"folds", "K", "number of folds (default 5)"}, kKeystore, pass, kDevice, kForce, kTcti, kState, kEventLog,
         kImaLog, kJson}, Cv},

@@ -103,7 +103,7 @@ Status CheckResumable(const TrainState& st, const JobSpec& job, const ModelShape
 }  // namespace
 
 Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData& data, const Split& split,
-                          const TrainCallbacks& callbacks, const TrainState* resume) {
+                          const TrainCallbacks& callbacks, const TrainState* resume, Collective* collective) {
   const size_t F = data.features;
   const size_t ntr = split.train.size(), nva = split.val.size();
   if (ntr == 0) return InvalidInput("no training rows");
@@ -166,6 +166,13 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
   sched.warmup_steps = static_cast<long>(job.schedule.warmup_epochs * steps_per_epoch);
   sched.total_steps = static_cast<long>(job.epochs * steps_per_epoch);
 
+  const size_t world = collective != nullptr ? static_cast<size_t>(collective->world_size()) : 1;
+  const size_t rank = collective != nullptr ? static_cast<size_t>(collective->rank()) : 0;
+  // Distributed: the step's gradients and one stop vote travel in one host buffer.
+  LockedArray<float> exchange;
+  if (world > 1) {
+    ASSIGN_OR_RETURN(exchange, LockedArray<float>::Create(P + 1));
+  }
   ASSIGN_OR_RETURN(OwnedBuffer xb, AllocOwned(backend, batch * F));
   ASSIGN_OR_RETURN(OwnedBuffer yb, AllocOwned(backend, batch));
   ASSIGN_OR_RETURN(LockedArray<uint32_t> order, LockedArray<uint32_t>::Create(ntr));
@@ -243,17 +250,30 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
     float lr = 0;
     for (uint64_t b = resuming ? first_batch : 0; b < steps_per_epoch; ++b) {
       const size_t off = b * batch, n = std::min(batch, ntr - off);
-      RETURN_IF_ERROR(backend.GatherRows(xtr, F, order.data() + off, n, xb));
-      RETURN_IF_ERROR(backend.GatherRows(ytr, 1, order.data() + off, n, yb));
-      RETURN_IF_ERROR(model.Forward(xb, n).status());
+      // This rank's share of the global batch (all of it in a single process).
+      const size_t lo = off + ShardBegin(n, rank, world), mine = off + ShardBegin(n, rank + 1, world) - lo;
       double part = 0;
-      RETURN_IF_ERROR(model.Backward(xb, yb.get().Slice(0, n), n, &part));
+      if (mine > 0) {
+        RETURN_IF_ERROR(backend.GatherRows(xtr, F, order.data() + lo, mine, xb));
+        RETURN_IF_ERROR(backend.GatherRows(ytr, 1, order.data() + lo, mine, yb));
+        RETURN_IF_ERROR(model.Forward(xb, mine).status());
+        RETURN_IF_ERROR(model.Backward(xb, yb.get().Slice(0, mine), mine, &part, n));
+      } else {
+        RETURN_IF_ERROR(backend.Fill(model.grads(), 0.0f));
+      }
       loss_sum += part;
+      bool stop = callbacks.should_stop && callbacks.should_stop(step + 1);
+      if (world > 1) {
+        RETURN_IF_ERROR(backend.Download(exchange.data(), model.grads(), P));
+        exchange[P] = stop ? 1.0f : 0.0f;
+        RETURN_IF_ERROR(collective->AllReduceSum(exchange.data(), P + 1).Annotate("step " + std::to_string(step + 1)));
+        RETURN_IF_ERROR(backend.Upload(model.grads(), exchange.data(), P));
+        stop = exchange[P] > 0.0f;
+      }
       lr = kernels::ScheduledLr(sched, static_cast<long>(step));
       ++step;  // 1-based in Step (Adam's bias correction)
       RETURN_IF_ERROR(Step(backend, job.optimizer, shape, model, opt, lr, step));
       if (callbacks.on_step) callbacks.on_step(b + 1, steps_per_epoch);
-      const bool stop = callbacks.should_stop && callbacks.should_stop(step);
       const bool due = callbacks.checkpoint_every > 0 && step % callbacks.checkpoint_every == 0;
       if (callbacks.on_checkpoint && (due || stop)) {
         ASSIGN_OR_RETURN(TrainState st, capture(epoch, b + 1, loss_sum));
@@ -271,6 +291,7 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
     EpochMetrics m;
     m.epoch = epoch;
     m.lr = lr;
+    if (world > 1) RETURN_IF_ERROR(collective->AllReduceSum(&loss_sum, 1).Annotate("epoch " + std::to_string(epoch)));
     m.train_loss = loss_sum / static_cast<double>(ntr);
     if (!std::isfinite(m.train_loss)) {
       return InvalidInput("training diverged at epoch " + std::to_string(epoch) + " (loss is not finite): lower optimizer.lr");

@@ -41,8 +41,10 @@ class Mlp {
 
   // Logits of `rows` rows of x (rows x inputs); the returned view is valid until the next call.
   Result<Buffer> Forward(Buffer x, size_t rows);
-  // After Forward on the same x: grads = d(mean loss)/d(params); *loss_sum = summed row losses.
-  Status Backward(Buffer x, Buffer labels, size_t rows, double* loss_sum);
+  // After Forward on the same x: grads = d(sum of row losses / mean_over)/d(params), where
+  // mean_over is `rows` unless given (a rank's share of a larger global batch: the ranks'
+  // gradients then sum to the global batch's); *loss_sum = summed row losses.
+  Status Backward(Buffer x, Buffer labels, size_t rows, double* loss_sum, size_t mean_over = 0);
 
   // Parameters to the host, in the layout above.
   Result<LockedArray<float>> DownloadParams() const;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "enclave/train/backend.h"
+#include "enclave/train/collective.h"
 #include "enclave/train/data.h"
 #include "enclave/train/job.h"
 #include "enclave/train/locked.h"
@@ -57,8 +58,10 @@ struct TrainCallbacks {
   // error stops training with it.
   uint64_t checkpoint_every = 0;
   std::function<Status(const TrainState&)> on_checkpoint;
-  // Asked after every step (with the 1-based step number); true stops training there,
-  // after a final on_checkpoint (TrainResult::stopped). For interruption and its tests.
+  // Asked at every step (with its 1-based number); true stops training after that step,
+  // with a final on_checkpoint (TrainResult::stopped). For interruption and its tests. In a
+  // distributed run the ranks vote with the step's gradients: one rank's stop stops all
+  // after the same step.
   std::function<bool(uint64_t)> should_stop;
 };
 
@@ -78,8 +81,15 @@ struct TrainResult {
 // epoch. With `resume`, continues from that state (which must belong to this job, data and
 // split: shape, rows and standardization are checked) and ends bit-identical to a run that
 // was never interrupted.
+//
+// With a `collective` of world size N > 1 (data-parallel): every rank holds the same data
+// and split and shuffles with the same seed; rank r computes the gradient of its share
+// (ShardBegin) of each global batch, scaled by 1 / the global batch's rows; the gradients
+// are summed over the ranks and every rank takes the same optimizer step. The result equals
+// single-process training up to the order of the gradient sums (docs/training.md).
 Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData& data, const Split& split,
-                          const TrainCallbacks& callbacks = {}, const TrainState* resume = nullptr);
+                          const TrainCallbacks& callbacks = {}, const TrainState* resume = nullptr,
+                          Collective* collective = nullptr);
 
 struct CvResult {
   std::vector<TrainResult> folds;

@@ -1,0 +1,192 @@
+// The CPU all-reduce over the encrypted plugin: ranks as threads of one process (one
+// plugin, one key) for the sums, and as forked processes where a rank must hold another
+// key or die mid-run.
+#include "enclave/net/ring.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <thread>
+#include <vector>
+
+namespace enclave::net {
+namespace {
+
+using std::chrono::seconds;
+
+class TempDir {
+ public:
+  TempDir() {
+    char t[] = "/tmp/ring-test-XXXXXX";
+    path_ = mkdtemp(t);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+crypto::SecretBytes Key(uint8_t fill) {
+  auto k = crypto::SecretBytes::Create(32);
+  EXPECT_TRUE(k.ok());
+  std::memset(k->ExposeSecretMutable().data(), fill, 32);
+  return std::move(k).value();
+}
+
+Result<std::unique_ptr<Ring>> Join(const std::string& dir, int world, int rank, uint8_t key_fill, seconds timeout) {
+  ASSIGN_OR_RETURN(auto ex, DirectoryExchange(dir, "job-ring-test"));
+  RingOptions o;
+  o.world_size = world;
+  o.rank = rank;
+  o.comm_id = 0x1234;
+  o.timeout = timeout;
+  return Ring::Connect(Key(key_fill), o, *ex);
+}
+
+// Every rank contributes rank+1 times a per-element pattern of small integers, so the
+// float sums are exact and the expected result is known.
+void RunSums(int world, const std::vector<size_t>& sizes) {
+  TempDir dir;
+  std::vector<std::vector<std::vector<float>>> out(world);
+  std::vector<std::vector<double>> dout(world);
+  std::vector<std::string> errors(world);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < world; ++r) {
+    ranks.emplace_back([&, r] {
+      auto ring = Join(dir.path(), world, r, 7, seconds(60));
+      if (!ring.ok()) {
+        errors[r] = ring.status().ToString();
+        return;
+      }
+      for (size_t n : sizes) {
+        std::vector<float> v(n);
+        for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>((r + 1) * static_cast<int>(i % 97));
+        Status st = (*ring)->AllReduceSum(v.data(), n);
+        if (!st.ok()) {
+          errors[r] = st.ToString();
+          return;
+        }
+        out[r].push_back(std::move(v));
+      }
+      std::vector<double> d = {0.1 * (r + 1), -1e300, 3.0};
+      Status st = (*ring)->AllReduceSum(d.data(), d.size());
+      if (!st.ok()) errors[r] = st.ToString();
+      dout[r] = d;
+    });
+  }
+  for (auto& t : ranks) t.join();
+  const float factor = static_cast<float>(world * (world + 1) / 2);
+  for (int r = 0; r < world; ++r) {
+    ASSERT_EQ(errors[r], "") << "rank " << r;
+    ASSERT_EQ(out[r].size(), sizes.size());
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      for (size_t i = 0; i < sizes[k]; ++i) {
+        ASSERT_EQ(out[r][k][i], factor * static_cast<float>(i % 97)) << "rank " << r << " size " << sizes[k] << " i " << i;
+      }
+    }
+    EXPECT_DOUBLE_EQ(dout[r][1], -1e300 * world);
+    EXPECT_EQ(dout[r][2], 3.0 * world);
+    EXPECT_EQ(std::memcmp(dout[r].data(), dout[0].data(), 3 * sizeof(double)), 0) << "rank " << r;
+  }
+  // The handle files are withdrawn once the ring is up.
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
+TEST(RingTest, TwoRanksSumExactly) { RunSums(2, {0, 1, 2, 3, 1000, 1 << 20}); }
+TEST(RingTest, FourRanksSumExactly) { RunSums(4, {0, 1, 3, 5, 4096, 300001}); }
+TEST(RingTest, ThreeRanksSumExactly) { RunSums(3, {2, 7, 65536}); }
+
+TEST(RingTest, EveryRankGetsTheSameBitsAndARunRepeats) {
+  const int world = 4;
+  const size_t n = 10007;
+  auto run = [&]() {
+    TempDir dir;
+    std::vector<std::vector<float>> v(world, std::vector<float>(n));
+    std::vector<std::string> errors(world);
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < world; ++r) {
+      std::mt19937 gen(static_cast<unsigned>(r));
+      std::uniform_real_distribution<float> d(-1, 1);
+      for (float& x : v[r]) x = d(gen) * 1e3f;
+      ranks.emplace_back([&, r] {
+        auto ring = Join(dir.path(), world, r, 9, seconds(60));
+        Status st = ring.ok() ? (*ring)->AllReduceSum(v[r].data(), n) : ring.status();
+        if (!st.ok()) errors[r] = st.ToString();
+      });
+    }
+    for (auto& t : ranks) t.join();
+    for (int r = 0; r < world; ++r) EXPECT_EQ(errors[r], "");
+    return v;
+  };
+  auto a = run(), b = run();
+  for (int r = 1; r < world; ++r) EXPECT_EQ(std::memcmp(a[r].data(), a[0].data(), n * sizeof(float)), 0) << r;
+  EXPECT_EQ(std::memcmp(a[0].data(), b[0].data(), n * sizeof(float)), 0);
+}
+
+// Rank 1 runs in a child process: with another key, or dying after the ring is up.
+// Returns the parent's (rank 0's) status.
+enum class Child { kWrongKey, kDieAfterConnect };
+Status RunAgainstChild(Child what) {
+  TempDir dir;
+  pid_t pid = fork();
+  if (pid == 0) {
+    auto ring = Join(dir.path(), 2, 1, what == Child::kWrongKey ? 8 : 7, seconds(8));
+    if (what == Child::kDieAfterConnect && ring.ok()) {
+      std::vector<float> v(1000, 1.0f);
+      (void)(*ring)->AllReduceSum(v.data(), v.size());
+      _exit(0);  // exits without joining the second all-reduce: its sockets close
+    }
+    _exit(ring.ok() ? 0 : 3);
+  }
+  auto ring = Join(dir.path(), 2, 0, 7, seconds(8));
+  Status st = ring.status();
+  if (ring.ok()) {
+    std::vector<float> v(1000, 1.0f);
+    st = (*ring)->AllReduceSum(v.data(), v.size());
+    if (st.ok()) st = (*ring)->AllReduceSum(v.data(), v.size());
+  }
+  int wstatus = 0;
+  waitpid(pid, &wstatus, 0);
+  return st;
+}
+
+TEST(RingTest, ARankWithoutTheJobKeyIsRefused) {
+  Status st = RunAgainstChild(Child::kWrongKey);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Code::kUnavailable) << st.ToString();
+}
+
+TEST(RingTest, APeerThatDiesFailsTheRunInsteadOfHanging) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Status st = RunAgainstChild(Child::kDieAfterConnect);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Code::kUnavailable) << st.ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, seconds(30));
+}
+
+TEST(RingTest, RefusesBadArguments) {
+  TempDir dir;
+  EXPECT_EQ(Join(dir.path(), 2, 2, 7, seconds(1)).status().code(), Code::kInvalidInput);
+  EXPECT_EQ(Join(dir.path(), 0, 0, 7, seconds(1)).status().code(), Code::kInvalidInput);
+  EXPECT_EQ(DirectoryExchange(dir.path(), "../x").status().code(), Code::kInvalidInput);
+  EXPECT_EQ(DirectoryExchange(dir.path() + "/missing", "t").status().code(), Code::kNotFound);
+  auto ex = DirectoryExchange(dir.path(), "t");
+  ASSERT_TRUE(ex.ok());
+  {
+    FILE* f = std::fopen((dir.path() + "/t.rank-1.handle").c_str(), "w");
+    std::fputs("abcd\n", f);
+    std::fclose(f);
+  }
+  EXPECT_EQ((*ex)->Fetch(1, std::chrono::steady_clock::now()).status().code(), Code::kInvalidInput);
+  EXPECT_EQ((*ex)->Fetch(2, std::chrono::steady_clock::now()).status().code(), Code::kUnavailable);
+}
+
+}  // namespace
+}  // namespace enclave::net

@@ -1,0 +1,54 @@
+#include "distributed.h"
+
+#include <cstring>
+
+#include "enclave/crypto/hash.h"
+
+namespace enclave {
+
+Result<DistributedOptions> DistributedFromArgs(const cli::Args& args) {
+  DistributedOptions o;
+  ASSIGN_OR_RETURN(uint64_t world, args.GetU64("world-size", 1));
+  ASSIGN_OR_RETURN(uint64_t rank, args.GetU64("rank", 0));
+  ASSIGN_OR_RETURN(uint64_t timeout, args.GetU64("peer-timeout", 120));
+  if (world < 1 || world > 1024) return InvalidInput("--world-size must be 1..1024");
+  if (rank >= world) return InvalidInput("--rank must be below --world-size (" + std::to_string(world) + ")");
+  if (timeout < 1 || timeout > 86400) return InvalidInput("--peer-timeout must be 1..86400 seconds");
+  o.world_size = static_cast<uint32_t>(world);
+  o.rank = static_cast<uint32_t>(rank);
+  o.peer_timeout = std::chrono::seconds(timeout);
+  o.rendezvous_dir = args.Get("rendezvous");
+  if (o.distributed() && o.rendezvous_dir.empty()) {
+    return InvalidInput("--world-size " + std::to_string(world) + " needs --rendezvous DIR (where the ranks meet)");
+  }
+  if (!o.distributed() && (args.Has("rank") || args.Has("rendezvous"))) {
+    return InvalidInput("--rank and --rendezvous need --world-size of 2 or more");
+  }
+  return o;
+}
+
+Result<crypto::SecretBytes> DevelopmentJobKey(const crypto::Keystore& keystore, const train::JobSpec& job) {
+  return keystore.DeriveKey("enclave-train job communication key v1:" + job.broker.job_id);
+}
+
+Result<std::unique_ptr<RingCollective>> RingCollective::Join(const train::JobSpec& job,
+                                                             const crypto::SecretBytes& job_key,
+                                                             const DistributedOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<net::HandleExchange> exchange,
+                   net::DirectoryExchange(options.rendezvous_dir, job.broker.job_id));
+  // Connections of another job, or of this job with another world size, do not match.
+  std::string tag = "enclave-train ring v1";
+  tag.push_back('\0');
+  tag.append(reinterpret_cast<const char*>(job.digest.data()), job.digest.size());
+  tag.append(std::to_string(options.world_size));
+  const crypto::Digest256 d = crypto::Sha256(ByteSpan(reinterpret_cast<const uint8_t*>(tag.data()), tag.size()));
+  net::RingOptions ro;
+  ro.world_size = static_cast<int>(options.world_size);
+  ro.rank = static_cast<int>(options.rank);
+  std::memcpy(&ro.comm_id, d.data(), sizeof(ro.comm_id));
+  ro.timeout = options.peer_timeout;
+  ASSIGN_OR_RETURN(std::unique_ptr<net::Ring> ring, net::Ring::Connect(job_key, ro, *exchange));
+  return std::unique_ptr<RingCollective>(new RingCollective(std::move(ring)));
+}
+
+}  // namespace enclave

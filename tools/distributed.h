@@ -1,0 +1,51 @@
+// enclave-train's data-parallel mode: the rank flags, the job communication key, and the
+// encrypted ring (net/ring.h) as the training loop's Collective.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "cli.h"
+#include "enclave/crypto/keystore.h"
+#include "enclave/net/ring.h"
+#include "enclave/train/collective.h"
+#include "enclave/train/job.h"
+
+namespace enclave {
+
+struct DistributedOptions {
+  uint32_t world_size = 1;
+  uint32_t rank = 0;
+  std::string rendezvous_dir;  // the static rendezvous (net::DirectoryExchange)
+  std::chrono::seconds peer_timeout{120};
+  bool distributed() const { return world_size > 1; }
+};
+// --world-size, --rank, --rendezvous, --peer-timeout; checked against each other.
+Result<DistributedOptions> DistributedFromArgs(const cli::Args& args);
+
+// Development mode (a local keystore, no broker): every rank holding the tenant keystore
+// derives the same communication key for the job id (Keystore::DeriveKey, label
+// "enclave-train job communication key v1:" + job id). The attested mode uses the job key
+// the broker released instead.
+Result<crypto::SecretBytes> DevelopmentJobKey(const crypto::Keystore& keystore, const train::JobSpec& job);
+
+class RingCollective final : public train::Collective {
+ public:
+  // Joins the job's ring: comm id from the job digest and world size, handles exchanged
+  // in the rendezvous directory under the job id.
+  static Result<std::unique_ptr<RingCollective>> Join(const train::JobSpec& job, const crypto::SecretBytes& job_key,
+                                                      const DistributedOptions& options);
+  int rank() const override { return ring_->rank(); }
+  int world_size() const override { return ring_->world_size(); }
+  Status AllReduceSum(float* data, size_t n) override { return ring_->AllReduceSum(data, n); }
+  Status AllReduceSum(double* data, size_t n) override { return ring_->AllReduceSum(data, n); }
+  uint64_t bytes_sent() const { return ring_->bytes_sent(); }
+
+ private:
+  explicit RingCollective(std::unique_ptr<net::Ring> ring) : ring_(std::move(ring)) {}
+  std::unique_ptr<net::Ring> ring_;
+};
+
+}  // namespace enclave
