@@ -465,10 +465,13 @@ Status Run(const Args& args) {
   if (r.stopped) {
     // Nothing but the checkpoint: the uncommitted outputs are removed.
     if (args.json()) {
-      EmitLine({{"event", "stopped"}, {"ok", true}, {"step", r.steps}, {"checkpoint", last_checkpoint}});
+      EmitLine({{"event", "stopped"}, {"ok", true}, {"step", r.steps}, {"checkpoint", last_checkpoint},
+                {"by_another_rank", r.stopped_by_peer}});
     } else {
-      std::printf("stopped after step %llu; checkpoint %s\ncontinue with: enclave-train run --job %s --resume\n",
-                  static_cast<unsigned long long>(r.steps), last_checkpoint.c_str(), args.Get("job").c_str());
+      std::printf("stopped after step %llu%s; checkpoint %s\ncontinue with: enclave-train run --job %s --resume\n",
+                  static_cast<unsigned long long>(r.steps),
+                  r.stopped_by_peer ? " (another rank stopped: its lease ended, or it was asked to)" : "",
+                  last_checkpoint.c_str(), args.Get("job").c_str());
     }
     return OkStatus();
   }

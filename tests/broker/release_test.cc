@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <set>
+#include <thread>
 
 #include "enclave/broker/client.h"
 #include "enclave/broker/release.h"
@@ -694,6 +696,69 @@ TEST_F(ReleaseTest, EnclaveTrainResumesAnAttestedJobFromItsCheckpoint) {
   ASSERT_FALSE(ec) << ec.message();
   EXPECT_EQ(train("other", {"--resume"}), 5) << out;
   EXPECT_FALSE(std::filesystem::exists(work_ + "/other/report.json"));
+}
+
+// Data-parallel in the attested mode: each rank's process attests and receives its own
+// release (its rank bound into its quote), both get the same job key from the broker, and
+// only with it do they connect their encrypted ring; they end with the same parameters.
+TEST_F(ReleaseTest, EnclaveTrainRanksEachAttestAndShareTheReleasedJobKey) {
+  settings_.before_launch = [this](const std::string& dir) -> Status {
+    RETURN_IF_ERROR(PrepareKeys(dir));
+    return SealSample(dir).status();
+  };
+  // Rank 1 on a second host: its own swtpm (a TPM without a resource manager holds the
+  // transient objects of one process at a time), whose EK CA the attestation policy trusts.
+  auto second = SwtpmFixture::Start();
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  settings_.ek_root_files.push_back((*second)->ca_root_cert());
+  settings_.ek_intermediate_files.push_back((*second)->ca_issuer_cert());
+  std::vector<std::string> hosts[2];
+  ASSERT_NO_FATAL_FAILURE(StartAndRegister("dist-host-0", &hosts[0]));
+  hosts[1] = {"--state", work_ + "/dist-host-1", "--tcti", (*second)->tcti()};
+  std::vector<std::string> reg = {"register", "--broker", "https://127.0.0.1:" + std::to_string(broker_->port()),
+                                  "--ca", broker_->Path("tls.crt")};
+  reg.insert(reg.end(), hosts[1].begin(), hosts[1].end());
+  std::string reg_out;
+  ASSERT_EQ(BrokerProcess::RunProgram(ENCLAVE_ATTEST_BIN, reg, "", &reg_out), 0) << reg_out;
+  testing::WriteText(work_ + "/dist.toml", JobToml(work_ + "/dist", "dist-job") + "batch_size = 8\n");
+  std::filesystem::create_directories(work_ + "/rendezvous");
+  int rc[2] = {-1, -1};
+  std::string out[2];
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      std::vector<std::string> run = {"run", "--job", work_ + "/dist.toml", "--event-log=", "--ima-log=", "--device",
+                                      "cpu", "--world-size", "2", "--rank", std::to_string(r), "--rendezvous",
+                                      work_ + "/rendezvous", "--peer-timeout", "60", "--json"};
+      run.insert(run.end(), hosts[r].begin(), hosts[r].end());
+      rc[r] = BrokerProcess::RunProgram(ENCLAVE_TRAIN_BIN, run, "", &out[r]);
+    });
+  }
+  for (auto& t : ranks) t.join();
+  ASSERT_EQ(rc[0], 0) << out[0];
+  ASSERT_EQ(rc[1], 0) << out[1];
+  auto report = nlohmann::json::parse(testing::ReadText(work_ + "/dist/report.json"), nullptr, false);
+  ASSERT_TRUE(report.is_object());
+  EXPECT_EQ(report["mode"], "attested");
+  EXPECT_EQ(report["distributed"]["world_size"], 2);
+  // Rank 1's last line: the same parameters as rank 0's report.
+  const std::string& o1 = out[1];
+  const size_t line = o1.rfind("{\"event\":\"done\"");
+  ASSERT_NE(line, std::string::npos) << o1;
+  auto done = nlohmann::json::parse(o1.substr(line, o1.find('\n', line) - line), nullptr, false);
+  ASSERT_TRUE(done.is_object()) << o1;
+  EXPECT_EQ(done["rank"], 1);
+  EXPECT_EQ(done["parameters_sha256"], report["parameters_sha256"]);
+  // Two releases, one per rank, each logged before its keys left.
+  std::set<std::string> leases, host_ids;
+  for (const auto& e : AuditEntries()) {
+    if (e.event.type == audit::EventType::kKeyReleased && e.event.fields["job_id"] == "dist-job") {
+      leases.insert(e.event.fields["lease_id"].dump());
+      host_ids.insert(e.event.fields["host"].dump());
+    }
+  }
+  EXPECT_EQ(leases.size(), 2u);
+  EXPECT_EQ(host_ids.size(), 2u);
 }
 
 // A lease that ends while the trainer trains (here: the job is revoked, so its renewal is

@@ -159,6 +159,7 @@ TEST(DistributedRunTest, OneRanksStopStopsEveryRankAfterTheSameStep) {
     ASSERT_TRUE(ranks[r].ok()) << ranks[r].status().ToString();
     EXPECT_TRUE(ranks[r]->stopped) << "rank " << r;
     EXPECT_EQ(ranks[r]->steps, 17u) << "rank " << r;
+    EXPECT_EQ(ranks[r]->stopped_by_peer, r != 2) << "rank " << r;
     EXPECT_TRUE(SameBits(ranks[r]->params, ranks[0]->params));
   }
 }

@@ -268,7 +268,10 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
         exchange[P] = stop ? 1.0f : 0.0f;
         RETURN_IF_ERROR(collective->AllReduceSum(exchange.data(), P + 1).Annotate("step " + std::to_string(step + 1)));
         RETURN_IF_ERROR(backend.Upload(model.grads(), exchange.data(), P));
-        stop = exchange[P] > 0.0f;
+        if (!stop && exchange[P] > 0.0f) {
+          stop = true;
+          result.stopped_by_peer = true;
+        }
       }
       lr = kernels::ScheduledLr(sched, static_cast<long>(step));
       ++step;  // 1-based in Step (Adam's bias correction)

@@ -73,6 +73,7 @@ struct TrainResult {
   uint64_t steps = 0;
   size_t train_rows = 0, val_rows = 0;
   bool stopped = false;  // should_stop said so: params etc. are those of the stop, epochs unfinished
+  bool stopped_by_peer = false;  // distributed: another rank's vote, not this rank's should_stop
   uint32_t resumed_epoch = 0;  // with `resume`: the epoch it continued in
   uint64_t resumed_step = 0;
 };
