@@ -1,6 +1,7 @@
 #include "attested_job.h"
 
 #include <chrono>
+#include <thread>
 #include <cstdio>
 #include <ctime>
 
@@ -153,6 +154,64 @@ Result<uint64_t> AttestedJob::ReportFinished(const std::string& report) {
   const broker::Lease lease = CurrentLease();
   std::lock_guard<std::mutex> client_lock(client_mu_);  // the keeper uses the client too
   return client_->FinishJob(lease, report, signature);
+}
+
+}  // namespace enclave
+
+namespace enclave {
+
+Result<broker::RendezvousInfo> AttestedJob::Rendezvous(const std::string& address) {
+  const broker::Lease lease = CurrentLease();
+  std::lock_guard<std::mutex> client_lock(client_mu_);
+  return client_->Rendezvous(lease, release_.job_key, address);
+}
+
+class AttestedJob::BrokerExchange final : public net::HandleExchange {
+ public:
+  explicit BrokerExchange(AttestedJob* job) : job_(job) {}
+
+  Status Publish(int rank, const net::RingHandle& handle) override {
+    if (static_cast<uint32_t>(rank) != job_->options_.release.rank) return Internal("publishing another rank's handle");
+    // Bytes 64..127 are the connector's scratch and reserved: zero from listen().
+    for (size_t i = kHandlePrefix; i < handle.size(); ++i) {
+      if (handle[i] != 0) return Internal("listen handle with non-zero bytes after offset 64");
+    }
+    return job_->Rendezvous(kScheme + HexEncode(ByteSpan(handle.data(), kHandlePrefix))).status();
+  }
+
+  Result<net::RingHandle> Fetch(int rank, std::chrono::steady_clock::time_point deadline) override {
+    for (;;) {
+      ASSIGN_OR_RETURN(broker::RendezvousInfo info, job_->Rendezvous(""));
+      for (const broker::RendezvousRank& r : info.ranks) {
+        if (r.rank != static_cast<uint32_t>(rank) || r.address.empty()) continue;
+        if (r.address.compare(0, kScheme.size(), kScheme) != 0) {
+          return InvalidInput("rank " + std::to_string(rank) + " published '" + r.address +
+                              "' at the broker, not an enclave-net listen handle");
+        }
+        ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, HexDecode(r.address.substr(kScheme.size())));
+        if (bytes.size() != kHandlePrefix) return InvalidInput("rank " + std::to_string(rank) + ": handle of the wrong size");
+        net::RingHandle h{};
+        std::copy(bytes.begin(), bytes.end(), h.begin());
+        return h;
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        return Unavailable("rank " + std::to_string(rank) + " did not publish its handle at the broker in time");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+
+  // The address stays with the lease, which ends with the job.
+  void Withdraw(int) override {}
+
+ private:
+  static constexpr size_t kHandlePrefix = 64;
+  inline static const std::string kScheme = "enclave-net:";
+  AttestedJob* job_;
+};
+
+std::unique_ptr<net::HandleExchange> AttestedJob::RendezvousExchange() {
+  return std::make_unique<BrokerExchange>(this);
 }
 
 }  // namespace enclave

@@ -16,6 +16,7 @@
 #include "enclave/attest/host/tpm.h"
 #include "enclave/broker/client.h"
 #include "enclave/crypto/keystore.h"
+#include "enclave/net/ring.h"
 #include "enclave/train/job.h"
 #include "job_release.h"
 
@@ -50,10 +51,17 @@ class AttestedJob {
   // Sends the signed report to the broker, which logs job.finished; its audit index.
   Result<uint64_t> ReportFinished(const std::string& report);
 
+  // The broker as the distributed run's rendezvous (docs/training.md): this rank's listen
+  // handle is published as its lease's address "enclave-net:<hex of the handle's first 64
+  // bytes>", proven with the job key; the others' are polled until they appear.
+  std::unique_ptr<net::HandleExchange> RendezvousExchange();
+
  private:
   AttestedJob() = default;
   void Keep();
   broker::BrokerClient::Quoter Quoter();
+  class BrokerExchange;
+  Result<broker::RendezvousInfo> Rendezvous(const std::string& address);
 
   std::string url_;
   Options options_;

@@ -18,9 +18,6 @@ Result<DistributedOptions> DistributedFromArgs(const cli::Args& args) {
   o.rank = static_cast<uint32_t>(rank);
   o.peer_timeout = std::chrono::seconds(timeout);
   o.rendezvous_dir = args.Get("rendezvous");
-  if (o.distributed() && o.rendezvous_dir.empty()) {
-    return InvalidInput("--world-size " + std::to_string(world) + " needs --rendezvous DIR (where the ranks meet)");
-  }
   if (!o.distributed() && (args.Has("rank") || args.Has("rendezvous"))) {
     return InvalidInput("--rank and --rendezvous need --world-size of 2 or more");
   }
@@ -33,9 +30,13 @@ Result<crypto::SecretBytes> DevelopmentJobKey(const crypto::Keystore& keystore, 
 
 Result<std::unique_ptr<RingCollective>> RingCollective::Join(const train::JobSpec& job,
                                                              const crypto::SecretBytes& job_key,
-                                                             const DistributedOptions& options) {
-  ASSIGN_OR_RETURN(std::unique_ptr<net::HandleExchange> exchange,
-                   net::DirectoryExchange(options.rendezvous_dir, job.broker.job_id));
+                                                             const DistributedOptions& options,
+                                                             net::HandleExchange* exchange) {
+  std::unique_ptr<net::HandleExchange> directory;
+  if (exchange == nullptr) {
+    ASSIGN_OR_RETURN(directory, net::DirectoryExchange(options.rendezvous_dir, job.broker.job_id));
+    exchange = directory.get();
+  }
   // Connections of another job, or of this job with another world size, do not match.
   std::string tag = "enclave-train ring v1";
   tag.push_back('\0');

@@ -18,11 +18,12 @@ namespace enclave {
 struct DistributedOptions {
   uint32_t world_size = 1;
   uint32_t rank = 0;
-  std::string rendezvous_dir;  // the static rendezvous (net::DirectoryExchange)
+  std::string rendezvous_dir;  // the static rendezvous (net::DirectoryExchange); "": the broker's
   std::chrono::seconds peer_timeout{120};
   bool distributed() const { return world_size > 1; }
 };
-// --world-size, --rank, --rendezvous, --peer-timeout; checked against each other.
+// --world-size, --rank, --rendezvous, --peer-timeout; checked against each other (whether
+// a run without --rendezvous can use the broker's is checked once the mode is known).
 Result<DistributedOptions> DistributedFromArgs(const cli::Args& args);
 
 // Development mode (a local keystore, no broker): every rank holding the tenant keystore
@@ -33,10 +34,11 @@ Result<crypto::SecretBytes> DevelopmentJobKey(const crypto::Keystore& keystore, 
 
 class RingCollective final : public train::Collective {
  public:
-  // Joins the job's ring: comm id from the job digest and world size, handles exchanged
-  // in the rendezvous directory under the job id.
+  // Joins the job's ring: comm id from the job digest and world size; handles exchanged
+  // through `exchange`, or when it is null in the rendezvous directory under the job id.
   static Result<std::unique_ptr<RingCollective>> Join(const train::JobSpec& job, const crypto::SecretBytes& job_key,
-                                                      const DistributedOptions& options);
+                                                      const DistributedOptions& options,
+                                                      net::HandleExchange* exchange = nullptr);
   int rank() const override { return ring_->rank(); }
   int world_size() const override { return ring_->world_size(); }
   Status AllReduceSum(float* data, size_t n) override { return ring_->AllReduceSum(data, n); }

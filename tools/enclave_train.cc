@@ -65,7 +65,7 @@ const FlagSpec kEventLog{"event-log", "PATH", "attested mode: boot event log to 
 const FlagSpec kWorldSize{"world-size", "N", "data-parallel training over N ranks (CPU backend; default 1)"};
 const FlagSpec kRank{"rank", "R", "this process's rank, 0..N-1 (rank 0 writes the report and model)"};
 const FlagSpec kRendezvous{"rendezvous", "DIR", "static rendezvous: a directory every rank reads and writes (listen "
-                                                "handles only: routing, not secrets)"};
+                                                "handles only: routing, not secrets); attested mode default: the broker"};
 const FlagSpec kPeerTimeout{"peer-timeout", "SEC", "a rank silent this long fails the run (default 120)"};
 const FlagSpec kImaLog{"ima-log", "PATH", "attested mode: IMA log to send (default: the kernel's; --ima-log= sends none)"};
 
@@ -327,6 +327,11 @@ Status Run(const Args& args) {
   // their checkpoints (beside rank 0's, under their own directory names).
   const bool writes_outputs = dist.rank == 0;
   ASSIGN_OR_RETURN(JobSpec peek, LoadJob(args.Get("job")));
+  const bool development = args.Has("keystore") || peek.broker.url.empty();
+  if (dist.distributed() && dist.rendezvous_dir.empty() && development) {
+    return InvalidInput("--world-size " + std::to_string(dist.world_size) +
+                        " needs --rendezvous DIR in development mode (the attested mode meets at the broker)");
+  }
   const bool checkpoints = peek.checkpoint.every_steps > 0 || args.Has("resume") || stop_after > 0;
   // Attested mode: before any key is asked for (a run that could not write its report
   // would waste a release and its audit entries).
@@ -347,11 +352,17 @@ Status Run(const Args& args) {
       return Unsupported("distributed training on the GPU backend (NCCL over the plugin) is not built yet: use --device cpu");
     }
     crypto::SecretBytes job_key;
+    std::unique_ptr<net::HandleExchange> exchange;  // null: the --rendezvous directory
 #ifdef ENCLAVE_HAVE_ATTESTED_MODE
     if (s.attested) {
       ASSIGN_OR_RETURN(job_key, s.attested->release().job_key.Clone());
+      if (dist.rendezvous_dir.empty()) exchange = s.attested->RendezvousExchange();
     }
 #endif
+    if (!exchange && dist.rendezvous_dir.empty()) {
+      return InvalidInput("--world-size " + std::to_string(dist.world_size) +
+                          " needs --rendezvous DIR in development mode (the attested mode meets at the broker)");
+    }
     if (job_key.empty()) {
       if (!s.keystore) {
         return FailedPrecondition("a distributed run needs a job communication key: from the broker (attested mode) "
@@ -359,7 +370,7 @@ Status Run(const Args& args) {
       }
       ASSIGN_OR_RETURN(job_key, DevelopmentJobKey(*s.keystore, s.job));
     }
-    auto joined = RingCollective::Join(s.job, job_key, dist);
+    auto joined = RingCollective::Join(s.job, job_key, dist, exchange.get());
     if (!joined.ok()) return joined.status().Annotate("joining the ring of " + std::to_string(dist.world_size) + " ranks");
     ring = std::move(joined).value();
     std::fprintf(stderr, "enclave-train: rank %u of %u: ring connected (encrypted, job key verified by both neighbours)\n",

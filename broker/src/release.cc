@@ -394,7 +394,20 @@ std::string EncodePolicyActivation(const PolicyActivation& a) {
 
 namespace {
 // "HOST:PORT": 1..255 bytes of [A-Za-z0-9.:[\]-], with a port.
+// The listen handle of libnccl-net-enclave (docs/formats/net-transport.md), its first 64
+// bytes in lower-case hex: how enclave-train's ranks find each other through the broker.
+bool IsNetHandleAddress(const std::string& a) {
+  constexpr std::string_view kPrefix = "enclave-net:";
+  if (a.size() != kPrefix.size() + 128 || a.compare(0, kPrefix.size(), kPrefix) != 0) return false;
+  for (size_t i = kPrefix.size(); i < a.size(); ++i) {
+    const char c = a[i];
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
 bool IsAddress(const std::string& a) {
+  if (IsNetHandleAddress(a)) return true;
   if (a.empty() || a.size() > 255) return false;
   for (char c : a) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != ':' && c != '-' && c != '[' && c != ']')
@@ -419,7 +432,7 @@ Result<RendezvousRequest> ParseRendezvousRequest(std::string_view body) {
   ASSIGN_OR_RETURN(r.lease_id, f.Str("lease_id", 64));
   if (!IsLowerHexId(r.lease_id)) return f.Bad("lease_id", "must be 32 lowercase hex digits");
   ASSIGN_OR_RETURN(r.address, f.Str("address", 255));
-  if (!r.address.empty() && !IsAddress(r.address)) return f.Bad("address", "must be HOST:PORT or empty");
+  if (!r.address.empty() && !IsAddress(r.address)) return f.Bad("address", "must be HOST:PORT, enclave-net:<128 hex digits>, or empty");
   ASSIGN_OR_RETURN(r.proof, f.Hex<32>("proof"));
   return r;
 }

@@ -181,6 +181,25 @@ class ReleaseTest : public EnrolAttestTest {
   crypto::X25519PublicKey export_public_{};
 };
 
+// The rendezvous address grammar: HOST:PORT, or a plugin listen handle (enclave-train's
+// ranks), exactly 128 lower-case hex digits after "enclave-net:".
+TEST(RendezvousAddressTest, AcceptsHostPortAndNetHandlesOnly) {
+  auto parse = [](const std::string& address) {
+    return ParseRendezvousRequest(EncodeRendezvousRequest({"00000000000000000000000000000001", address, {}})).ok();
+  };
+  const std::string hex(128, 'a');
+  EXPECT_TRUE(parse("10.0.0.5:40123"));
+  EXPECT_TRUE(parse(""));
+  EXPECT_TRUE(parse("enclave-net:" + hex));
+  EXPECT_TRUE(parse("enclave-net:" + std::string(64, '0') + std::string(64, 'f')));
+  EXPECT_FALSE(parse("enclave-net:" + hex.substr(1)));
+  EXPECT_FALSE(parse("enclave-net:" + hex + "a"));
+  EXPECT_FALSE(parse("enclave-net:" + std::string(128, 'A')));
+  EXPECT_FALSE(parse("enclave-net:" + std::string(127, 'a') + "g"));
+  EXPECT_FALSE(parse("enclave-nets:" + hex));
+  EXPECT_FALSE(parse("10.0.0.5"));
+}
+
 bool Same(const crypto::SecretBytes& a, const crypto::SecretBytes& b) {
   return a.size() == b.size() && crypto::ConstantTimeEquals(a.ExposeSecret(), b.ExposeSecret());
 }
@@ -720,29 +739,37 @@ TEST_F(ReleaseTest, EnclaveTrainRanksEachAttestAndShareTheReleasedJobKey) {
   reg.insert(reg.end(), hosts[1].begin(), hosts[1].end());
   std::string reg_out;
   ASSERT_EQ(BrokerProcess::RunProgram(ENCLAVE_ATTEST_BIN, reg, "", &reg_out), 0) << reg_out;
-  testing::WriteText(work_ + "/dist.toml", JobToml(work_ + "/dist", "dist-job") + "batch_size = 8\n");
-  std::filesystem::create_directories(work_ + "/rendezvous");
-  int rc[2] = {-1, -1};
-  std::string out[2];
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < 2; ++r) {
-    ranks.emplace_back([&, r] {
-      std::vector<std::string> run = {"run", "--job", work_ + "/dist.toml", "--event-log=", "--ima-log=", "--device",
-                                      "cpu", "--world-size", "2", "--rank", std::to_string(r), "--rendezvous",
-                                      work_ + "/rendezvous", "--peer-timeout", "60", "--json"};
-      run.insert(run.end(), hosts[r].begin(), hosts[r].end());
-      rc[r] = BrokerProcess::RunProgram(ENCLAVE_TRAIN_BIN, run, "", &out[r]);
-    });
+  // The ranks meet at the broker (their leases' rendezvous), or in a directory (static).
+  std::string rank1_at_broker;
+  for (const std::string name : {"dist-job", "dist-static"}) {
+    SCOPED_TRACE(name);
+    const bool at_broker = name == "dist-job";
+    testing::WriteText(work_ + "/" + name + ".toml", JobToml(work_ + "/" + name, name) + "batch_size = 8\n");
+    std::filesystem::create_directories(work_ + "/rendezvous");
+    int rc[2] = {-1, -1};
+    std::string out[2];
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < 2; ++r) {
+      ranks.emplace_back([&, r] {
+        std::vector<std::string> run = {"run", "--job", work_ + "/" + name + ".toml", "--event-log=", "--ima-log=",
+                                        "--device", "cpu", "--world-size", "2", "--rank", std::to_string(r),
+                                        "--peer-timeout", "60", "--json"};
+        if (!at_broker) run.insert(run.end(), {"--rendezvous", work_ + "/rendezvous"});
+        run.insert(run.end(), hosts[r].begin(), hosts[r].end());
+        rc[r] = BrokerProcess::RunProgram(ENCLAVE_TRAIN_BIN, run, "", &out[r]);
+      });
+    }
+    for (auto& t : ranks) t.join();
+    ASSERT_EQ(rc[0], 0) << out[0];
+    ASSERT_EQ(rc[1], 0) << out[1];
+    if (at_broker) rank1_at_broker = out[1];
   }
-  for (auto& t : ranks) t.join();
-  ASSERT_EQ(rc[0], 0) << out[0];
-  ASSERT_EQ(rc[1], 0) << out[1];
-  auto report = nlohmann::json::parse(testing::ReadText(work_ + "/dist/report.json"), nullptr, false);
+  auto report = nlohmann::json::parse(testing::ReadText(work_ + "/dist-job/report.json"), nullptr, false);
   ASSERT_TRUE(report.is_object());
   EXPECT_EQ(report["mode"], "attested");
   EXPECT_EQ(report["distributed"]["world_size"], 2);
   // Rank 1's last line: the same parameters as rank 0's report.
-  const std::string& o1 = out[1];
+  const std::string& o1 = rank1_at_broker;
   const size_t line = o1.rfind("{\"event\":\"done\"");
   ASSERT_NE(line, std::string::npos) << o1;
   auto done = nlohmann::json::parse(o1.substr(line, o1.find('\n', line) - line), nullptr, false);
