@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "enclave/net/plugin.h"
+#include "nccl_net_legacy.h"
 #include "nccl_net_v11.h"
 #include "transport.h"
 
@@ -227,6 +228,14 @@ ncclResult_t Finalize(void* ctx) {
 }
 
 }  // namespace
+
+bool ContextKeyIsCurrent(void* ctx) {
+  if (ctx == nullptr) return false;
+  const crypto::SecretBytes& key = static_cast<Context*>(ctx)->job_key();
+  std::lock_guard<std::mutex> lock(g_mu);
+  return !g_job_key.empty() && crypto::ConstantTimeEquals(g_job_key.ExposeSecret(), key.ExposeSecret());
+}
+
 }  // namespace enclave::net
 
 extern "C" {

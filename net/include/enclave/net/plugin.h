@@ -14,10 +14,12 @@
 extern "C" {
 #endif
 
-/* Copies key[0, len) (32 to 64 bytes) into locked, guarded memory. Later ncclNet init()
+/* Copies key[0, len) (32 to 64 bytes) into locked, guarded memory. Later v11 init()
  * calls (one per communicator) take their own copy; communicators initialised before
- * keep theirs. Returns 0, or -1 when key is NULL or len is outside 32..64. The caller
- * wipes its own copy. */
+ * keep theirs. The older tables (v10..v6) share one context per process that keeps the
+ * first key and refuse new connections once the key is cleared or replaced
+ * (docs/formats/net-transport.md, "Older NCCL releases"). Returns 0, or -1 when key is
+ * NULL or len is outside 32..64. The caller wipes its own copy. */
 int enclave_net_set_job_key(const uint8_t* key, size_t len);
 
 /* Wipes the key: every later init() fails (fail closed), e.g. when the lease expired.
