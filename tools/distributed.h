@@ -44,6 +44,7 @@ class RingCollective final : public train::Collective {
   Status AllReduceSum(float* data, size_t n) override { return ring_->AllReduceSum(data, n); }
   Status AllReduceSum(double* data, size_t n) override { return ring_->AllReduceSum(data, n); }
   uint64_t bytes_sent() const { return ring_->bytes_sent(); }
+  const std::string& listen_address() const { return ring_->listen_address(); }
 
  private:
   explicit RingCollective(std::unique_ptr<net::Ring> ring) : ring_(std::move(ring)) {}

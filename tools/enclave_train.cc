@@ -8,6 +8,9 @@
 // lease is renewed in the background and training stops when it ends, and the report is
 // signed with the attested report key. With --keystore, a development mode that says so
 // on stderr and in the report.
+#include <signal.h>
+
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -319,6 +322,35 @@ Result<double> AllRowsAccuracy(Backend& backend, const ModelFile& model, const L
   return Accuracy(probs.data(), data.labels.data(), data.rows, model.shape.classes);
 }
 
+// SIGINT/SIGTERM during training: remembered here, acted on after the current step (a
+// final checkpoint, then exit 15). The handler resets itself, so a second signal kills.
+std::atomic<int> g_stop_signal{0};
+extern "C" void OnStopSignal(int sig) { g_stop_signal.store(sig); }
+
+class StopSignals {
+ public:
+  StopSignals() {
+    struct sigaction sa {};
+    sa.sa_handler = OnStopSignal;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+    // A signal the parent chose to ignore (nohup, a shell's background job) stays ignored.
+    if (old_int_.sa_handler == SIG_IGN) sigaction(SIGINT, &old_int_, nullptr);
+    if (old_term_.sa_handler == SIG_IGN) sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  ~StopSignals() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  struct sigaction old_int_ {}, old_term_ {};
+};
+
 Status Run(const Args& args) {
   ASSIGN_OR_RETURN(uint64_t stop_after, args.GetU64("stop-after-step", 0));
   if (args.Has("stop-after-step") && stop_after == 0) return InvalidInput("--stop-after-step must be at least 1");
@@ -373,8 +405,10 @@ Status Run(const Args& args) {
     auto joined = RingCollective::Join(s.job, job_key, dist, exchange.get());
     if (!joined.ok()) return joined.status().Annotate("joining the ring of " + std::to_string(dist.world_size) + " ranks");
     ring = std::move(joined).value();
-    std::fprintf(stderr, "enclave-train: rank %u of %u: ring connected (encrypted, job key verified by both neighbours)\n",
-                 dist.rank, dist.world_size);
+    std::fprintf(stderr,
+                 "enclave-train: rank %u of %u: ring connected, listening on %s (encrypted; both neighbours proved "
+                 "the job key)\n",
+                 dist.rank, dist.world_size, ring->listen_address().c_str());
   }
 
   // The export key first: a job that cannot deliver its model should not train. In the
@@ -425,9 +459,13 @@ Status Run(const Args& args) {
   std::optional<CheckpointKey> ckpt_key;
   std::optional<TrainState> resume;
   std::string resumed_from;
-  if (checkpoints) {
+  // The attested mode can always checkpoint (its key is derived from the job key), so an
+  // interrupted attested run leaves one even without [checkpoint].
+  if (checkpoints || s.Attested()) {
     ASSIGN_OR_RETURN(CheckpointKey k, CheckpointKeyFromKeystore(*s.Keys(), true));
     ckpt_key.emplace(std::move(k));
+  }
+  if (checkpoints) {
     std::error_code ec;
     std::filesystem::create_directories(ckpt_dir, ec);
     if (ec) return IoError("creating " + ckpt_dir + ": " + ec.message());
@@ -450,6 +488,9 @@ Status Run(const Args& args) {
     cb.checkpoint_every = s.job.checkpoint.every_steps;
     cb.on_checkpoint = [&](const TrainState& st) -> Status {
       const std::string path = CheckpointPath(ckpt_dir, st.step);
+      std::error_code ec;
+      std::filesystem::create_directories(ckpt_dir, ec);
+      if (ec) return IoError("creating " + ckpt_dir + ": " + ec.message());
       RETURN_IF_ERROR(WriteCheckpoint(*ckpt_key, s.job.digest, st, path));
       RETURN_IF_ERROR(PruneCheckpoints(ckpt_dir, std::max<uint32_t>(s.job.checkpoint.keep, 1)));
       ++written;
@@ -458,21 +499,36 @@ Status Run(const Args& args) {
       return OkStatus();
     };
   }
-  if (stop_after > 0) cb.should_stop = [stop_after](uint64_t step) { return step == stop_after; };
+  // Asked at every step: a stop signal, --stop-after-step, and (attested) the lease, which
+  // when it ends stops training with nothing written.
+  std::function<bool()> lease_ended = [] { return false; };
 #ifdef ENCLAVE_HAVE_ATTESTED_MODE
-  if (s.attested) {
-    // The lease is checked after every step: when it ends, training stops and nothing is written.
-    AttestedJob* a = s.attested.get();
-    cb.should_stop = [a, stop_after](uint64_t step) { return !a->LeaseHeld() || step == stop_after; };
-  }
+  if (s.attested) lease_ended = [a = s.attested.get()] { return !a->LeaseHeld(); };
 #endif
-  ASSIGN_OR_RETURN(TrainResult r, Train(*s.backend, s.job, s.data, split, cb, resume ? &*resume : nullptr, ring.get()));
+  cb.should_stop = [stop_after, lease_ended](uint64_t step) {
+    return g_stop_signal.load() != 0 || step == stop_after || lease_ended();
+  };
+  std::optional<TrainResult> trained;
+  {
+    StopSignals signals;
+    ASSIGN_OR_RETURN(trained, Train(*s.backend, s.job, s.data, split, cb, resume ? &*resume : nullptr, ring.get()));
+  }
+  TrainResult& r = *trained;
 #ifdef ENCLAVE_HAVE_ATTESTED_MODE
   if (s.attested && !s.attested->LeaseHeld()) {
     return PermissionDenied("the lease ended during training (" + s.attested->LeaseEndReason() +
                             "): training stopped, no report or model written, keys wiped");
   }
 #endif
+  if (r.stopped && g_stop_signal.load() != 0 && !r.stopped_by_peer) {
+    const std::string sig = g_stop_signal.load() == SIGINT ? "SIGINT" : "SIGTERM";
+    if (last_checkpoint.empty()) {
+      return Interrupted(sig + ": stopped after step " + std::to_string(r.steps) +
+                         "; no checkpoint (the job has no [checkpoint] table), nothing written");
+    }
+    return Interrupted(sig + ": stopped after step " + std::to_string(r.steps) + ", checkpoint " + last_checkpoint +
+                       "; continue with: enclave-train run --job " + args.Get("job") + " --resume");
+  }
   if (r.stopped) {
     // Nothing but the checkpoint: the uncommitted outputs are removed.
     if (args.json()) {
@@ -586,11 +642,17 @@ Status Run(const Args& args) {
   }
 #endif
   if (args.json()) {
-    EmitLine({{"event", "done"}, {"ok", true}, {"report", path}, {"job_finished_audit_index", finished},
+    json done = {{"event", "done"}, {"ok", true}, {"report", path}, {"job_finished_audit_index", finished},
               {"final", report["final"]},
               {"parameters_sha256", report["parameters_sha256"]},
               {"model", export_key ? json(model_path) : json(nullptr)},
-              {"model_sha256", export_key ? exported["sha256"] : json(nullptr)}});
+              {"model_sha256", export_key ? exported["sha256"] : json(nullptr)}};
+    if (dist.distributed()) {
+      done["rank"] = dist.rank;
+      done["world_size"] = dist.world_size;
+      done["ring_bytes_sent"] = ring->bytes_sent();
+    }
+    EmitLine(done);
   } else {
     const EpochMetrics& f = r.epochs.back();
     std::printf("trained %s on %zu rows (%zu validation) for %u epochs on %s\n"

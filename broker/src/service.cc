@@ -51,6 +51,7 @@ int HttpStatusFor(Code code) {
     case Code::kUnavailable: return 503;
     case Code::kIo: return 500;
     case Code::kInternal: return 500;
+    case Code::kInterrupted: return 503;  // the broker stops serving on a signal
   }
   return 500;
 }

@@ -15,6 +15,7 @@ int ExitCodeFor(const Status& status) {
     case Code::kUnavailable: return kExitUnavailable;
     case Code::kIo: return kExitIo;
     case Code::kInternal: return kExitInternal;
+    case Code::kInterrupted: return kExitInterrupted;
   }
   return kExitInternal;
 }

@@ -17,6 +17,7 @@ std::string_view CodeName(Code code) {
     case Code::kUnavailable: return "unavailable";
     case Code::kIo: return "I/O error";
     case Code::kInternal: return "internal error";
+    case Code::kInterrupted: return "interrupted";
   }
   return "unknown";
 }

@@ -2,6 +2,8 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <arpa/inet.h>
+
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -96,6 +98,34 @@ class Directory final : public HandleExchange {
   std::string dir_, tag_;
 };
 
+// After a failed connect: true once `rank` has published a handle other than *handle
+// (stored there); false when its handle disappeared or the deadline passed.
+Result<bool> WaitForNewHandle(HandleExchange& exchange, int rank, RingHandle* handle, Clock::time_point deadline) {
+  for (;;) {
+    Result<RingHandle> now = exchange.Fetch(rank, Clock::now());
+    if (!now.ok()) {
+      if (now.status().code() == Code::kUnavailable) return false;  // withdrawn: it failed
+      return now.status();
+    }
+    if (*now != *handle) {
+      *handle = *now;
+      return true;
+    }
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+// "ADDR:PORT" of a listen handle (docs/formats/net-transport.md, "The listen handle"), for
+// the log line that says which interface the ring uses.
+std::string HandleAddress(const RingHandle& h) {
+  char text[INET6_ADDRSTRLEN] = "?";
+  const int family = h[5] == 6 ? AF_INET6 : AF_INET;
+  inet_ntop(family, h.data() + 8, text, sizeof(text));
+  const unsigned port = h[6] | (unsigned{h[7]} << 8);
+  return (family == AF_INET6 ? "[" + std::string(text) + "]" : std::string(text)) + ":" + std::to_string(port);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<HandleExchange>> DirectoryExchange(const std::string& dir, const std::string& tag) {
@@ -141,7 +171,17 @@ Result<std::unique_ptr<Ring>> Ring::Connect(const crypto::SecretBytes& job_key, 
   RETURN_IF_ERROR(FromNccl(net->init(&comms->ctx, options.comm_id, &config, PluginLog, nullptr), "plugin init"));
   RingHandle mine{}, next{};
   RETURN_IF_ERROR(FromNccl(net->listen(comms->ctx, 0, mine.data(), &comms->listen), "listen"));
+  ring->listen_address_ = HandleAddress(mine);
   RETURN_IF_ERROR(exchange.Publish(r, mine));
+  // Whatever happens next, our handle does not outlive this attempt.
+  struct WithdrawUnlessConnected {
+    HandleExchange& exchange;
+    int rank;
+    bool connected = false;
+    ~WithdrawUnlessConnected() {
+      if (!connected) exchange.Withdraw(rank);
+    }
+  } withdraw{exchange, r};
   const auto deadline = Clock::now() + options.timeout;
   const int to = (r + 1) % n, from = (r + n - 1) % n;
   ASSIGN_OR_RETURN(next, exchange.Fetch(to, deadline));
@@ -149,8 +189,15 @@ Result<std::unique_ptr<Ring>> Ring::Connect(const crypto::SecretBytes& job_key, 
   int spins = 0;
   while (comms->send == nullptr || comms->recv == nullptr) {
     if (comms->send == nullptr) {
-      RETURN_IF_ERROR(FromNccl(net->connect(comms->ctx, 0, next.data(), &comms->send, nullptr),
-                               "connecting to rank " + std::to_string(to)));
+      const ncclResult_t rc = net->connect(comms->ctx, 0, next.data(), &comms->send, nullptr);
+      if (rc != ncclSuccess) {
+        // A stale handle (left by a crashed run) points at a dead port: wait for rank
+        // to+1 to publish a fresh one. A neighbour that withdrew its handle has failed.
+        ASSIGN_OR_RETURN(bool fresh, WaitForNewHandle(exchange, to, &next, deadline));
+        if (!fresh) return FromNccl(rc, "connecting to rank " + std::to_string(to));
+        comms->send = nullptr;
+        continue;
+      }
     }
     if (comms->recv == nullptr) {
       RETURN_IF_ERROR(FromNccl(net->accept(comms->listen, &comms->recv, nullptr),
@@ -164,8 +211,9 @@ Result<std::unique_ptr<Ring>> Ring::Connect(const crypto::SecretBytes& job_key, 
     }
     Backoff(&spins);
   }
-  // Rank r+1 read our handle before connecting to us: the file is no longer needed.
+  // Rank r-1 read our handle before connecting to us: the file is no longer needed.
   exchange.Withdraw(r);
+  withdraw.connected = true;
   ring->comms_ = std::move(comms);
   return ring;
 }

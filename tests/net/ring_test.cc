@@ -133,7 +133,7 @@ TEST(RingTest, EveryRankGetsTheSameBitsAndARunRepeats) {
 // Rank 1 runs in a child process: with another key, or dying after the ring is up.
 // Returns the parent's (rank 0's) status.
 enum class Child { kWrongKey, kDieAfterConnect };
-Status RunAgainstChild(Child what) {
+Status RunAgainstChild(Child what, bool* dir_left_empty = nullptr) {
   TempDir dir;
   pid_t pid = fork();
   if (pid == 0) {
@@ -154,13 +154,73 @@ Status RunAgainstChild(Child what) {
   }
   int wstatus = 0;
   waitpid(pid, &wstatus, 0);
+  if (dir_left_empty != nullptr) *dir_left_empty = std::filesystem::is_empty(dir.path());
   return st;
 }
 
 TEST(RingTest, ARankWithoutTheJobKeyIsRefused) {
-  Status st = RunAgainstChild(Child::kWrongKey);
+  bool empty = false;
+  Status st = RunAgainstChild(Child::kWrongKey, &empty);
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.code(), Code::kUnavailable) << st.ToString();
+  EXPECT_TRUE(empty) << "a failed join left its handle file behind";
+}
+
+// Records what rank 1 published, so a later test can plant it as a crashed run's file.
+class Recording final : public HandleExchange {
+ public:
+  explicit Recording(std::unique_ptr<HandleExchange> inner) : inner_(std::move(inner)) {}
+  Status Publish(int rank, const RingHandle& h) override {
+    published = h;
+    return inner_->Publish(rank, h);
+  }
+  Result<RingHandle> Fetch(int rank, std::chrono::steady_clock::time_point d) override { return inner_->Fetch(rank, d); }
+  void Withdraw(int rank) override { inner_->Withdraw(rank); }
+  RingHandle published{};
+
+ private:
+  std::unique_ptr<HandleExchange> inner_;
+};
+
+TEST(RingTest, AStaleHandleOfACrashedRunIsReplacedNotFatal) {
+  RingHandle stale{};
+  {
+    // A finished ring: rank 1's handle now names a closed port.
+    TempDir first;
+    std::thread r0([&] { (void)Join(first.path(), 2, 0, 7, seconds(20)); });
+    auto ex = DirectoryExchange(first.path(), "job-ring-test");
+    ASSERT_TRUE(ex.ok());
+    Recording rec(std::move(ex).value());
+    RingOptions o;
+    o.world_size = 2;
+    o.rank = 1;
+    o.comm_id = 0x1234;
+    o.timeout = seconds(20);
+    auto ring = Ring::Connect(Key(7), o, rec);
+    r0.join();
+    ASSERT_TRUE(ring.ok()) << ring.status().ToString();
+    stale = rec.published;
+  }
+  TempDir dir;
+  {
+    auto ex = DirectoryExchange(dir.path(), "job-ring-test");
+    ASSERT_TRUE(ex.ok());
+    ASSERT_TRUE((*ex)->Publish(1, stale).ok());  // what the crashed run left
+  }
+  // Rank 0 starts first and reads the stale file; rank 1 comes half a second later.
+  Result<std::unique_ptr<Ring>> r0 = Internal("not run");
+  std::thread t0([&] { r0 = Join(dir.path(), 2, 0, 7, seconds(20)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  auto r1 = Join(dir.path(), 2, 1, 7, seconds(20));
+  t0.join();
+  ASSERT_TRUE(r0.ok()) << r0.status().ToString();
+  ASSERT_TRUE(r1.ok()) << r1.status().ToString();
+  std::vector<float> a(10, 1.0f), b(10, 2.0f);
+  std::thread s0([&] { EXPECT_TRUE((*r0)->AllReduceSum(a.data(), a.size()).ok()); });
+  EXPECT_TRUE((*r1)->AllReduceSum(b.data(), b.size()).ok());
+  s0.join();
+  EXPECT_EQ(a[9], 3.0f);
+  EXPECT_EQ(b[0], 3.0f);
 }
 
 TEST(RingTest, APeerThatDiesFailsTheRunInsteadOfHanging) {

@@ -46,16 +46,18 @@ JobSpec MakeJob(const std::string& csv, const std::string& label, const std::str
   return std::move(job).value();
 }
 
-Result<TrainResult> TrainOne(const JobSpec& job, Collective* collective, const TrainCallbacks& cb = {}) {
+Result<TrainResult> TrainOne(const JobSpec& job, Collective* collective, const TrainCallbacks& cb = {},
+                             const TrainState* resume = nullptr) {
   auto be = MakeCpuBackend();
   ASSIGN_OR_RETURN(LoadedData data, LoadDatasets(*be, job.datasets, nullptr));
   ASSIGN_OR_RETURN(Split split, StratifiedSplit(data.labels, data.classes, job.validation_fraction, job.seed));
-  return Train(*be, job, data, split, cb, nullptr, collective);
+  return Train(*be, job, data, split, cb, resume, collective);
 }
 
-// world ranks as threads; rank r's callbacks from make_cb(r).
+// world ranks as threads; rank r's callbacks from make_cb(r), its resume state from resume_of(r).
 std::vector<Result<TrainResult>> TrainRanks(const JobSpec& job, int world,
-                                            const std::function<TrainCallbacks(int)>& make_cb = {}) {
+                                            const std::function<TrainCallbacks(int)>& make_cb = {},
+                                            const std::function<const TrainState*(int)>& resume_of = {}) {
   char t[] = "/tmp/dist-test-XXXXXX";
   const std::string dir = mkdtemp(t);
   std::vector<Result<TrainResult>> out;
@@ -77,7 +79,7 @@ std::vector<Result<TrainResult>> TrainRanks(const JobSpec& job, int world,
         return;
       }
       RingAdapter c(std::move(ring).value());
-      out[r] = TrainOne(job, &c, make_cb ? make_cb(r) : TrainCallbacks{});
+      out[r] = TrainOne(job, &c, make_cb ? make_cb(r) : TrainCallbacks{}, resume_of ? resume_of(r) : nullptr);
     });
   }
   for (auto& th : ranks) th.join();
@@ -161,6 +163,66 @@ TEST(DistributedRunTest, OneRanksStopStopsEveryRankAfterTheSameStep) {
     EXPECT_EQ(ranks[r]->steps, 17u) << "rank " << r;
     EXPECT_EQ(ranks[r]->stopped_by_peer, r != 2) << "rank " << r;
     EXPECT_TRUE(SameBits(ranks[r]->params, ranks[0]->params));
+  }
+}
+
+Result<TrainState> CloneState(const TrainState& st) {
+  TrainState c;
+  c.shape = st.shape;
+  c.optimizer = st.optimizer;
+  c.train_rows = st.train_rows;
+  c.val_rows = st.val_rows;
+  c.steps_per_epoch = st.steps_per_epoch;
+  c.step = st.step;
+  c.epoch = st.epoch;
+  c.batch = st.batch;
+  c.loss_sum = st.loss_sum;
+  std::copy(st.shuffle_rng, st.shuffle_rng + 4, c.shuffle_rng);
+  c.epochs = st.epochs;
+  for (auto [from, to] : {std::pair{&st.mean, &c.mean}, {&st.inv_std, &c.inv_std}, {&st.params, &c.params},
+                          {&st.moment1, &c.moment1}, {&st.moment2, &c.moment2}}) {
+    ASSIGN_OR_RETURN(*to, from->Clone());
+  }
+  ASSIGN_OR_RETURN(c.order, st.order.Clone());
+  return c;
+}
+
+// Ranks that would start from different states (one resumed from another checkpoint step,
+// or the same step with other parameters) refuse before the first step instead of
+// training apart.
+TEST(DistributedRunTest, RanksThatStartFromDifferentStatesRefuse) {
+  const JobSpec job = MakeJob(kLogreg.csv, kLogreg.label, kLogreg.positive, kLogreg.extra);
+  std::vector<TrainState> saved;
+  TrainCallbacks cb;
+  cb.on_checkpoint = [&saved](const TrainState& st) -> Status {
+    ASSIGN_OR_RETURN(TrainState c, CloneState(st));
+    saved.push_back(std::move(c));
+    return OkStatus();
+  };
+  cb.checkpoint_every = 5;
+  cb.should_stop = [](uint64_t step) { return step == 10; };
+  ASSERT_TRUE(TrainOne(job, nullptr, cb).ok());
+  ASSERT_EQ(saved.size(), 2u);  // steps 5 and 10
+  // Both from step 10: they train together.
+  auto same = TrainRanks(job, 2, {}, [&saved](int) { return &saved[1]; });
+  ASSERT_TRUE(same[0].ok() && same[1].ok()) << same[0].status().ToString() << " / " << same[1].status().ToString();
+  // Rank 1 from step 5, rank 0 from step 10.
+  auto ranks = TrainRanks(job, 2, {}, [&saved](int r) { return &saved[r == 0 ? 1 : 0]; });
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_FALSE(ranks[r].ok()) << "rank " << r;
+    EXPECT_EQ(ranks[r].status().code(), Code::kFailedPrecondition) << ranks[r].status().ToString();
+    EXPECT_NE(ranks[r].status().message().find("starts at step 5 and rank 0 at step 10"), std::string::npos)
+        << ranks[r].status().ToString();
+  }
+  // The same step, one parameter changed on rank 1.
+  auto changed = CloneState(saved[1]);
+  ASSERT_TRUE(changed.ok());
+  changed->params[0] += 1.0f;
+  auto other = TrainRanks(job, 2, {}, [&](int r) { return r == 0 ? &saved[1] : &*changed; });
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_FALSE(other[r].ok()) << "rank " << r;
+    EXPECT_NE(other[r].status().message().find("with other data, parameters or optimizer state"), std::string::npos)
+        << other[r].status().ToString();
   }
 }
 

@@ -182,6 +182,42 @@ assert b["resumed_from"]["step"] == 23 and a["resumed_from"] is None
 assert [e["train_loss"] for e in a["epochs"]] == [e["train_loss"] for e in b["epochs"]]
 assert a["model_export"]["sha256"] != b["model_export"]["sha256"]  # fresh envelope keys each time
 PY
+# A stop signal during training: the step finishes, a final checkpoint is written, exit 15
+# (interrupted), nothing else; --resume continues from that checkpoint.
+sed -e "s#$T/out-sealed\"#$T/out-signal\"#; s/^epochs = .*/epochs = 20000/; s/^every_steps = [0-9]*/every_steps = 1000/" \
+  "$T/sealed.toml" > "$T/signal.toml"
+grep -q "^every_steps = 1000" "$T/signal.toml" || fail "signal job has no [checkpoint] every_steps"
+wait_for() {  # wait_for FILE PATTERN: up to 30 s
+  for _ in $(seq 300); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+  return 1
+}
+pass; "$TRAIN" run --job "$T/signal.toml" --keystore "$T/ks" --passphrase-fd 3 --device cpu --json \
+  >"$T/signal.out" 2>"$T/signal.err" &
+pid=$!
+wait_for "$T/signal.out" '"event":"checkpoint"' || { kill -9 $pid; fail "no periodic checkpoint within 30 s"; }
+kill -TERM $pid
+wait $pid; rc=$?
+[ "$rc" = 15 ] || { cat "$T/signal.err" >&2; fail "SIGTERM: exit $rc, want 15"; }
+grep -q "interrupted: SIGTERM: stopped after step [0-9]*, checkpoint .*--resume" "$T/signal.err" ||
+  { cat "$T/signal.err" >&2; fail "SIGTERM message"; }
+last=$(ls "$T/out-signal/checkpoints" | tail -1)
+step=$((10#$(sed 's/step-\([0-9]*\)\.ckpt/\1/' <<<"$last")))
+[ $((step % 1000)) != 0 ] || fail "the signal's checkpoint should be off the periodic grid (step $step)"
+[ ! -e "$T/out-signal/report.json" ] && [ ! -e "$T/out-signal/model.sealed" ] || fail "outputs after a signal"
+pass; expect_rc 0 "resume after SIGTERM" -- "$TRAIN" run --job "$T/signal.toml" --keystore "$T/ks" --passphrase-fd 3 \
+  --device cpu --resume --stop-after-step $((step + 7))
+grep -q "resuming from .*$last (step $step" "$T/err" || { cat "$T/err" >&2; fail "did not resume from the signal's checkpoint"; }
+# Without [checkpoint] (clear CSV, no keystore): exit 15, and it says there is nothing to resume.
+sed -e "s#$T/out-clear\"#$T/out-signal2\"#; s/^epochs = .*/epochs = 20000/" "$T/clear.toml" > "$T/signal2.toml"
+"$TRAIN" run --job "$T/signal2.toml" --device cpu --json >"$T/signal.out" 2>"$T/signal.err" &
+pid=$!
+wait_for "$T/signal.out" '"event":"epoch"' || { kill -9 $pid; fail "no epoch within 30 s"; }
+kill -TERM $pid
+wait $pid; rc=$?
+[ "$rc" = 15 ] || fail "SIGTERM without checkpoints: exit $rc, want 15"
+grep -q "no checkpoint (the job has no \[checkpoint\] table), nothing written" "$T/signal.err" || fail "SIGTERM message 2"
+[ ! -e "$T/out-signal2/report.json" ] || fail "a report after a signal"
+
 rm -rf "$T/out-none"
 sed -e "s#$T/out-sealed\"#$T/out-none\"#" "$T/sealed.toml" > "$T/no-ckpt.toml"
 pass; expect_rc 6 "--resume without a checkpoint" -- "$TRAIN" run --job "$T/no-ckpt.toml" --keystore "$T/ks" \

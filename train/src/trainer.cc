@@ -7,6 +7,7 @@
 #include <limits>
 #include <numeric>
 
+#include "enclave/crypto/hash.h"
 #include "enclave/train/metrics.h"
 #include "enclave/train/rng.h"
 
@@ -96,6 +97,48 @@ Status CheckResumable(const TrainState& st, const JobSpec& job, const ModelShape
   for (uint32_t r : st.order) {
     if (r >= ntr || seen[r]) return refuse("row order");
     seen[r] = true;
+  }
+  return OkStatus();
+}
+
+// What must be equal on every rank before a distributed run's first step: the position,
+// the split, the standardization (the same data), the row order and shuffle stream, the
+// parameters and optimizer moments (the same checkpoint, or the same initialization).
+crypto::Digest256 StartFingerprint(const TrainState& st) {
+  std::vector<uint8_t> m;
+  auto put = [&m](const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    m.insert(m.end(), b, b + n);
+  };
+  for (uint64_t v : {st.step, st.train_rows, st.val_rows, uint64_t{st.epoch}, st.batch}) put(&v, sizeof(v));
+  put(st.shuffle_rng, sizeof(st.shuffle_rng));
+  put(st.order.data(), st.order.size() * sizeof(uint32_t));
+  for (const LockedArray<float>* a : {&st.mean, &st.inv_std, &st.params, &st.moment1, &st.moment2}) {
+    put(a->data(), a->size() * sizeof(float));
+  }
+  const crypto::Digest256 d = crypto::Sha256(m);
+  std::fill(m.begin(), m.end(), uint8_t{0});  // it held the parameters
+  return d;
+}
+
+// Every rank learns every rank's (step, fingerprint) through one sum: rank r fills only
+// its own slots. Refuses to train unless all equal rank 0's.
+Status CheckRanksAgree(Collective& c, uint64_t step, const crypto::Digest256& fingerprint) {
+  constexpr size_t kSlots = 5;  // step, then 64 bits of the fingerprint as four 16-bit parts
+  const size_t n = static_cast<size_t>(c.world_size()), r = static_cast<size_t>(c.rank());
+  std::vector<double> all(n * kSlots, 0.0);
+  all[r * kSlots] = static_cast<double>(step);
+  for (size_t i = 0; i < 4; ++i) all[r * kSlots + 1 + i] = fingerprint[2 * i] * 256.0 + fingerprint[2 * i + 1];
+  RETURN_IF_ERROR(c.AllReduceSum(all.data(), all.size()).Annotate("comparing the ranks' starting state"));
+  for (size_t k = 1; k < n; ++k) {
+    if (!std::equal(all.begin() + static_cast<long>(k * kSlots), all.begin() + static_cast<long>((k + 1) * kSlots),
+                    all.begin())) {
+      return FailedPrecondition("rank " + std::to_string(k) + " starts at step " +
+                                std::to_string(static_cast<uint64_t>(all[k * kSlots])) + " and rank 0 at step " +
+                                std::to_string(static_cast<uint64_t>(all[0])) +
+                                (all[k * kSlots] == all[0] ? " with other data, parameters or optimizer state" : "") +
+                                ": every rank must start from the same state (resume all from the same checkpoint step)");
+    }
   }
   return OkStatus();
 }
@@ -240,6 +283,11 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
     st.epochs = result.epochs;
     return st;
   };
+
+  if (world > 1) {
+    ASSIGN_OR_RETURN(TrainState start, capture(first_epoch, first_batch, 0.0));
+    RETURN_IF_ERROR(CheckRanksAgree(*collective, step, StartFingerprint(start)));
+  }
 
   for (uint32_t epoch = first_epoch; epoch <= job.epochs; ++epoch) {
     const auto t0 = std::chrono::steady_clock::now();

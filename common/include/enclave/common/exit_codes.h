@@ -22,6 +22,7 @@ enum ExitCode : int {
   kExitPolicyDenied = 12,      // attestation: evaluated, and the policy says no
   kExitNotEvaluated = 13,      // attestation: could not evaluate (bad evidence file, policy, TPM error)
   kExitVerdictDiffers = 14,    // audit: a recomputed attestation verdict differs from the recorded one
+  kExitInterrupted = 15,       // stopped by SIGINT or SIGTERM at a safe point (enclave-train: after a step)
 };
 
 int ExitCodeFor(const Status& status);

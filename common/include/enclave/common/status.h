@@ -25,6 +25,7 @@ enum class Code : uint8_t {
   kUnavailable,         // a service or device is not reachable (retry may help)
   kIo,                  // the operating system failed a read, write or sync
   kInternal,            // a bug or an impossible library failure
+  kInterrupted,         // stopped by a signal (SIGINT, SIGTERM) at a safe point
 };
 
 std::string_view CodeName(Code code);
@@ -58,6 +59,7 @@ inline Status Unsupported(std::string m) { return {Code::kUnsupported, std::move
 inline Status Unavailable(std::string m) { return {Code::kUnavailable, std::move(m)}; }
 inline Status IoError(std::string m) { return {Code::kIo, std::move(m)}; }
 inline Status Internal(std::string m) { return {Code::kInternal, std::move(m)}; }
+inline Status Interrupted(std::string m) { return {Code::kInterrupted, std::move(m)}; }
 // errno-based I/O failure: "what: strerror(errno)".
 Status ErrnoStatus(std::string_view what, int err);
 

@@ -67,6 +67,8 @@ class Ring {
   Status AllReduceSum(double* data, size_t n);
   // The bytes this ring sent (payload, before encryption): for the report and tests.
   uint64_t bytes_sent() const { return bytes_sent_; }
+  // Where this rank listens ("10.0.0.5:40123"; "" for a ring of one).
+  const std::string& listen_address() const { return listen_address_; }
 
  private:
   struct Comms;
@@ -78,6 +80,7 @@ class Ring {
   RingOptions options_;
   std::unique_ptr<Comms> comms_;
   uint64_t bytes_sent_ = 0;
+  std::string listen_address_;
 };
 
 }  // namespace enclave::net
