@@ -756,6 +756,9 @@ Status Cv(const Args& args) {
   if (folds < 2 || folds > 100) return InvalidInput("--folds must be in 2..100");
   ASSIGN_OR_RETURN(Session s, Prepare(args, false, "cv"));
   ASSIGN_OR_RETURN(AtomicOutputFile out, OpenReport(s, "cv_metrics.json", args.Has("force")));
+  if (s.Attested() && !args.Has("force") && std::filesystem::exists(out.path() + ".sig")) {
+    return AlreadyExists(out.path() + ".sig exists (use --force to overwrite)");
+  }
   EpochLine line(!args.json(), s.job.epochs);
   uint32_t epoch = 1;
   json extra = json::object();
@@ -770,7 +773,19 @@ Status Cv(const Args& args) {
   TrainCallbacks forward;
   forward.on_step = [&](uint64_t d, uint64_t t) { cb.on_step(d, t); };
   forward.on_epoch = [&](const EpochMetrics& m) { cb.on_epoch(m); };
-  ASSIGN_OR_RETURN(CvResult cv, CrossValidate(*s.backend, s.job, s.data, static_cast<uint32_t>(folds), forward, on_fold));
+#ifdef ENCLAVE_HAVE_ATTESTED_MODE
+  // As in run: when the lease ends, cross-validation stops and nothing is written.
+  if (s.attested) forward.should_stop = [a = s.attested.get()](uint64_t) { return !a->LeaseHeld(); };
+#endif
+  Result<CvResult> validated = CrossValidate(*s.backend, s.job, s.data, static_cast<uint32_t>(folds), forward, on_fold);
+#ifdef ENCLAVE_HAVE_ATTESTED_MODE
+  if (s.attested && !s.attested->LeaseHeld()) {
+    return PermissionDenied("the lease ended during cross-validation (" + s.attested->LeaseEndReason() +
+                            "): stopped, nothing written, keys wiped");
+  }
+#endif
+  if (!validated.ok()) return validated.status();
+  CvResult cv = std::move(validated).value();
   json report = ReportHeader(args, s, "cv");
   report["model"] = ModelJson(cv.folds[0]);
   json fj = json::array();
@@ -791,6 +806,18 @@ Status Cv(const Args& args) {
   report["std_accuracy"] = Num(std::sqrt(acc_sq / static_cast<double>(cv.folds.size())));
   report["mean_roc_auc"] = Num(cv.mean_auc);
   const std::string path = (std::filesystem::path(s.job.output_dir) / "cv_metrics.json").string();
+  report["signature"] = s.Attested() ? json(path + ".sig") : json(nullptr);
+#ifdef ENCLAVE_HAVE_ATTESTED_MODE
+  if (s.attested) {
+    // Signed like run's report (docs/training.md, "Signed report"); the broker's job report
+    // endpoint takes only run reports (it logs the exported model), so this one stays local.
+    const std::string text = report.dump(2) + "\n";
+    ASSIGN_OR_RETURN(std::string sig, s.attested->SignReport(text));
+    ASSIGN_OR_RETURN(AtomicOutputFile sig_out, AtomicOutputFile::Create(path + ".sig", args.Has("force")));
+    RETURN_IF_ERROR(sig_out.Write(sig.data(), sig.size()));
+    RETURN_IF_ERROR(sig_out.Commit());
+  }
+#endif
   RETURN_IF_ERROR(WriteReport(out, report));
   if (args.json()) {
     EmitLine({{"event", "done"}, {"ok", true}, {"metrics_file", path}, {"folds", folds},

@@ -676,6 +676,47 @@ TEST_F(ReleaseTest, EnclaveTrainAttestsItselfAndSignsItsReport) {
   EXPECT_FALSE(std::filesystem::exists(work_ + "/trained2/report.json"));
 }
 
+// cv in the attested mode signs its metrics file with the report key its quote bound.
+TEST_F(ReleaseTest, EnclaveTrainCvSignsItsMetricsInTheAttestedMode) {
+  settings_.before_launch = [this](const std::string& dir) -> Status {
+    RETURN_IF_ERROR(PrepareKeys(dir));
+    return SealSample(dir).status();
+  };
+  std::vector<std::string> host;
+  ASSERT_NO_FATAL_FAILURE(StartAndRegister("cv-host", &host));
+  testing::WriteText(work_ + "/cv.toml", JobToml(work_ + "/cv", "cv-job"));
+  std::vector<std::string> cv = {"cv", "--job", work_ + "/cv.toml", "--folds", "3", "--event-log=", "--ima-log=",
+                                 "--device", "cpu"};
+  cv.insert(cv.end(), host.begin(), host.end());
+  std::string out;
+  ASSERT_EQ(BrokerProcess::RunProgram(ENCLAVE_TRAIN_BIN, cv, "", &out), 0) << out;
+  const std::string text = testing::ReadText(work_ + "/cv/cv_metrics.json");
+  auto metrics = nlohmann::json::parse(text, nullptr, false);
+  ASSERT_TRUE(metrics.is_object());
+  EXPECT_EQ(metrics["mode"], "attested");
+  auto sig = nlohmann::json::parse(testing::ReadText(work_ + "/cv/cv_metrics.json.sig"), nullptr, false);
+  ASSERT_TRUE(sig.is_object());
+  const crypto::Digest256 digest = crypto::Sha256(AsBytes(text));
+  EXPECT_EQ(sig["report_sha256"], HexEncode(digest));
+  std::string domain = "enclave-train report v1";
+  std::vector<uint8_t> message(domain.begin(), domain.end());
+  message.push_back(0);
+  message.insert(message.end(), digest.begin(), digest.end());
+  auto key = HexDecode(sig["report_key"].get<std::string>());
+  auto signature = HexDecode(sig["signature"].get<std::string>());
+  ASSERT_TRUE(key.ok() && signature.ok() && key->size() == 32 && signature->size() == 64);
+  EXPECT_EQ(crypto_sign_verify_detached(signature->data(), message.data(), message.size(), key->data()), 0);
+  // The key is the one the broker logged with the cv release.
+  bool logged = false;
+  for (const auto& e : AuditEntries()) {
+    if (e.event.type == audit::EventType::kKeyReleased && e.event.fields["job_id"] == "cv-job") {
+      EXPECT_EQ(e.event.fields["report_key"], sig["report_key"]);
+      logged = true;
+    }
+  }
+  EXPECT_TRUE(logged);
+}
+
 // Checkpoints in the attested mode: sealed under a key derived from the job key, so a
 // resumed run (a new process, a new release for the same job id) reads them and ends with
 // the model an uninterrupted run makes.

@@ -369,6 +369,7 @@ Result<CvResult> CrossValidate(Backend& backend, const JobSpec& job, const Loade
   for (uint32_t f = 0; f < folds; ++f) {
     if (on_fold) on_fold(f + 1, folds);
     ASSIGN_OR_RETURN(TrainResult r, Train(backend, job, data, splits[f], callbacks));
+    if (r.stopped) return Interrupted("cross-validation stopped in fold " + std::to_string(f + 1));
     acc += r.epochs.back().val_accuracy;
     auc += r.epochs.back().val_auc;
     cv.folds.push_back(std::move(r));

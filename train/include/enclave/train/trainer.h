@@ -99,6 +99,7 @@ struct CvResult {
 
 // Stratified k-fold cross-validation: one full training run per fold (same job and seed),
 // each evaluated on its held-out fold. on_fold is called with (fold, folds) before each.
+// A fold stopped by callbacks.should_stop ends it with kInterrupted.
 Result<CvResult> CrossValidate(Backend& backend, const JobSpec& job, const LoadedData& data, uint32_t folds,
                                const TrainCallbacks& callbacks = {},
                                const std::function<void(uint32_t, uint32_t)>& on_fold = {});
