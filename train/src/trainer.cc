@@ -104,21 +104,17 @@ Status CheckResumable(const TrainState& st, const JobSpec& job, const ModelShape
 // What must be equal on every rank before a distributed run's first step: the position,
 // the split, the standardization (the same data), the row order and shuffle stream, the
 // parameters and optimizer moments (the same checkpoint, or the same initialization).
+// Hashed in place (streaming): the parameters are not copied out of locked memory.
 crypto::Digest256 StartFingerprint(const TrainState& st) {
-  std::vector<uint8_t> m;
-  auto put = [&m](const void* p, size_t n) {
-    const auto* b = static_cast<const uint8_t*>(p);
-    m.insert(m.end(), b, b + n);
-  };
+  crypto::Sha256Hasher h;
+  auto put = [&h](const void* p, size_t n) { h.Update({static_cast<const uint8_t*>(p), n}); };
   for (uint64_t v : {st.step, st.train_rows, st.val_rows, uint64_t{st.epoch}, st.batch}) put(&v, sizeof(v));
   put(st.shuffle_rng, sizeof(st.shuffle_rng));
   put(st.order.data(), st.order.size() * sizeof(uint32_t));
   for (const LockedArray<float>* a : {&st.mean, &st.inv_std, &st.params, &st.moment1, &st.moment2}) {
     put(a->data(), a->size() * sizeof(float));
   }
-  const crypto::Digest256 d = crypto::Sha256(m);
-  std::fill(m.begin(), m.end(), uint8_t{0});  // it held the parameters
-  return d;
+  return h.Final();
 }
 
 // Every rank learns every rank's (step, fingerprint) through one sum: rank r fills only
