@@ -484,9 +484,15 @@ Status Run(const Args& args) {
   TrainCallbacks cb = Callbacks(args, s.job, &line, json::object(), &epoch);
   uint64_t written = 0;
   std::string last_checkpoint;
+  std::function<bool()> lease_ended = [] { return false; };
+#ifdef ENCLAVE_HAVE_ATTESTED_MODE
+  if (s.attested) lease_ended = [a = s.attested.get()] { return !a->LeaseHeld(); };
+#endif
   if (ckpt_key) {
     cb.checkpoint_every = s.job.checkpoint.every_steps;
     cb.on_checkpoint = [&](const TrainState& st) -> Status {
+      // A job without [checkpoint] writes one only when interrupted, not when its lease ended.
+      if (!checkpoints && lease_ended()) return OkStatus();
       const std::string path = CheckpointPath(ckpt_dir, st.step);
       std::error_code ec;
       std::filesystem::create_directories(ckpt_dir, ec);
@@ -501,10 +507,6 @@ Status Run(const Args& args) {
   }
   // Asked at every step: a stop signal, --stop-after-step, and (attested) the lease, which
   // when it ends stops training with nothing written.
-  std::function<bool()> lease_ended = [] { return false; };
-#ifdef ENCLAVE_HAVE_ATTESTED_MODE
-  if (s.attested) lease_ended = [a = s.attested.get()] { return !a->LeaseHeld(); };
-#endif
   cb.should_stop = [stop_after, lease_ended](uint64_t step) {
     return g_stop_signal.load() != 0 || step == stop_after || lease_ended();
   };
