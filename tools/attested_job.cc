@@ -89,6 +89,7 @@ AttestedJob::~AttestedJob() {
 
 void AttestedJob::Keep() {
   std::unique_lock<std::mutex> lock(mu_);
+  int64_t next_status_check = Now() + kStatusCheckSeconds;
   while (!stopping_ && end_reason_.empty()) {
     const broker::Lease lease = lease_;
     // Renew when two thirds of the re-attestation interval have passed.
@@ -97,6 +98,21 @@ void AttestedJob::Keep() {
     if (Now() >= lease.expires_at()) {
       end_reason_ = "the lease passed its deadline without a renewal";
       break;
+    }
+    if (Now() >= next_status_check) {
+      // Between renewals, ask whether the lease is still active, so that a revocation
+      // stops training within seconds rather than at the next renewal. Only the broker's
+      // answer ends the lease here; an unreachable broker is the renewal's to judge.
+      next_status_check = Now() + kStatusCheckSeconds;
+      lock.unlock();
+      Result<broker::RendezvousInfo> status = Rendezvous("");
+      lock.lock();
+      const Code code = status.status().code();
+      if (code == Code::kFailedPrecondition || code == Code::kPermissionDenied) {
+        end_reason_ = "the broker no longer holds the lease active: " + status.status().ToString();
+        break;
+      }
+      continue;
     }
     if (Now() < renew_at) {
       wake_.wait_for(lock, std::chrono::milliseconds(200));

@@ -24,6 +24,7 @@ namespace enclave {
 
 class AttestedJob {
  public:
+  static constexpr int64_t kStatusCheckSeconds = 5;
   struct Options {
     std::string tcti;       // the TPM (attest::host::DefaultTcti() when empty)
     std::string state_dir;  // the host's AK and enrolment (enclave-attest register)
@@ -40,8 +41,10 @@ class AttestedJob {
   const broker::Release& release() const { return release_; }
   const std::string& url() const { return url_; }
 
-  // False once the lease has ended: a renewal was refused or failed, or its deadline
-  // passed. The keeper renews at two thirds of each re-attestation interval.
+  // False once the lease has ended: a renewal was refused or failed, its deadline passed,
+  // or the broker answered that it is no longer active (revoked). The keeper renews at two
+  // thirds of each re-attestation interval and asks for the lease's status every
+  // kStatusCheckSeconds in between (an authenticated rendezvous read).
   bool LeaseHeld() const;
   std::string LeaseEndReason() const;
   broker::Lease CurrentLease() const;
