@@ -72,7 +72,8 @@ Status RecvAll(int fd, uint8_t* data, size_t len);
 struct Options {
   int nsocks = 4;  // sockets (and worker threads) per connection, 1..16
 };
-// ENCLAVE_NET_NSOCKS overrides the default (a tuning knob, not a secret).
+// The plugin's options: nsocks = half the hardware threads, 1..4, unless ENCLAVE_NET_NSOCKS says
+// otherwise (a tuning knob, not a secret).
 Result<Options> OptionsFromEnv();
 
 class DataComm;
