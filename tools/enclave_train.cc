@@ -11,6 +11,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -171,6 +172,16 @@ struct Session {
 };
 
 // `checkpoints`: the run writes or reads checkpoints, whose key is in the keystore.
+// The job's backend; a streaming job on "auto" takes the CPU (the GPU streaming path is not
+// built yet), an explicit "gpu" is refused by Train.
+Result<std::unique_ptr<Backend>> MakeJobBackend(const JobSpec& job) {
+  if (job.streaming.enabled && job.device == Device::kAuto) {
+    std::fprintf(stderr, "enclave-train: note: [streaming] runs on the CPU backend (GPU streaming is not built yet)\n");
+    return MakeBackend(Device::kCpu);
+  }
+  return MakeBackend(job.device);
+}
+
 Result<Session> Prepare(const Args& args, bool checkpoints, const std::string& kind, uint32_t rank = 0,
                         uint32_t world_size = 1) {
   Session s;
@@ -202,8 +213,8 @@ Result<Session> Prepare(const Args& args, bool checkpoints, const std::string& k
     std::fprintf(stderr, "enclave-train: attested: %zu data key(s) released by %s (lease %s, renew by %lld)\n",
                  s.attested->release().keys.size(), s.job.broker.url.c_str(), l.lease_id.c_str(),
                  static_cast<long long>(l.reattest_by));
-    ASSIGN_OR_RETURN(s.backend, MakeBackend(s.job.device));
-    ASSIGN_OR_RETURN(s.data, LoadDatasets(*s.backend, s.job.datasets, s.Keys()));
+    ASSIGN_OR_RETURN(s.backend, MakeJobBackend(s.job));
+    ASSIGN_OR_RETURN(s.data, LoadJobData(*s.backend, s.job, s.Keys()));
     return s;
 #else
     return Unsupported("this enclave-train was built without the attested mode (tpm2-tss or the broker missing)");
@@ -236,8 +247,8 @@ Result<Session> Prepare(const Args& args, bool checkpoints, const std::string& k
   if (!s.job.broker.url.empty()) {
     std::fprintf(stderr, "enclave-train: note: --keystore given: the job's [broker] is not asked for keys\n");
   }
-  ASSIGN_OR_RETURN(s.backend, MakeBackend(s.job.device));
-  ASSIGN_OR_RETURN(s.data, LoadDatasets(*s.backend, s.job.datasets, s.Keys()));
+  ASSIGN_OR_RETURN(s.backend, MakeJobBackend(s.job));
+  ASSIGN_OR_RETURN(s.data, LoadJobData(*s.backend, s.job, s.Keys()));
   return s;
 }
 
@@ -266,6 +277,9 @@ json ReportHeader(const Args& args, const Session& s, const char* verb) {
           {"job", JobJson(args.Get("job"), s.job)},
           {"device", s.backend->kind()},
           {"backend", s.backend->Describe()},
+          {"streaming", s.job.streaming.enabled ? json{{"block_rows", s.job.streaming.block_rows},
+                                                       {"window_blocks", s.job.streaming.window_blocks}}
+                                                 : json(nullptr)},
           {"datasets", SourcesJson(s.data)},
           {"rows", s.data.rows},
           {"features", s.data.features},
@@ -315,11 +329,28 @@ std::string OutPath(const Session& s, const std::string& name) {
 // The accuracy of the final model over every row of the job's datasets (training and
 // validation), computed as `predict` computes it: the number a data owner gets back by
 // running `predict` on the same data.
+// Streamed data is read again in pieces of whole prediction batches (kEvalBatch rows from
+// row 0, as predict batches them), so every row's prediction is the same bits.
 Result<double> AllRowsAccuracy(Backend& backend, const ModelFile& model, const LoadedData& data) {
-  ASSIGN_OR_RETURN(LockedArray<float> x, LockedArray<float>::Create(data.rows * data.features));
-  RETURN_IF_ERROR(backend.Download(x.data(), data.x, x.size()));
-  ASSIGN_OR_RETURN(LockedArray<float> probs, PredictProbabilities(backend, model, x.data(), data.rows));
-  return Accuracy(probs.data(), data.labels.data(), data.rows, model.shape.classes);
+  if (data.table == nullptr) {
+    ASSIGN_OR_RETURN(LockedArray<float> x, LockedArray<float>::Create(data.rows * data.features));
+    RETURN_IF_ERROR(backend.Download(x.data(), data.x, x.size()));
+    ASSIGN_OR_RETURN(LockedArray<float> probs, PredictProbabilities(backend, model, x.data(), data.rows));
+    return Accuracy(probs.data(), data.labels.data(), data.rows, model.shape.classes);
+  }
+  const size_t F = data.features, width = data.table->width(), piece = 64 * kEvalBatch;
+  ASSIGN_OR_RETURN(LockedArray<float> records, LockedArray<float>::Create(piece * width));
+  ASSIGN_OR_RETURN(LockedArray<float> x, LockedArray<float>::Create(piece * F));
+  uint64_t correct = 0;
+  for (uint64_t first = 0; first < data.rows; first += piece) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(piece, data.rows - first));
+    RETURN_IF_ERROR(data.table->Read(first, n, records.data()));
+    for (size_t r = 0; r < n; ++r) std::copy_n(records.data() + r * width, F, x.data() + r * F);
+    ASSIGN_OR_RETURN(LockedArray<float> probs, PredictProbabilities(backend, model, x.data(), n));
+    const double acc = Accuracy(probs.data(), data.labels.data() + first, n, model.shape.classes);
+    correct += static_cast<uint64_t>(std::llround(acc * static_cast<double>(n)));
+  }
+  return static_cast<double>(correct) / static_cast<double>(data.rows);
 }
 
 // SIGINT/SIGTERM during training: remembered here, acted on after the current step (a

@@ -384,6 +384,29 @@ Status SealedDatasetReader::ForEachChunk(const std::function<Status(std::span<co
   return OkStatus();
 }
 
+Status SealedDatasetReader::ReadRows(uint64_t first_row, uint64_t count, float* out) {
+  const crypto::SealedHeader& h = reader_->header();
+  const uint64_t record_bytes = schema_.record_bytes();
+  if (first_row > rows_ || count > rows_ - first_row) {
+    return Internal(reader_->path() + ": records " + std::to_string(first_row) + "+" + std::to_string(count) +
+                      " past the end (" + std::to_string(rows_) + " records)");
+  }
+  // Every chunk but the last holds chunk_size / record_bytes whole records (checked in Open).
+  const uint64_t per_chunk = h.params.chunk_size / record_bytes;
+  uint8_t* dst = reinterpret_cast<uint8_t*>(out);
+  for (uint64_t row = first_row, end = first_row + count; row < end;) {
+    const uint64_t chunk = row / per_chunk, chunk_first = chunk * per_chunk;
+    const size_t len = h.ChunkPlaintextSize(chunk);
+    auto plain = plain_.ExposeSecretMutable().first(len);
+    RETURN_IF_ERROR(reader_->ReadChunk(chunk, plain));
+    const uint64_t n = std::min(end, chunk_first + len / record_bytes) - row;
+    std::memcpy(dst, plain.data() + (row - chunk_first) * record_bytes, n * record_bytes);
+    dst += n * record_bytes;
+    row += n;
+  }
+  return OkStatus();
+}
+
 namespace {
 
 // Authenticated records can still be invalid if another implementation sealed them.

@@ -242,7 +242,134 @@ Status ReadSealedIntoDevice(Backend& backend, const DatasetSpec& spec, const cry
 
 bool OnGpu(const Backend& backend) { return std::string_view(backend.kind()) == "gpu"; }
 
+// The report's description of a dataset, with the SHA-256 of its file.
+Result<SourceInfo> DescribeSource(const DatasetSpec& spec, uint64_t rows) {
+  SourceInfo info;
+  info.id = spec.id;
+  info.path = spec.path;
+  info.format = spec.format;
+  info.rows = rows;
+  if (spec.format == DatasetFormat::kSealed) {
+    ASSIGN_OR_RETURN(info.file_digest, crypto::SealedFileDigest(spec.path));
+    return info;
+  }
+  ASSIGN_OR_RETURN(FileReader f, FileReader::Open(spec.path));
+  crypto::Sha256Hasher h;
+  std::vector<uint8_t> buf(1 << 16);
+  size_t got = 0;
+  do {
+    RETURN_IF_ERROR(f.Read(buf.data(), buf.size(), &got));
+    h.Update({buf.data(), got});
+  } while (got > 0);
+  info.file_digest = h.Final();
+  return info;
+}
+
+// The streaming table: per dataset either an open sealed reader or the parsed CSV records.
+class JobRecordTable : public RecordTable {
+ public:
+  struct Part {
+    std::string path;
+    uint64_t first = 0, rows = 0;  // its rows in the whole table
+    std::unique_ptr<dataset::SealedDatasetReader> sealed;
+    LockedArray<float> clear;  // rows x width (CSV)
+  };
+
+  JobRecordTable(DatasetSchema schema, std::vector<Part> parts) : schema_(std::move(schema)), parts_(std::move(parts)) {
+    width_ = schema_.columns.size();
+    for (const Part& p : parts_) rows_ += p.rows;
+  }
+
+  Status Read(uint64_t first, uint64_t count, float* out) override {
+    if (first > rows_ || count > rows_ - first) return Internal("record table: read past the end");
+    for (Part& p : parts_) {
+      const uint64_t lo = std::max(first, p.first), hi = std::min(first + count, p.first + p.rows);
+      if (lo >= hi) continue;
+      float* dst = out + (lo - first) * width_;
+      if (p.sealed) {
+        RETURN_IF_ERROR(p.sealed->ReadRows(lo - p.first, hi - lo, dst));
+      } else {
+        std::copy_n(p.clear.data() + (lo - p.first) * width_, (hi - lo) * width_, dst);
+      }
+      RETURN_IF_ERROR(CheckRecords(schema_, p.path, dst, lo - p.first, hi - lo));
+    }
+    return OkStatus();
+  }
+
+ private:
+  DatasetSchema schema_;
+  std::vector<Part> parts_;
+};
+
 }  // namespace
+
+Result<LoadedData> OpenDatasetsForStreaming(const std::vector<DatasetSpec>& specs, const crypto::Keystore* keystore) {
+  if (specs.empty()) return InvalidInput("the job names no dataset");
+  LoadedData out;
+  std::vector<JobRecordTable::Part> parts;
+  std::vector<LockedArray<float>> labels;  // per dataset
+  for (const DatasetSpec& spec : specs) {
+    JobRecordTable::Part part;
+    LockedArray<float> part_labels;
+    part.path = spec.path;
+    part.first = out.rows;
+    auto begin = [&](const DatasetSchema& s, uint64_t n) -> Status {
+      if (!parts.empty() && !SameSchema(s, out.schema)) {
+        return InvalidInput(spec.path + ": schema (columns, kinds, classes) differs from dataset '" + specs[0].id + "'");
+      }
+      if (parts.empty()) out.schema = s;
+      if (n == 0) return InvalidInput(spec.path + ": no rows");
+      if (out.rows + n >= (uint64_t{1} << 32) / 2) return InvalidInput(spec.path + ": too many rows (2^31 at most)");
+      ASSIGN_OR_RETURN(part_labels, LockedArray<float>::Create(n));
+      if (spec.format == DatasetFormat::kCsv) {
+        ASSIGN_OR_RETURN(part.clear, LockedArray<float>::Create(n * s.columns.size()));
+      }
+      return OkStatus();
+    };
+    auto fn = [&](const float* records, uint64_t first, uint64_t count) -> Status {
+      const size_t w = out.schema.columns.size(), f = w - 1;
+      if (first + count > part_labels.size()) return InvalidInput(spec.path + ": more records than its header says");
+      for (uint64_t r = 0; r < count; ++r) part_labels[first + r] = records[r * w + f];
+      if (!part.clear.empty()) std::copy_n(records, count * w, part.clear.data() + first * w);
+      return OkStatus();
+    };
+    DatasetSchema schema;
+    if (spec.format == DatasetFormat::kCsv) {
+      RETURN_IF_ERROR(ReadDatasetRecords(spec, keystore, &schema, &part.rows, begin, fn));
+    } else {
+      if (keystore == nullptr) return FailedPrecondition(spec.path + ": a sealed dataset needs a keystore");
+      ASSIGN_OR_RETURN(dataset::SealedDatasetReader reader, dataset::SealedDatasetReader::Open(spec.path, *keystore));
+      if (reader.header().params.object_id != spec.id) {
+        return PermissionDenied(spec.path + ": sealed dataset id is '" + reader.header().params.object_id +
+                                "', the job names '" + spec.id + "'");
+      }
+      part.rows = reader.rows();
+      RETURN_IF_ERROR(begin(reader.schema(), part.rows));
+      RETURN_IF_ERROR(reader.ForEachChunk([&](std::span<const float> records, uint64_t first, uint64_t count) {
+        RETURN_IF_ERROR(CheckRecords(out.schema, spec.path, records.data(), first, count));
+        return fn(records.data(), first, count);
+      }));
+      part.sealed = std::make_unique<dataset::SealedDatasetReader>(std::move(reader));
+    }
+    ASSIGN_OR_RETURN(SourceInfo info, DescribeSource(spec, part.rows));
+    out.sources.push_back(std::move(info));
+    out.rows += part.rows;
+    parts.push_back(std::move(part));
+    labels.push_back(std::move(part_labels));
+  }
+  out.features = out.schema.feature_count();
+  out.classes = static_cast<uint32_t>(out.schema.classes.size());
+  ASSIGN_OR_RETURN(out.labels, LockedArray<float>::Create(out.rows));
+  size_t at = 0;
+  for (const LockedArray<float>& l : labels) at = std::copy(l.begin(), l.end(), out.labels.begin() + at) - out.labels.begin();
+  out.table = std::make_shared<JobRecordTable>(out.schema, std::move(parts));
+  return out;
+}
+
+Result<LoadedData> LoadJobData(Backend& backend, const JobSpec& job, const crypto::Keystore* keystore) {
+  if (job.streaming.enabled) return OpenDatasetsForStreaming(job.datasets, keystore);
+  return LoadDatasets(backend, job.datasets, keystore);
+}
 
 Result<LoadedData> LoadDatasets(Backend& backend, const std::vector<DatasetSpec>& specs,
                                 const crypto::Keystore* keystore) {
@@ -279,24 +406,7 @@ Result<LoadedData> LoadDatasets(Backend& backend, const std::vector<DatasetSpec>
     } else {
       RETURN_IF_ERROR(ReadDatasetRecords(spec, keystore, &schema, &rows, begin, fn));
     }
-    SourceInfo info;
-    info.id = spec.id;
-    info.path = spec.path;
-    info.format = spec.format;
-    info.rows = rows;
-    if (spec.format == DatasetFormat::kSealed) {
-      ASSIGN_OR_RETURN(info.file_digest, crypto::SealedFileDigest(spec.path));
-    } else {
-      ASSIGN_OR_RETURN(FileReader f, FileReader::Open(spec.path));
-      crypto::Sha256Hasher h;
-      std::vector<uint8_t> buf(1 << 16);
-      size_t got = 0;
-      do {
-        RETURN_IF_ERROR(f.Read(buf.data(), buf.size(), &got));
-        h.Update({buf.data(), got});
-      } while (got > 0);
-      info.file_digest = h.Final();
-    }
+    ASSIGN_OR_RETURN(SourceInfo info, DescribeSource(spec, rows));
     out.sources.push_back(std::move(info));
     out.rows += rows;
     part.rows = rows;

@@ -397,6 +397,21 @@ Result<JobSpec> ParseJob(std::string_view text, const std::string& source, const
     RETURN_IF_ERROR(t.UInt("keep", 1, 1000, &job.checkpoint.keep));
     RETURN_IF_ERROR(t.Finish());
   }
+  // [streaming]
+  ASSIGN_OR_RETURN(const toml::table* stream, SubTable(top, "streaming"));
+  if (stream != nullptr) {
+    Table t(*stream, "streaming", source);
+    job.streaming.enabled = true;
+    RETURN_IF_ERROR(t.UInt("block_rows", 1, int64_t{1} << 24, &job.streaming.block_rows));
+    RETURN_IF_ERROR(t.UInt("window_blocks", 1, 65536, &job.streaming.window_blocks));
+    RETURN_IF_ERROR(t.Finish());
+    // A batch then spans at most two windows, so two resident windows always suffice.
+    if (uint64_t{job.streaming.block_rows} * job.streaming.window_blocks < job.batch_size) {
+      return InvalidInput(source + ": 'streaming.block_rows' x 'streaming.window_blocks' (" +
+                          std::to_string(uint64_t{job.streaming.block_rows} * job.streaming.window_blocks) +
+                          " rows) must be at least 'training.batch_size' (" + std::to_string(job.batch_size) + ")");
+    }
+  }
   if (job.schedule.kind == kernels::kLrCosine && job.schedule.min_lr > job.optimizer.lr) {
     return InvalidInput(source + ": 'schedule.min_lr' is above 'optimizer.lr'");
   }

@@ -10,6 +10,7 @@
 #include "enclave/crypto/hash.h"
 #include "enclave/train/metrics.h"
 #include "enclave/train/rng.h"
+#include "stream.h"
 
 namespace enclave::train {
 namespace {
@@ -152,33 +153,55 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
     }
   }
 
-  // The training and validation tables, gathered once; standardization from training rows only.
-  ASSIGN_OR_RETURN(OwnedBuffer xtr, AllocOwned(backend, ntr * F));
-  ASSIGN_OR_RETURN(OwnedBuffer ytr, AllocOwned(backend, ntr));
-  RETURN_IF_ERROR(backend.GatherRows(data.x, F, split.train.data(), ntr, xtr));
-  RETURN_IF_ERROR(backend.GatherRows(data.y, 1, split.train.data(), ntr, ytr));
-  OwnedBuffer xva, yva;
-  LockedArray<float> val_labels;
-  if (nva > 0) {
-    ASSIGN_OR_RETURN(xva, AllocOwned(backend, nva * F));
-    ASSIGN_OR_RETURN(yva, AllocOwned(backend, nva));
-    RETURN_IF_ERROR(backend.GatherRows(data.x, F, split.val.data(), nva, xva));
-    RETURN_IF_ERROR(backend.GatherRows(data.y, 1, split.val.data(), nva, yva));
-    ASSIGN_OR_RETURN(val_labels, LockedArray<float>::Create(nva));
-    for (size_t i = 0; i < nva; ++i) val_labels[i] = data.labels[split.val[i]];
+  const bool streamed = data.table != nullptr;
+  if (streamed && std::string_view(backend.kind()) == "gpu") {
+    return Unsupported("[streaming] on the GPU backend is not built yet: use --device cpu, or load the data once");
   }
+  const size_t batch = std::min<size_t>(job.batch_size, ntr);
+  StreamLayout layout{ntr, job.streaming.block_rows, job.streaming.window_blocks};
+  if (streamed && layout.window_rows() < batch) {
+    return InvalidInput("[streaming]: a window (" + std::to_string(layout.window_rows()) +
+                        " rows) must hold at least one batch (" + std::to_string(batch) + " rows)");
+  }
+
+  // The training and validation tables, gathered once (or, streamed, the validation rows
+  // and a window stream); standardization from training rows only.
+  OwnedBuffer xtr, ytr, xva, yva;
+  LockedArray<float> val_labels;
   ASSIGN_OR_RETURN(OwnedBuffer mean, AllocOwned(backend, F));
   ASSIGN_OR_RETURN(OwnedBuffer inv_std, AllocOwned(backend, F));
-  RETURN_IF_ERROR(backend.ColumnMoments(xtr, ntr, F, mean, inv_std));
-  RETURN_IF_ERROR(backend.Standardize(xtr, ntr, F, mean, inv_std));
-  if (nva > 0) RETURN_IF_ERROR(backend.Standardize(xva, nva, F, mean, inv_std));
+  std::unique_ptr<WindowStream> stream;
+  if (streamed) {
+    ASSIGN_OR_RETURN(StreamStart start, ReadStreamStart(backend, *data.table, split, F, layout.block_rows));
+    xva = std::move(start.xva);
+    yva = std::move(start.yva);
+    val_labels = std::move(start.val_labels);
+    RETURN_IF_ERROR(backend.Upload(mean, start.mean.data(), F));
+    RETURN_IF_ERROR(backend.Upload(inv_std, start.inv_std.data(), F));
+    ASSIGN_OR_RETURN(stream, WindowStream::Create(backend, *data.table, split, layout, F, start.mean, start.inv_std));
+  } else {
+    ASSIGN_OR_RETURN(xtr, AllocOwned(backend, ntr * F));
+    ASSIGN_OR_RETURN(ytr, AllocOwned(backend, ntr));
+    RETURN_IF_ERROR(backend.GatherRows(data.x, F, split.train.data(), ntr, xtr));
+    RETURN_IF_ERROR(backend.GatherRows(data.y, 1, split.train.data(), ntr, ytr));
+    if (nva > 0) {
+      ASSIGN_OR_RETURN(xva, AllocOwned(backend, nva * F));
+      ASSIGN_OR_RETURN(yva, AllocOwned(backend, nva));
+      RETURN_IF_ERROR(backend.GatherRows(data.x, F, split.val.data(), nva, xva));
+      RETURN_IF_ERROR(backend.GatherRows(data.y, 1, split.val.data(), nva, yva));
+      ASSIGN_OR_RETURN(val_labels, LockedArray<float>::Create(nva));
+      for (size_t i = 0; i < nva; ++i) val_labels[i] = data.labels[split.val[i]];
+    }
+    RETURN_IF_ERROR(backend.ColumnMoments(xtr, ntr, F, mean, inv_std));
+    RETURN_IF_ERROR(backend.Standardize(xtr, ntr, F, mean, inv_std));
+    if (nva > 0) RETURN_IF_ERROR(backend.Standardize(xva, nva, F, mean, inv_std));
+  }
 
   ModelShape shape;
   shape.inputs = static_cast<uint32_t>(F);
   shape.hidden = job.model.hidden;
   shape.classes = data.classes;
   shape.activation = job.model.activation;
-  const size_t batch = std::min<size_t>(job.batch_size, ntr);
   // Refuse what cannot fit before allocating: 2^28 parameters, 2^30 activation floats.
   size_t units = 0;
   for (size_t l = 0; l < shape.layers(); ++l) units += shape.fan_out(l);
@@ -217,6 +240,21 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
   ASSIGN_OR_RETURN(LockedArray<uint32_t> order, LockedArray<uint32_t>::Create(ntr));
   std::iota(order.begin(), order.end(), 0u);
   Rng shuffle(job.seed, kStreamShuffle);
+  auto shuffle_epoch = [&] {
+    if (streamed) {
+      WindowShuffle(layout, shuffle, order.data());
+    } else {
+      Shuffle(order.data(), ntr, shuffle);
+    }
+  };
+  // Streamed: the next epoch's order is drawn ahead from a copy of the shuffle stream, so
+  // the reader can stage its first window during this epoch (the stream and the order that
+  // checkpoints see advance only when the epoch ends, as in a loaded run).
+  LockedArray<uint32_t> next_order;
+  Rng next_shuffle = shuffle;
+  if (streamed) {
+    ASSIGN_OR_RETURN(next_order, LockedArray<uint32_t>::Create(ntr));
+  }
 
   TrainResult result;
   result.shape = shape;
@@ -280,6 +318,10 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
     return st;
   };
 
+  // The first epoch's order (a resumed one was restored with its shuffle stream).
+  if (resume == nullptr) shuffle_epoch();
+  if (streamed) RETURN_IF_ERROR(stream->Begin(order.data(), std::min<uint64_t>(first_batch * batch, ntr)));
+
   if (world > 1) {
     ASSIGN_OR_RETURN(TrainState start, capture(first_epoch, first_batch, 0.0));
     RETURN_IF_ERROR(CheckRanksAgree(*collective, step, StartFingerprint(start)));
@@ -288,8 +330,11 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
   for (uint32_t epoch = first_epoch; epoch <= job.epochs; ++epoch) {
     const auto t0 = std::chrono::steady_clock::now();
     const bool resuming = resume != nullptr && epoch == first_epoch;
-    // A resumed epoch was already shuffled (the order and the stream are restored after it).
-    if (!resuming) Shuffle(order.data(), ntr, shuffle);
+    if (streamed && epoch < job.epochs) {
+      next_shuffle = shuffle;
+      WindowShuffle(layout, next_shuffle, next_order.data());
+      stream->SetNext(next_order.data());
+    }
     double loss_sum = resuming ? resumed_loss : 0;
     float lr = 0;
     for (uint64_t b = resuming ? first_batch : 0; b < steps_per_epoch; ++b) {
@@ -298,8 +343,12 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
       const size_t lo = off + ShardBegin(n, rank, world), mine = off + ShardBegin(n, rank + 1, world) - lo;
       double part = 0;
       if (mine > 0) {
-        RETURN_IF_ERROR(backend.GatherRows(xtr, F, order.data() + lo, mine, xb));
-        RETURN_IF_ERROR(backend.GatherRows(ytr, 1, order.data() + lo, mine, yb));
+        if (streamed) {
+          RETURN_IF_ERROR(stream->Gather(lo, mine, xb, yb));
+        } else {
+          RETURN_IF_ERROR(backend.GatherRows(xtr, F, order.data() + lo, mine, xb));
+          RETURN_IF_ERROR(backend.GatherRows(ytr, 1, order.data() + lo, mine, yb));
+        }
         RETURN_IF_ERROR(model.Forward(xb, mine).status());
         RETURN_IF_ERROR(model.Backward(xb, yb.get().Slice(0, mine), mine, &part, n));
       } else {
@@ -331,6 +380,17 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
         result.steps = step;
         ASSIGN_OR_RETURN(result.params, model.DownloadParams());
         return result;
+      }
+    }
+    // The next epoch's order (drawn before this epoch's evaluation: the shuffle stream's
+    // sequence does not depend on when it is drawn).
+    if (epoch < job.epochs) {
+      if (streamed) {
+        std::swap(order, next_order);
+        shuffle = next_shuffle;
+        RETURN_IF_ERROR(stream->Begin(order.data(), 0));
+      } else {
+        shuffle_epoch();
       }
     }
     // The learning rate of the epoch's last step (recomputed: a resumed epoch may have run none).

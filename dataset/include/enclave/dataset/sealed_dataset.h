@@ -72,6 +72,10 @@ class SealedDatasetReader {
   // row_count * (features + 1) floats. Stops at the first error.
   Status ForEachChunk(const std::function<Status(std::span<const float>, uint64_t, uint64_t)>& fn,
                       const ProgressFn& progress = {});
+  // Random access: authenticates and decrypts the chunks that hold records
+  // [first_row, first_row + count) and copies those records (count * (features + 1)
+  // floats) to `out`, which the caller keeps in locked memory. Unchecked records.
+  Status ReadRows(uint64_t first_row, uint64_t count, float* out);
 
  private:
   SealedDatasetReader() = default;

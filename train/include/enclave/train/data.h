@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -41,20 +42,48 @@ Status ReadDatasetRecords(const DatasetSpec& spec, const crypto::Keystore* keyst
 Status CheckRecords(const dataset::DatasetSchema& schema, const std::string& path, const float* records,
                     uint64_t first_row, uint64_t count);
 
+// Random access to the records of a job's datasets, concatenated in job order: what a
+// streaming job (JobSpec::streaming) re-reads every epoch. Sealed datasets are read chunk by
+// chunk on demand, authenticated and decrypted on every read (the file handle stays open,
+// and every chunk is bound to the header that was checked); a clear CSV (development only)
+// is parsed once into locked memory. Used by one thread at a time.
+class RecordTable {
+ public:
+  virtual ~RecordTable() = default;
+  uint64_t rows() const { return rows_; }
+  size_t width() const { return width_; }  // floats per record: features + 1
+  // Records [first, first + count) into out (count * width floats, the caller's locked
+  // memory), each checked as ReadDatasetRecords checks them; may span datasets.
+  virtual Status Read(uint64_t first, uint64_t count, float* out) = 0;
+
+ protected:
+  uint64_t rows_ = 0;
+  size_t width_ = 0;
+};
+
 struct LoadedData {
   dataset::DatasetSchema schema;
   size_t rows = 0, features = 0;
   uint32_t classes = 0;
-  OwnedBuffer x;               // rows x features, backend memory
-  OwnedBuffer y;               // rows (class indices), backend memory
+  OwnedBuffer x;               // rows x features, backend memory (empty when streamed)
+  OwnedBuffer y;               // rows (class indices), backend memory (empty when streamed)
   LockedArray<float> labels;   // the class indices again on the host (for stratification)
   std::vector<SourceInfo> sources;
+  std::shared_ptr<RecordTable> table;  // set when streamed: Train reads rows from it each epoch
 };
 
 // Loads every dataset of the job, in order, into one table; their schemas must be equal.
 // `keystore` may be null when no dataset is sealed.
 Result<LoadedData> LoadDatasets(Backend& backend, const std::vector<DatasetSpec>& specs,
                                 const crypto::Keystore* keystore);
+
+// For a streaming job: checks the datasets as LoadDatasets does and reads every record
+// once for the labels (one pass), but keeps no features in memory; `table` serves the
+// records afterwards.
+Result<LoadedData> OpenDatasetsForStreaming(const std::vector<DatasetSpec>& specs, const crypto::Keystore* keystore);
+
+// LoadDatasets or OpenDatasetsForStreaming, as the job says.
+Result<LoadedData> LoadJobData(Backend& backend, const JobSpec& job, const crypto::Keystore* keystore);
 
 struct Split {
   LockedArray<uint32_t> train, val;  // row numbers, ascending

@@ -58,6 +58,14 @@ struct CheckpointSpec {
   uint32_t keep = 2;         // the newest this many are kept
 };
 
+// [streaming]: the training rows are re-read and decrypted every epoch, a window of blocks
+// at a time, instead of being loaded once (docs/formats/job.md, docs/training.md).
+struct StreamingSpec {
+  bool enabled = false;
+  uint32_t block_rows = 8192;    // training rows per block (the unit of shuffling and reading)
+  uint32_t window_blocks = 16;   // blocks whose rows are shuffled together and held at once
+};
+
 // The key broker the job's keys come from (docs/formats/job.md, [broker]).
 struct BrokerSpec {
   std::string url;        // https://HOST:PORT; empty: no broker (development mode)
@@ -77,6 +85,7 @@ struct JobSpec {
   BrokerSpec broker;       // [broker]: where the keys come from (enclave-attest attest)
   std::string export_key;  // the tenant's export public key file; empty: not given (resolved path)
   CheckpointSpec checkpoint;
+  StreamingSpec streaming;
   std::vector<DatasetSpec> datasets;
   ModelSpec model;
   OptimizerSpec optimizer;

@@ -1,0 +1,267 @@
+#include "stream.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "enclave/kernels/nn_math.h"
+
+namespace enclave::train {
+
+void WindowShuffle(const StreamLayout& layout, Rng& rng, uint32_t* order) {
+  const size_t B = layout.block_rows, n = layout.train_rows, full = n / B;
+  std::vector<uint32_t> blocks(layout.blocks());
+  std::iota(blocks.begin(), blocks.end(), 0u);
+  Shuffle(blocks.data(), full, rng);  // a short last block stays last
+  size_t pos = 0;
+  for (size_t first = 0; first < blocks.size(); first += layout.window_blocks) {
+    const size_t start = pos;
+    for (size_t i = first; i < std::min(blocks.size(), first + layout.window_blocks); ++i) {
+      const size_t lo = size_t{blocks[i]} * B, hi = std::min(n, lo + B);
+      for (size_t t = lo; t < hi; ++t) order[pos++] = static_cast<uint32_t>(t);
+    }
+    Shuffle(order + start, pos - start, rng);
+  }
+}
+
+Result<StreamStart> ReadStreamStart(Backend& backend, RecordTable& table, const Split& split, size_t features,
+                                    size_t rows_per_read) {
+  const size_t F = features, width = table.width(), ntr = split.train.size(), nva = split.val.size();
+  if (width != F + 1 || ntr == 0 || rows_per_read == 0) return Internal("ReadStreamStart: bad arguments");
+  StreamStart out;
+  ASSIGN_OR_RETURN(LockedArray<float> records, LockedArray<float>::Create(rows_per_read * width));
+  LockedArray<float> vx;
+  if (nva > 0) {
+    ASSIGN_OR_RETURN(vx, LockedArray<float>::Create(nva * F));
+    ASSIGN_OR_RETURN(out.val_labels, LockedArray<float>::Create(nva));
+  }
+  // One pass in row order: sums of (x - shift) and its square in double, the shift being
+  // the first training row (numerically safe, unlike raw sums of squares).
+  std::vector<double> shift(F, 0.0), s1(F, 0.0), s2(F, 0.0);
+  size_t ti = 0, vi = 0;
+  for (uint64_t first = 0; first < table.rows(); first += rows_per_read) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(rows_per_read, table.rows() - first));
+    RETURN_IF_ERROR(table.Read(first, n, records.data()));
+    for (size_t r = 0; r < n; ++r) {
+      const uint64_t row = first + r;
+      const float* rec = records.data() + r * width;
+      if (ti < ntr && split.train[ti] == row) {
+        if (ti == 0) std::copy(rec, rec + F, shift.begin());
+        for (size_t c = 0; c < F; ++c) {
+          const double d = static_cast<double>(rec[c]) - shift[c];
+          s1[c] += d;
+          s2[c] += d * d;
+        }
+        ++ti;
+      } else if (vi < nva && split.val[vi] == row) {
+        std::copy(rec, rec + F, vx.data() + vi * F);
+        out.val_labels[vi] = rec[F];
+        ++vi;
+      }
+    }
+  }
+  if (ti != ntr || vi != nva) return Internal("the split names rows the datasets do not have");
+  ASSIGN_OR_RETURN(out.mean, LockedArray<float>::Create(F));
+  ASSIGN_OR_RETURN(out.inv_std, LockedArray<float>::Create(F));
+  const double count = static_cast<double>(ntr);
+  for (size_t c = 0; c < F; ++c) {
+    const double m = s1[c] / count;
+    out.mean[c] = static_cast<float>(shift[c] + m);
+    out.inv_std[c] = kernels::InverseStd(std::max(0.0, s2[c] / count - m * m));
+  }
+  if (nva > 0) {
+    ASSIGN_OR_RETURN(out.xva, AllocOwned(backend, nva * F));
+    ASSIGN_OR_RETURN(out.yva, AllocOwned(backend, nva));
+    ASSIGN_OR_RETURN(OwnedBuffer mean, AllocOwned(backend, F));
+    ASSIGN_OR_RETURN(OwnedBuffer inv_std, AllocOwned(backend, F));
+    RETURN_IF_ERROR(backend.Upload(mean, out.mean.data(), F));
+    RETURN_IF_ERROR(backend.Upload(inv_std, out.inv_std.data(), F));
+    RETURN_IF_ERROR(backend.Upload(out.xva, vx.data(), nva * F));
+    RETURN_IF_ERROR(backend.Upload(out.yva, out.val_labels.data(), nva));
+    RETURN_IF_ERROR(backend.Standardize(out.xva, nva, F, mean, inv_std));
+  }
+  return out;
+}
+
+WindowStream::WindowStream(Backend& backend, RecordTable& table, const Split& split, const StreamLayout& layout,
+                           size_t features)
+    : backend_(backend), table_(table), split_(split), layout_(layout), features_(features) {}
+
+Result<std::unique_ptr<WindowStream>> WindowStream::Create(Backend& backend, RecordTable& table, const Split& split,
+                                                           const StreamLayout& layout, size_t features,
+                                                           const LockedArray<float>& mean,
+                                                           const LockedArray<float>& inv_std) {
+  if (layout.train_rows != split.train.size() || layout.train_rows == 0 || table.width() != features + 1 ||
+      mean.size() != features || inv_std.size() != features) {
+    return Internal("WindowStream: bad arguments");
+  }
+  std::unique_ptr<WindowStream> s(new WindowStream(backend, table, split, layout, features));
+  const size_t WR = layout.window_rows(), F = features;
+  ASSIGN_OR_RETURN(s->mean_, mean.Clone());
+  ASSIGN_OR_RETURN(s->inv_std_, inv_std.Clone());
+  ASSIGN_OR_RETURN(s->x_, AllocOwned(backend, 2 * WR * F));
+  ASSIGN_OR_RETURN(s->y_, AllocOwned(backend, 2 * WR));
+  ASSIGN_OR_RETURN(s->sx_, LockedArray<float>::Create(WR * F));
+  ASSIGN_OR_RETURN(s->sy_, LockedArray<float>::Create(WR));
+  // A block is read as the contiguous span of table rows from its first to its last
+  // training row (the validation rows in between are read and skipped).
+  uint64_t span = 0;
+  for (size_t k = 0; k < layout.blocks(); ++k) {
+    const size_t lo = k * layout.block_rows, hi = std::min(layout.train_rows, lo + layout.block_rows) - 1;
+    span = std::max<uint64_t>(span, uint64_t{split.train[hi]} - split.train[lo] + 1);
+  }
+  ASSIGN_OR_RETURN(s->records_, LockedArray<float>::Create(span * table.width()));
+  s->slot_of_block_.assign(layout.blocks(), -1);
+  s->reader_ = std::thread([p = s.get()] { p->ReaderLoop(); });
+  return s;
+}
+
+WindowStream::~WindowStream() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    quit_ = true;
+  }
+  cv_.notify_all();
+  if (reader_.joinable()) reader_.join();
+}
+
+Status WindowStream::Begin(const uint32_t* order, uint64_t from) {
+  const int64_t first = static_cast<int64_t>(from / layout_.window_rows());
+  bool staged = false;
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (stage_ != Stage::kIdle && staged_order_ == order && staged_window_ == first) {
+      staged = true;  // prefetched through SetNext: keep it, loading or ready
+    } else {
+      cv_.wait(lk, [&] { return stage_ != Stage::kLoading; });
+      stage_ = Stage::kIdle;  // a window staged for another order is dropped
+    }
+  }
+  for (int h = 0; h < 2; ++h) {
+    for (uint32_t k : blocks_of_half_[h]) slot_of_block_[k] = -1;
+    blocks_of_half_[h].clear();
+    resident_[h] = -1;
+  }
+  order_ = order;
+  next_order_ = nullptr;
+  if (!staged && from < layout_.train_rows) return Request(order, static_cast<uint64_t>(first));
+  return OkStatus();
+}
+
+Status WindowStream::Request(const uint32_t* order, uint64_t window) {
+  const size_t WR = layout_.window_rows(), B = layout_.block_rows;
+  const size_t lo = window * WR, hi = std::min(layout_.train_rows, lo + WR);
+  std::vector<uint32_t> blocks;
+  for (size_t i = lo; i < hi; ++i) blocks.push_back(order[i] / static_cast<uint32_t>(B));
+  std::sort(blocks.begin(), blocks.end());
+  blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
+  // The window must be exactly its blocks' rows (a checkpoint's order is checked here too).
+  size_t rows = 0;
+  for (uint32_t k : blocks) rows += std::min(layout_.train_rows, size_t{k} * B + B) - size_t{k} * B;
+  if (blocks.size() > layout_.window_blocks || rows != hi - lo) {
+    return FailedPrecondition("the row order of window " + std::to_string(window) +
+                              " is not made of whole blocks (a checkpoint from another [streaming] layout?)");
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stage_ != Stage::kIdle) return Internal("WindowStream: the reader is busy");
+    stage_ = Stage::kLoading;
+    staged_window_ = static_cast<int64_t>(window);
+    staged_order_ = order;
+    staged_blocks_ = std::move(blocks);
+  }
+  cv_.notify_all();
+  return OkStatus();
+}
+
+void WindowStream::ReaderLoop() {
+  std::unique_lock<std::mutex> lk(mu_);
+  while (true) {
+    cv_.wait(lk, [&] { return quit_ || stage_ == Stage::kLoading; });
+    if (quit_) return;
+    const std::vector<uint32_t> blocks = staged_blocks_;
+    lk.unlock();
+    Status st = LoadWindow(blocks);
+    lk.lock();
+    staged_error_ = st;
+    stage_ = st.ok() ? Stage::kReady : Stage::kFailed;
+    cv_.notify_all();
+  }
+}
+
+Status WindowStream::LoadWindow(const std::vector<uint32_t>& blocks) {
+  const size_t B = layout_.block_rows, F = features_, width = table_.width();
+  for (size_t s = 0; s < blocks.size(); ++s) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (quit_) return Interrupted("stream stopped");
+    }
+    const size_t lo = size_t{blocks[s]} * B, count = std::min(layout_.train_rows, lo + B) - lo;
+    const uint64_t first = split_.train[lo], span = uint64_t{split_.train[lo + count - 1]} - first + 1;
+    RETURN_IF_ERROR(table_.Read(first, span, records_.data()));
+    for (size_t j = 0; j < count; ++j) {
+      const float* rec = records_.data() + (split_.train[lo + j] - first) * width;
+      float* x = sx_.data() + (s * B + j) * F;
+      for (size_t c = 0; c < F; ++c) x[c] = kernels::Standardize(rec[c], mean_[c], inv_std_[c]);
+      sy_[s * B + j] = rec[F];
+    }
+  }
+  return OkStatus();
+}
+
+Status WindowStream::MakeResident(uint64_t window) {
+  const int h = static_cast<int>(window % 2);
+  if (resident_[h] == static_cast<int64_t>(window)) return OkStatus();
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_.wait(lk, [&] { return stage_ != Stage::kLoading; });
+  if (stage_ == Stage::kReady && (staged_order_ != order_ || staged_window_ != static_cast<int64_t>(window))) {
+    stage_ = Stage::kIdle;
+  }
+  if (stage_ == Stage::kIdle) {  // not asked for yet (only after an unusual access pattern)
+    lk.unlock();
+    RETURN_IF_ERROR(Request(order_, window));
+    lk.lock();
+    cv_.wait(lk, [&] { return stage_ != Stage::kLoading; });
+  }
+  if (stage_ == Stage::kFailed) {
+    stage_ = Stage::kIdle;
+    return staged_error_;
+  }
+  const size_t WR = layout_.window_rows(), F = features_, B = layout_.block_rows;
+  for (uint32_t k : blocks_of_half_[h]) slot_of_block_[k] = -1;
+  // Slots are B rows apart; a short block leaves a gap that nothing indexes.
+  for (size_t s = 0; s < staged_blocks_.size(); ++s) {
+    const size_t k = staged_blocks_[s], n = std::min(layout_.train_rows, k * B + B) - k * B;
+    RETURN_IF_ERROR(backend_.Upload(x_.get().Slice((h * WR + s * B) * F, n * F), sx_.data() + s * B * F, n * F));
+    RETURN_IF_ERROR(backend_.Upload(y_.get().Slice(h * WR + s * B, n), sy_.data() + s * B, n));
+    slot_of_block_[k] = static_cast<int32_t>(s);
+  }
+  blocks_of_half_[h] = staged_blocks_;
+  resident_[h] = static_cast<int64_t>(window);
+  stage_ = Stage::kIdle;
+  lk.unlock();
+  if ((window + 1) * WR < layout_.train_rows) return Request(order_, window + 1);
+  if (next_order_ != nullptr) return Request(next_order_, 0);
+  return OkStatus();
+}
+
+Status WindowStream::Gather(uint64_t lo, size_t n, Buffer xb, Buffer yb) {
+  const size_t WR = layout_.window_rows(), B = layout_.block_rows;
+  if (n == 0 || lo + n > layout_.train_rows || order_ == nullptr) return Internal("WindowStream::Gather: bad range");
+  const uint64_t w0 = lo / WR, w1 = (lo + n - 1) / WR;
+  if (w1 > w0 + 1) return Internal("WindowStream::Gather: a batch spans more than two windows");
+  RETURN_IF_ERROR(MakeResident(w0));
+  if (w1 != w0) RETURN_IF_ERROR(MakeResident(w1));
+  gather_idx_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t pos = lo + i;
+    const uint32_t t = order_[pos], k = t / static_cast<uint32_t>(B);
+    const int32_t slot = slot_of_block_[k];
+    const uint64_t w = pos / WR;
+    if (slot < 0 || resident_[w % 2] != static_cast<int64_t>(w)) return Internal("WindowStream: row not resident");
+    gather_idx_[i] = static_cast<uint32_t>((w % 2) * WR + static_cast<size_t>(slot) * B + (t - size_t{k} * B));
+  }
+  RETURN_IF_ERROR(backend_.GatherRows(x_, features_, gather_idx_.data(), n, xb));
+  return backend_.GatherRows(y_, 1, gather_idx_.data(), n, yb);
+}
+
+}  // namespace enclave::train
