@@ -55,6 +55,11 @@ ncclResult_t QuietToNccl(const Status& st) {
   return st.code() == Code::kAuthFailed || st.code() == Code::kUnavailable ? ncclRemoteError : ncclSystemError;
 }
 
+// A bad argument is logged here; a failed connection's error was logged when it failed.
+ncclResult_t PostError(const Status& st, const char* call) {
+  return st.code() == Code::kInvalidInput ? ToNccl(st, call) : QuietToNccl(st);
+}
+
 void SelectDeviceOnce() {
   std::call_once(g_device_once, [] {
     g_device = SelectDevice();
@@ -175,7 +180,7 @@ ncclResult_t Isend(void* send_comm, void* data, size_t size, int, void*, void*, 
   auto* comm = static_cast<DataComm*>(send_comm);
   if (comm->role() != DataComm::Role::kSend) return ToNccl(InvalidInput("isend on a receive comm"), "isend");
   auto r = comm->Post(static_cast<uint8_t*>(data), size);
-  if (!r.ok()) return ToNccl(r.status(), "isend");
+  if (!r.ok()) return PostError(r.status(), "isend");
   *request = *r;
   return ncclSuccess;
 }
@@ -186,7 +191,7 @@ ncclResult_t Irecv(void* recv_comm, int n, void** data, size_t* sizes, int*, voi
   auto* comm = static_cast<DataComm*>(recv_comm);
   if (comm->role() != DataComm::Role::kRecv) return ToNccl(InvalidInput("irecv on a send comm"), "irecv");
   auto r = comm->Post(static_cast<uint8_t*>(data[0]), sizes[0]);
-  if (!r.ok()) return ToNccl(r.status(), "irecv");
+  if (!r.ok()) return PostError(r.status(), "irecv");
   *request = *r;
   return ncclSuccess;
 }

@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -23,6 +24,19 @@ namespace enclave::net {
 namespace {
 
 std::atomic<LogHook> g_log_hook{nullptr};
+
+// A data connection's byte counter for its stall timeout, set by each worker thread of a
+// DataComm with a timeout (nullptr otherwise). SendAll, SendAll2 and RecvAll add what
+// every system call moved; their sockets then have SO_SNDTIMEO / SO_RCVTIMEO, so a call
+// blocked on a slow socket returns what it moved (or EAGAIN) at least that often.
+thread_local std::atomic<uint64_t>* t_moved = nullptr;
+
+inline void CountMoved(ssize_t n) {
+  if (t_moved != nullptr) t_moved->fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+}
+// EAGAIN from a blocking socket is its SO_*TIMEO expiring: try again. Without a counter
+// no timeout is set, and EAGAIN stays the error it always was.
+inline bool TimeoutExpired(int err) { return t_moved != nullptr && (err == EAGAIN || err == EWOULDBLOCK); }
 
 std::string AddrString(const sockaddr_storage& ss) {
   char buf[INET6_ADDRSTRLEN] = {0};
@@ -161,9 +175,10 @@ Status SendAll(int fd, const uint8_t* data, size_t len) {
   while (len > 0) {
     ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
     if (n < 0) {
-      if (errno == EINTR) continue;
+      if (errno == EINTR || TimeoutExpired(errno)) continue;
       return Status(Code::kUnavailable, std::string("send: ") + std::strerror(errno));
     }
+    CountMoved(n);
     data += n;
     len -= static_cast<size_t>(n);
   }
@@ -183,9 +198,10 @@ Status SendAll2(int fd, const uint8_t* a, size_t alen, const uint8_t* b, size_t 
     msg.msg_iovlen = static_cast<size_t>(2 - idx);
     ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL);
     if (n < 0) {
-      if (errno == EINTR) continue;
+      if (errno == EINTR || TimeoutExpired(errno)) continue;
       return Status(Code::kUnavailable, std::string("sendmsg: ") + std::strerror(errno));
     }
+    CountMoved(n);
     size_t left = static_cast<size_t>(n);
     while (idx < 2 && left >= iov[idx].iov_len) {
       left -= iov[idx].iov_len;
@@ -205,9 +221,10 @@ Status RecvAll(int fd, uint8_t* data, size_t len) {
     ssize_t n = recv(fd, data, len, MSG_WAITALL);
     if (n == 0) return Status(Code::kUnavailable, "connection closed by peer");
     if (n < 0) {
-      if (errno == EINTR) continue;
+      if (errno == EINTR || TimeoutExpired(errno)) continue;
       return Status(Code::kUnavailable, std::string("recv: ") + std::strerror(errno));
     }
+    CountMoved(n);
     data += n;
     len -= static_cast<size_t>(n);
   }
@@ -229,6 +246,17 @@ Result<Options> OptionsFromEnv() {
       return InvalidInput("ENCLAVE_NET_NSOCKS='" + std::string(v) + "': expected 1.." + std::to_string(kMaxSockets));
     }
     o.nsocks = static_cast<int>(n);
+  }
+  if (const char* v = std::getenv("ENCLAVE_NET_STALL_TIMEOUT_S"); v != nullptr && *v != '\0') {
+    // Digits only (no sign, space, fraction or unit); at most 6 of them, so no overflow.
+    const size_t len = std::strlen(v);
+    long n = -1;
+    if (len <= 6 && std::all_of(v, v + len, [](char c) { return c >= '0' && c <= '9'; })) n = std::atol(v);
+    if (n < 0 || n > kMaxStallTimeoutSeconds) {
+      return InvalidInput("ENCLAVE_NET_STALL_TIMEOUT_S='" + std::string(v) + "': expected whole seconds 1.." +
+                          std::to_string(kMaxStallTimeoutSeconds) + ", or 0 for no stall timeout");
+    }
+    o.stall_timeout_s = static_cast<int>(n);
   }
   return o;
 }
@@ -276,11 +304,31 @@ Result<Device> SelectDevice() {
 
 // ---------------------------------------------------------------- data connections
 
+namespace {
+// How often a worker blocked in send()/recv() on a socket with a stall timeout returns
+// to count what moved: a quarter of the timeout, at most once a second.
+timeval StallPollInterval(std::chrono::steady_clock::duration timeout) {
+  auto us = std::chrono::duration_cast<std::chrono::microseconds>(timeout / 4).count();
+  us = std::clamp<long long>(us, 1000, 1000000);
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(us / 1000000);
+  tv.tv_usec = static_cast<suseconds_t>(us % 1000000);
+  return tv;
+}
+}  // namespace
+
 DataComm::DataComm(Role role, std::vector<int> fds, std::vector<std::unique_ptr<RecordSender>> senders,
-                   std::vector<std::unique_ptr<RecordReceiver>> receivers, std::string peer)
+                   std::vector<std::unique_ptr<RecordReceiver>> receivers, std::string peer, int stall_timeout_s)
     : role_(role), fds_(std::move(fds)), senders_(std::move(senders)), receivers_(std::move(receivers)),
-      peer_(std::move(peer)) {
+      peer_(std::move(peer)), stall_timeout_(std::chrono::seconds(std::max(stall_timeout_s, 0))) {
   for (auto& s : slots_) s.owner = this;
+  if (stall_timeout_.count() > 0) {
+    const timeval tv = StallPollInterval(stall_timeout_);
+    for (int fd : fds_) {
+      (void)setsockopt(fd, SOL_SOCKET, role_ == Role::kSend ? SO_SNDTIMEO : SO_RCVTIMEO, &tv, sizeof(tv));
+    }
+    last_moved_ = std::chrono::steady_clock::now();
+  }
   for (int j = 0; j < nsocks(); ++j) {
     workers_.emplace_back([this, j] { role_ == Role::kSend ? SendWorker(j) : RecvWorker(j); });
   }
@@ -302,6 +350,10 @@ DataComm::~DataComm() {
 Result<Request*> DataComm::Post(uint8_t* data, uint64_t size) {
   if (size > kMaxMessageBytes) return InvalidInput("message of " + std::to_string(size) + " bytes exceeds 2^31-1");
   if (data == nullptr && size > 0) return InvalidInput("NULL buffer");
+  if (failed_.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return error_;
+  }
   Request* r = &slots_[next_post_ % kMaxRequests];
   if (r->state.load(std::memory_order_acquire) != 0) return static_cast<Request*>(nullptr);
   r->msg_index = next_post_;
@@ -310,6 +362,7 @@ Result<Request*> DataComm::Post(uint8_t* data, uint64_t size) {
   r->size.store(role_ == Role::kSend ? size : 0, std::memory_order_relaxed);
   r->size_known.store(role_ == Role::kSend, std::memory_order_relaxed);
   r->passed.store(0, std::memory_order_relaxed);
+  if (stall_timeout_.count() > 0) r->posted_at = std::chrono::steady_clock::now();
   r->state.store(1, std::memory_order_release);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -332,18 +385,56 @@ Status DataComm::Test(Request* r, bool* done, uint64_t* size) {
     std::lock_guard<std::mutex> lock(mu_);
     return error_;
   }
+  if (stall_timeout_.count() > 0) return CheckStall();
   return OkStatus();
 }
 
+// NCCL's thread, from test() of a request that is not done: the one clock read of the call.
+Status DataComm::CheckStall() {
+  const auto now = std::chrono::steady_clock::now();
+  const uint64_t moved = moved_.load(std::memory_order_relaxed);
+  if (moved != moved_seen_) {
+    moved_seen_ = moved;
+    last_moved_ = now;
+  }
+  // Requests complete in posting order. A slot no longer holding message oldest_ (freed
+  // by test(), or reused by a later post) means that message completed.
+  while (oldest_ < next_post_) {
+    const Request& s = slots_[oldest_ % kMaxRequests];
+    if (s.state.load(std::memory_order_acquire) == 1 && s.msg_index == oldest_ &&
+        s.passed.load(std::memory_order_acquire) < nsocks()) {
+      break;
+    }
+    ++oldest_;
+  }
+  if (oldest_ == next_post_) return OkStatus();
+  const auto since = std::max(last_moved_, slots_[oldest_ % kMaxRequests].posted_at);
+  if (now - since < stall_timeout_) return OkStatus();
+  const uint64_t outstanding = next_post_ - oldest_;
+  const std::string secs = std::to_string(std::chrono::duration_cast<std::chrono::seconds>(stall_timeout_).count());
+  const std::string what = std::string(role_ == Role::kSend ? "send" : "receive") + " connection with " + peer_ +
+                           " made no progress for " + secs + " s with " + std::to_string(outstanding) +
+                           (outstanding == 1 ? " request" : " requests") + " outstanding";
+  FailWith(Unavailable(what + " (ENCLAVE_NET_STALL_TIMEOUT_S=" + secs + ")"), LogLevel::kWarn,
+           what + "; failing it (ENCLAVE_NET_STALL_TIMEOUT_S=" + secs + ")");
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;  // ours, or a worker's failure that came first
+}
+
 void DataComm::Fail(const Status& st) {
+  Status error = st.Annotate(std::string(role_ == Role::kSend ? "send" : "receive") + " connection with " + peer_);
+  const std::string line = error.message() + "; the connection is failed and every pending request returns an error";
+  FailWith(std::move(error), st.code() == Code::kAuthFailed ? LogLevel::kSecurity : LogLevel::kWarn, line);
+}
+
+void DataComm::FailWith(Status error, LogLevel level, const std::string& line) {
   bool first = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!failed_.load()) {
-      error_ = st.Annotate(std::string(role_ == Role::kSend ? "send" : "receive") + " connection with " + peer_);
+      error_ = std::move(error);
       // Logged before test() can see the failure, so the line is there when it reports.
-      Log(st.code() == Code::kAuthFailed ? LogLevel::kSecurity : LogLevel::kWarn,
-          error_.message() + "; the connection is failed and every pending request returns an error");
+      Log(level, line);
       failed_.store(true, std::memory_order_release);
       first = true;
     }
@@ -353,6 +444,8 @@ void DataComm::Fail(const Status& st) {
   }
   cv_.notify_all();
 }
+
+void DataComm::InstallProgressCounter() { t_moved = stall_timeout_.count() > 0 ? &moved_ : nullptr; }
 
 Request* DataComm::WaitPosted(uint64_t m) {
   std::unique_lock<std::mutex> lock(mu_);
@@ -368,6 +461,7 @@ bool DataComm::WaitSize(Request* r) {
 }
 
 void DataComm::SendWorker(int j) {
+  InstallProgressCounter();
   uint64_t seq = 0;
   for (uint64_t m = 0;; ++m) {
     Request* r = WaitPosted(m);
@@ -405,6 +499,7 @@ Status DataComm::ReadHeader(int j, uint64_t seq, uint64_t m, RecordHeaderBytes* 
 }
 
 void DataComm::RecvWorker(int j) {
+  InstallProgressCounter();
   uint64_t seq = 0;
   const uint64_t n = static_cast<uint64_t>(nsocks());
   for (uint64_t m = 0;; ++m) {
@@ -497,6 +592,9 @@ Result<std::unique_ptr<Context>> Context::Create(crypto::SecretBytes job_key, ui
   RETURN_IF_ERROR(crypto::InitCrypto());
   if (job_key.size() < 32) return FailedPrecondition("no job key (or shorter than 32 bytes): refusing to start");
   if (options.nsocks < 1 || options.nsocks > kMaxSockets) return InvalidInput("nsocks outside 1..16");
+  if (options.stall_timeout_s < 0 || options.stall_timeout_s > kMaxStallTimeoutSeconds) {
+    return InvalidInput("stall timeout outside 0..86400 s");
+  }
   return std::unique_ptr<Context>(new Context(std::move(job_key), comm_id, std::move(device), options, protection));
 }
 
@@ -601,7 +699,7 @@ Result<std::unique_ptr<DataComm>> Context::Connect(std::span<uint8_t, kHandleByt
     }
     Log(LogLevel::kInfo, "connected to " + peer + " with " + std::to_string(fds.size()) + " sockets");
     return std::make_unique<DataComm>(DataComm::Role::kSend, std::move(fds), std::move(senders),
-                                      std::vector<std::unique_ptr<RecordReceiver>>{}, peer);
+                                      std::vector<std::unique_ptr<RecordReceiver>>{}, peer, options_.stall_timeout_s);
   }
   return std::unique_ptr<DataComm>();
 }
@@ -822,7 +920,8 @@ Result<std::unique_ptr<DataComm>> ListenComm::Accept() {
     groups_.erase(it);
     Log(LogLevel::kInfo, "accepted " + std::to_string(fds.size()) + " sockets from " + peer);
     return std::make_unique<DataComm>(DataComm::Role::kRecv, std::move(fds),
-                                      std::vector<std::unique_ptr<RecordSender>>{}, std::move(receivers), peer);
+                                      std::vector<std::unique_ptr<RecordSender>>{}, std::move(receivers), peer,
+                                      ctx_->options().stall_timeout_s);
   }
   return std::unique_ptr<DataComm>();
 }

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -69,11 +70,18 @@ Status SendAll(int fd, const uint8_t* data, size_t len);
 Status SendAll2(int fd, const uint8_t* a, size_t alen, const uint8_t* b, size_t blen);
 Status RecvAll(int fd, uint8_t* data, size_t len);
 
+inline constexpr int kMaxStallTimeoutSeconds = 86400;
+
 struct Options {
   int nsocks = 4;  // sockets (and worker threads) per connection, 1..16
+  // A data connection with a request outstanding that moves no byte for this long is
+  // failed (see DataComm::Test); 0 = never (NCCL's own semantics). 0..86400.
+  int stall_timeout_s = 0;
 };
-// The plugin's options: nsocks = half the hardware threads, 1..4, unless ENCLAVE_NET_NSOCKS says
-// otherwise (a tuning knob, not a secret).
+// The plugin's options (tuning knobs, not secrets): nsocks = half the hardware threads,
+// 1..4, unless ENCLAVE_NET_NSOCKS says otherwise; stall_timeout_s from
+// ENCLAVE_NET_STALL_TIMEOUT_S (whole seconds 1..86400, or 0 / unset / empty = off).
+// A malformed value is an InvalidInput naming the variable and the accepted range.
 Result<Options> OptionsFromEnv();
 
 class DataComm;
@@ -88,6 +96,7 @@ struct Request {
   std::atomic<uint64_t> size{0};      // the message size (recv: from the first record)
   std::atomic<bool> size_known{false};
   std::atomic<int> passed{0};         // workers done with this message
+  std::chrono::steady_clock::time_point posted_at{};  // NCCL's thread only; read only with a stall timeout
 };
 
 class DataComm {
@@ -96,16 +105,21 @@ class DataComm {
   enum class Role { kSend, kRecv };
 
   // Takes the sockets (blocking mode, handshake done) and their record layers.
+  // stall_timeout_s > 0 turns on the stall timeout (Options::stall_timeout_s).
   DataComm(Role role, std::vector<int> fds, std::vector<std::unique_ptr<RecordSender>> senders,
-           std::vector<std::unique_ptr<RecordReceiver>> receivers, std::string peer);
+           std::vector<std::unique_ptr<RecordReceiver>> receivers, std::string peer, int stall_timeout_s = 0);
   ~DataComm();
   DataComm(const DataComm&) = delete;
   DataComm& operator=(const DataComm&) = delete;
 
   // send: size bytes at data; recv: up to size bytes into data. nullptr when all
-  // request slots are in use (NCCL calls again later).
+  // request slots are in use (NCCL calls again later). The connection's error once it
+  // has failed.
   Result<Request*> Post(uint8_t* data, uint64_t size);
-  // done and the message size; an error once the connection has failed.
+  // done and the message size; an error once the connection has failed. With a stall
+  // timeout, test() also fails the connection (Code::kUnavailable) when a request is
+  // outstanding and no byte moved on any socket for the timeout, counted from the later
+  // of the last byte moved and the posting of the oldest outstanding request.
   Status Test(Request* r, bool* done, uint64_t* size);
   Role role() const { return role_; }
   int nsocks() const { return static_cast<int>(fds_.size()); }
@@ -117,6 +131,11 @@ class DataComm {
   bool WaitSize(Request* r);
   Status ReadHeader(int j, uint64_t seq, uint64_t m, RecordHeaderBytes* raw, RecordHeader* h);
   void Fail(const Status& st);
+  // Keeps `error` as the connection's failure and logs `line`, unless it failed
+  // already; shuts the sockets down (blocked workers return) and wakes waiting workers.
+  void FailWith(Status error, LogLevel level, const std::string& line);
+  void InstallProgressCounter();
+  Status CheckStall();
 
   Role role_;
   std::vector<int> fds_;
@@ -131,6 +150,13 @@ class DataComm {
   bool stopping_ = false;
   std::atomic<bool> failed_{false};
   Status error_;  // guarded by mu_, set once
+  // Stall timeout (zero: off). Workers add every byte their send()/recv() calls move to
+  // moved_ (relaxed, one add per system call); the rest is NCCL's thread only.
+  const std::chrono::steady_clock::duration stall_timeout_;
+  alignas(64) std::atomic<uint64_t> moved_{0};
+  alignas(64) uint64_t moved_seen_ = 0;
+  std::chrono::steady_clock::time_point last_moved_{};  // when test() first saw moved_ change
+  uint64_t oldest_ = 0;  // no request before this one is outstanding
   std::vector<std::thread> workers_;
 };
 
@@ -151,6 +177,7 @@ class Context {
   const Device& device() const { return device_; }
   const crypto::SecretBytes& job_key() const { return job_key_; }
   uint64_t comm_id() const { return comm_id_; }
+  const Options& options() const { return options_; }
   const Id& endpoint_id() const { return endpoint_id_; }
   const RecordProtection& protection() const { return protection_; }
 

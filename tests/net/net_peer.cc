@@ -4,6 +4,8 @@
 //   enclave_net_peer PLUGIN send SEED COUNT MAX_SIZE   connect, send the schedule
 //   enclave_net_peer PLUGIN both SEED COUNT MAX_SIZE   listen (prints HANDLE hex),
 //                                                      connect, send and receive
+//   enclave_net_peer PLUGIN recv SEED COUNT MAX_SIZE   listen (prints HANDLE hex),
+//                                                      accept, receive the schedule
 // Prints "PEER OK ..." and exits 0, or "PEER FAIL ..." and exits 1 (2: connect refused).
 #include <iostream>
 #include <string>
@@ -14,10 +16,14 @@ using namespace enclave::net::test;
 
 int main(int argc, char** argv) {
   if (argc != 6) {
-    std::cerr << "usage: enclave_net_peer PLUGIN send|both SEED COUNT MAX_SIZE\n";
+    std::cerr << "usage: enclave_net_peer PLUGIN send|both|recv SEED COUNT MAX_SIZE\n";
     return 64;
   }
   const std::string mode = argv[2];
+  if (mode != "send" && mode != "both" && mode != "recv") {
+    std::cerr << "enclave_net_peer: unknown mode '" << mode << "'\n";
+    return 64;
+  }
   const uint64_t seed = std::stoull(argv[3]);
   const int count = std::stoi(argv[4]);
   const size_t max_size = std::stoull(argv[5]);
@@ -39,19 +45,21 @@ int main(int argc, char** argv) {
   }
   uint8_t my_handle[128] = {0}, peer_handle[128] = {0};
   void* listen_comm = nullptr;
-  if (mode == "both") {
+  const bool listens = mode == "both" || mode == "recv";
+  const bool connects = mode == "both" || mode == "send";
+  if (listens) {
     if (p.net->listen(ctx, 0, my_handle, &listen_comm) != ncclSuccess) {
       std::cout << "PEER FAIL listen" << std::endl;
       return 1;
     }
     std::cout << "HANDLE " << Hex(my_handle, sizeof(my_handle)) << std::endl;
   }
-  if (!std::getline(std::cin, handle_hex) || !Unhex(handle_hex, peer_handle, sizeof(peer_handle))) {
+  if (connects && (!std::getline(std::cin, handle_hex) || !Unhex(handle_hex, peer_handle, sizeof(peer_handle)))) {
     std::cout << "PEER FAIL bad handle line" << std::endl;
     return 1;
   }
   void *send_comm = nullptr, *recv_comm = nullptr;
-  ncclResult_t rc = ConnectAccept(p.net, ctx, peer_handle, listen_comm, &send_comm, &recv_comm);
+  ncclResult_t rc = ConnectAccept(p.net, ctx, connects ? peer_handle : nullptr, listen_comm, &send_comm, &recv_comm);
   if (rc != ncclSuccess) {
     std::cout << "PEER FAIL connect rc=" << rc << "\n" << LogText() << std::endl;
     if (send_comm) p.net->closeSend(send_comm);

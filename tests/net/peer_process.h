@@ -94,6 +94,14 @@ class PeerProcess {
   void Kill() {
     if (pid_ > 0) kill(pid_, SIGKILL);
   }
+  // SIGSTOP, returning once the child is stopped (its kernel sockets stay open: a peer
+  // that no longer reads or writes); Continue() resumes it.
+  bool Stop() {
+    if (pid_ <= 0 || kill(pid_, SIGSTOP) != 0) return false;
+    int st = 0;
+    return waitpid(pid_, &st, WUNTRACED) == pid_ && WIFSTOPPED(st);
+  }
+  bool Continue() { return pid_ > 0 && kill(pid_, SIGCONT) == 0; }
 
  private:
   bool Exited() {
