@@ -49,7 +49,7 @@ JobSpec MakeJob(const std::string& csv, const std::string& label, const std::str
 Result<TrainResult> TrainOne(const JobSpec& job, Collective* collective, const TrainCallbacks& cb = {},
                              const TrainState* resume = nullptr) {
   auto be = MakeCpuBackend();
-  ASSIGN_OR_RETURN(LoadedData data, LoadDatasets(*be, job.datasets, nullptr));
+  ASSIGN_OR_RETURN(LoadedData data, LoadJobData(*be, job, nullptr));
   ASSIGN_OR_RETURN(Split split, StratifiedSplit(data.labels, data.classes, job.validation_fraction, job.seed));
   return Train(*be, job, data, split, cb, resume, collective);
 }
@@ -138,8 +138,14 @@ const Case kMlp{"breast cancer, MLP 32-16 tanh, SGD momentum", kBreast, "diagnos
 const Case kCreditMlp{"credit card, MLP 64 relu, AdamW", kCredit, "card", "yes",
                       "[model]\nhidden = [64]\n[training]\nepochs = 10\nbatch_size = 64\n[optimizer]\ntype = \"adamw\"\nlr = 0.003\n"};
 
+// [streaming]: every rank streams the same windows and trains its share of each batch.
+const Case kStreamed{"breast cancer, MLP 16, AdamW, streamed (blocks of 16, windows of 3)", kBreast, "diagnosis",
+                     "malignant",
+                     "[model]\nhidden = [16]\n[training]\nepochs = 6\nbatch_size = 40\n[optimizer]\ntype = \"adamw\"\n"
+                     "lr = 0.01\n[streaming]\nblock_rows = 16\nwindow_blocks = 3\n"};
+
 TEST_P(DistributedTest, EqualsSingleProcessWithinTolerance) {
-  for (const Case* c : {&kLogreg, &kMlp, &kCreditMlp}) CheckAgainstSingle(*c, GetParam());
+  for (const Case* c : {&kLogreg, &kMlp, &kCreditMlp, &kStreamed}) CheckAgainstSingle(*c, GetParam());
 }
 INSTANTIATE_TEST_SUITE_P(Ranks, DistributedTest, ::testing::Values(2, 3, 4));
 
