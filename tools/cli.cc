@@ -94,6 +94,7 @@ void PrintVerbHelp(const Program& p, const Verb& v) {
 }  // namespace
 
 void PrintJson(const nlohmann::json& doc) { std::cout << doc.dump(2) << std::endl; }
+void PrintJsonLine(const nlohmann::json& doc) { std::cout << doc.dump() << std::endl; }
 
 int Main(const Program& program, int argc, char** argv) {
   if (program.holds_keys) {
@@ -142,7 +143,8 @@ int Main(const Program& program, int argc, char** argv) {
   if (!s.ok()) {
     std::fprintf(stderr, "%s %s: error: %s\n", program.name.c_str(), verb->name.c_str(), s.ToString().c_str());
     if (args->json()) {
-      PrintJson({{"ok", false}, {"error", {{"code", CodeName(s.code())}, {"message", s.message()}}}});
+      // One line, so that verbs that stream JSON lines (enclave-train run) end with a line too.
+      PrintJsonLine({{"ok", false}, {"error", {{"code", CodeName(s.code())}, {"message", s.message()}}}});
     }
   }
   return ExitCodeFor(s);

@@ -58,6 +58,8 @@ int Main(const Program& program, int argc, char** argv);
 
 // Prints a JSON document on stdout.
 void PrintJson(const nlohmann::json& doc);
+// One compact line (error objects, JSON lines).
+void PrintJsonLine(const nlohmann::json& doc);
 
 // Reads a passphrase from file descriptor `fd` (up to the first newline) or, when fd is
 // negative, prompts on the terminal without echo; `confirm` asks twice.

@@ -176,9 +176,9 @@ Status RunVerdictVerb(const char* verb, const Args& args, const std::function<Re
     if (!v.ok()) {
       std::fprintf(stderr, "enclave-attest %s: could not evaluate: %s\n", verb, v.status().ToString().c_str());
       if (args.json()) {
-        cli::PrintJson({{"ok", false},
-                        {"error", {{"code", "could not evaluate"}, {"class", CodeName(v.status().code())},
-                                   {"message", v.status().message()}}}});
+        cli::PrintJsonLine({{"ok", false},
+                            {"error", {{"code", "could not evaluate"}, {"class", CodeName(v.status().code())},
+                                       {"message", v.status().message()}}}});
       }
       code = kExitNotEvaluated;
     } else {

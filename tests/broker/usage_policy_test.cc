@@ -927,7 +927,7 @@ TEST(PolicyCli, KeygenSignVerify) {
   EXPECT_NE(out.find("authentication failed: "), std::string::npos) << out;
   EXPECT_EQ(RunBroker({"policy", "verify", "--policy", policy, "--signer", dir / "officer.pub", "--json"}, &out),
             kExitAuthFailed);
-  EXPECT_NE(out.find("\"code\": \"authentication failed\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"code\":\"authentication failed\""), std::string::npos) << out;
 }
 
 TEST(PolicyCli, RefusesToSignAnInvalidPolicy) {

@@ -57,7 +57,7 @@ grep -q "enclave-attest verify: could not evaluate: " err.txt
 [ ! -s out.txt ]
 echo '{}' >e.json
 expect 13 "$bin" challenge --enrolment e.json --policy missing.json --out c.json --json
-grep -q '"code": "could not evaluate"' out.txt
+grep -q '^{"error":{"class":"[a-z ]*","code":"could not evaluate",' out.txt
 [ ! -e c.json ]
 expect 13 "$bin" confirm --challenge e.json --response e.json --enrolment e.json
 grep -q "credential challenge: field 'format': missing" err.txt

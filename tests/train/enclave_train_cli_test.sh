@@ -249,8 +249,15 @@ out, r = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 assert r["all_rows"]["rows"] == 70000 and 0.8 < out["accuracy"] == r["all_rows"]["accuracy"], (out, r["all_rows"])
 PY
 sed -e 's/^window_blocks = 3/window_blocks = 3\nblock_size = 4/' "$T/stream.toml" > "$T/stream-bad.toml"
-expect_rc 3 "unknown [streaming] key" -- "$TRAIN" run --job "$T/stream-bad.toml" --keystore "$T/ks" --device cpu
+expect_rc 3 "unknown [streaming] key" -- "$TRAIN" run --job "$T/stream-bad.toml" --keystore "$T/ks" --device cpu --json
 grep -q "streaming.block_size" "$T/err" || fail "unknown streaming key message"
+python3 - "$T/out" <<'PY' || fail "--json error: one JSON line"
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert len(lines) == 1, lines
+e = json.loads(lines[0])
+assert e["ok"] is False and e["error"]["code"] == "invalid input" and "streaming.block_size" in e["error"]["message"], e
+PY
 
 # A stop signal during training: the step finishes, a final checkpoint is written, exit 15
 # (interrupted), nothing else; --resume continues from that checkpoint.
