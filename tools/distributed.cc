@@ -3,6 +3,8 @@
 #include <cstring>
 
 #include "enclave/crypto/hash.h"
+#include "enclave/net/plugin.h"
+#include "enclave/train/nccl_collective.h"
 
 namespace enclave {
 
@@ -50,6 +52,44 @@ Result<std::unique_ptr<RingCollective>> RingCollective::Join(const train::JobSpe
   ro.timeout = options.peer_timeout;
   ASSIGN_OR_RETURN(std::unique_ptr<net::Ring> ring, net::Ring::Connect(job_key, ro, *exchange));
   return std::unique_ptr<RingCollective>(new RingCollective(std::move(ring)));
+}
+
+Result<std::unique_ptr<train::Collective>> JoinNcclJob(const train::JobSpec& job, const crypto::SecretBytes& job_key,
+                                                        const DistributedOptions& options,
+                                                        net::HandleExchange* exchange) {
+  if (!train::NcclBuilt()) return Unsupported("distributed GPU training needs a CUDA build (NCCL)");
+  std::unique_ptr<net::HandleExchange> directory;
+  if (exchange == nullptr) {
+    ASSIGN_OR_RETURN(directory, net::DirectoryExchange(options.rendezvous_dir, job.broker.job_id + "-nccl"));
+    exchange = directory.get();
+  }
+  // NCCL opens the plugin by name, which finds this very library (already loaded), so the
+  // key set here is the one its connections prove.
+  const auto key = job_key.ExposeSecret();
+  if (enclave_net_set_job_key(key.data(), key.size()) != 0) return InvalidInput("job key: 32 to 64 bytes");
+  const int rank = static_cast<int>(options.rank);
+  const auto deadline = std::chrono::steady_clock::now() + options.peer_timeout;
+  train::NcclJoinOptions o;
+  o.world_size = static_cast<int>(options.world_size);
+  o.rank = rank;
+  o.timeout = options.peer_timeout;
+  if (rank == 0) {
+    exchange->Withdraw(0);  // a bootstrap id a crashed run left behind
+    ASSIGN_OR_RETURN(o.unique_id, train::NewNcclUniqueId());
+    RETURN_IF_ERROR(exchange->Publish(0, o.unique_id));
+    auto joined = train::JoinNccl(o);
+    exchange->Withdraw(0);  // every rank has joined (or the join failed)
+    return joined;
+  }
+  // A stale id (its rank 0 is gone) fails the join; rank 0's fresh one replaces it.
+  ASSIGN_OR_RETURN(o.unique_id, exchange->Fetch(0, deadline));
+  while (true) {
+    auto joined = train::JoinNccl(o);
+    if (joined.ok() || std::chrono::steady_clock::now() > deadline) return joined;
+    auto again = exchange->Fetch(0, deadline);
+    if (!again.ok() || *again == o.unique_id) return joined;
+    o.unique_id = *again;
+  }
 }
 
 }  // namespace enclave

@@ -32,6 +32,14 @@ Result<DistributedOptions> DistributedFromArgs(const cli::Args& args);
 // the broker released instead.
 Result<crypto::SecretBytes> DevelopmentJobKey(const crypto::Keystore& keystore, const train::JobSpec& job);
 
+// The GPU backend's collective (train/nccl_collective.h): hands the job key to the plugin,
+// shares rank 0's NCCL bootstrap id through `exchange` (or the rendezvous directory, under
+// the job id + "-nccl") and joins the communicator, whose inter-host traffic can only go
+// through the encrypted plugin.
+Result<std::unique_ptr<train::Collective>> JoinNcclJob(const train::JobSpec& job, const crypto::SecretBytes& job_key,
+                                                        const DistributedOptions& options,
+                                                        net::HandleExchange* exchange = nullptr);
+
 class RingCollective final : public train::Collective {
  public:
   // Joins the job's ring: comm id from the job digest and world size; handles exchanged

@@ -33,6 +33,7 @@
 #include "enclave/train/job.h"
 #include "enclave/train/metrics.h"
 #include "enclave/train/model_file.h"
+#include "enclave/train/nccl_collective.h"
 #include "enclave/train/plot.h"
 #include "enclave/train/predict.h"
 #include "enclave/train/trainer.h"
@@ -409,10 +410,12 @@ Status Run(const Args& args) {
 
   // The other ranks, before anything is written: every rank proves the job key to its
   // neighbours (the attested mode: the key the broker released to this rank's process).
-  std::unique_ptr<RingCollective> ring;
+  std::unique_ptr<train::Collective> collective;  // the ring (CPU backend) or NCCL (GPU backend)
+  RingCollective* ring = nullptr;
   if (dist.distributed()) {
-    if (std::string(s.backend->kind()) != "cpu") {
-      return Unsupported("distributed training on the GPU backend (NCCL over the plugin) is not built yet: use --device cpu");
+    const bool gpu = std::string(s.backend->kind()) == "gpu";
+    if (gpu && !train::NcclBuilt()) {
+      return Unsupported("distributed training on the GPU backend needs a CUDA build (NCCL): use --device cpu");
     }
     crypto::SecretBytes job_key;
     std::unique_ptr<net::HandleExchange> exchange;  // null: the --rendezvous directory
@@ -433,13 +436,26 @@ Status Run(const Args& args) {
       }
       ASSIGN_OR_RETURN(job_key, DevelopmentJobKey(*s.keystore, s.job));
     }
-    auto joined = RingCollective::Join(s.job, job_key, dist, exchange.get());
-    if (!joined.ok()) return joined.status().Annotate("joining the ring of " + std::to_string(dist.world_size) + " ranks");
-    ring = std::move(joined).value();
-    std::fprintf(stderr,
-                 "enclave-train: rank %u of %u: ring connected, listening on %s (encrypted; both neighbours proved "
-                 "the job key)\n",
-                 dist.rank, dist.world_size, ring->listen_address().c_str());
+    if (gpu) {
+      auto joined = JoinNcclJob(s.job, job_key, dist, exchange.get());
+      if (!joined.ok()) {
+        return joined.status().Annotate("joining the NCCL communicator of " + std::to_string(dist.world_size) + " ranks");
+      }
+      collective = std::move(joined).value();
+      std::fprintf(stderr,
+                   "enclave-train: rank %u of %u: NCCL communicator joined (inter-host traffic only through the "
+                   "encrypted enclave plugin)\n",
+                   dist.rank, dist.world_size);
+    } else {
+      auto joined = RingCollective::Join(s.job, job_key, dist, exchange.get());
+      if (!joined.ok()) return joined.status().Annotate("joining the ring of " + std::to_string(dist.world_size) + " ranks");
+      ring = joined->get();
+      collective = std::move(joined).value();
+      std::fprintf(stderr,
+                   "enclave-train: rank %u of %u: ring connected, listening on %s (encrypted; both neighbours proved "
+                   "the job key)\n",
+                   dist.rank, dist.world_size, ring->listen_address().c_str());
+    }
   }
 
   // The export key first: a job that cannot deliver its model should not train. In the
@@ -544,7 +560,7 @@ Status Run(const Args& args) {
   std::optional<TrainResult> trained;
   {
     StopSignals signals;
-    ASSIGN_OR_RETURN(trained, Train(*s.backend, s.job, s.data, split, cb, resume ? &*resume : nullptr, ring.get()));
+    ASSIGN_OR_RETURN(trained, Train(*s.backend, s.job, s.data, split, cb, resume ? &*resume : nullptr, collective.get()));
   }
   TrainResult& r = *trained;
 #ifdef ENCLAVE_HAVE_ATTESTED_MODE
@@ -582,7 +598,7 @@ Status Run(const Args& args) {
     if (args.json()) {
       EmitLine({{"event", "done"}, {"ok", true}, {"rank", dist.rank}, {"world_size", dist.world_size},
                 {"final", EpochJson(f, s.job.metrics)}, {"parameters_sha256", ParamsDigest(r.params)},
-                {"ring_bytes_sent", ring->bytes_sent()}});
+                {"ring_bytes_sent", ring != nullptr ? json(ring->bytes_sent()) : json(nullptr)}});
     } else {
       std::printf("rank %u of %u: trained %s for %u epochs, validation accuracy %.4f\nparameters sha256 %s\n",
                   dist.rank, dist.world_size, s.job.name.c_str(), s.job.epochs, f.val_accuracy,
@@ -601,8 +617,10 @@ Status Run(const Args& args) {
   report["distributed"] = dist.distributed()
                               ? json{{"world_size", dist.world_size},
                                      {"rank", dist.rank},
-                                     {"all_reduce", "ring over libnccl-net-enclave (AES-256-GCM records)"},
-                                     {"ring_bytes_sent", ring->bytes_sent()}}
+                                     {"all_reduce", ring != nullptr
+                                                        ? "ring over libnccl-net-enclave (AES-256-GCM records)"
+                                                        : "NCCL, inter-host through libnccl-net-enclave (AES-256-GCM records)"},
+                                     {"ring_bytes_sent", ring != nullptr ? json(ring->bytes_sent()) : json(nullptr)}}
                               : json(nullptr);
   json epochs = json::array();
   for (const EpochMetrics& m : r.epochs) epochs.push_back(EpochJson(m, s.job.metrics));
@@ -683,7 +701,7 @@ Status Run(const Args& args) {
     if (dist.distributed()) {
       done["rank"] = dist.rank;
       done["world_size"] = dist.world_size;
-      done["ring_bytes_sent"] = ring->bytes_sent();
+      done["ring_bytes_sent"] = ring != nullptr ? json(ring->bytes_sent()) : json(nullptr);
     }
     EmitLine(done);
   } else {
