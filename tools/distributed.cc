@@ -1,5 +1,6 @@
 #include "distributed.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "enclave/crypto/hash.h"
@@ -63,6 +64,8 @@ Result<std::unique_ptr<train::Collective>> JoinNcclJob(const train::JobSpec& job
     ASSIGN_OR_RETURN(directory, net::DirectoryExchange(options.rendezvous_dir, job.broker.job_id + "-nccl"));
     exchange = directory.get();
   }
+  // Before NCCL runs at all (ncclGetUniqueId initialises it).
+  RETURN_IF_ERROR(train::ForceNcclNetwork("enclave"));
   // NCCL opens the plugin by name, which finds this very library (already loaded), so the
   // key set here is the one its connections prove.
   const auto key = job_key.ExposeSecret();
@@ -84,6 +87,9 @@ Result<std::unique_ptr<train::Collective>> JoinNcclJob(const train::JobSpec& job
   // A stale id (its rank 0 is gone) fails the join; rank 0's fresh one replaces it.
   ASSIGN_OR_RETURN(o.unique_id, exchange->Fetch(0, deadline));
   while (true) {
+    // Each try gets what is left of the one deadline.
+    o.join_timeout = std::max(std::chrono::milliseconds(1000), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                    deadline - std::chrono::steady_clock::now()));
     auto joined = train::JoinNccl(o);
     if (joined.ok() || std::chrono::steady_clock::now() > deadline) return joined;
     auto again = exchange->Fetch(0, deadline);

@@ -32,16 +32,31 @@ namespace fs = std::filesystem;
 
 TEST(NcclCollectiveTest, RefusesANetworkOtherThanThePlugin) {
   if (!NcclBuilt()) GTEST_SKIP() << "built without CUDA: no NCCL";
-  for (const char* var : {"NCCL_NET", "NCCL_NET_PLUGIN"}) {
-    setenv(var, "Socket", 1);
+  const char* vars[] = {"NCCL_NET", "NCCL_NET_PLUGIN", "NCCL_COLLNET_ENABLE", "NCCL_MNNVL_ENABLE"};
+  for (const char* var : vars) unsetenv(var);
+  for (const char* bad : vars) {
+    setenv(bad, "1x", 1);
+    const Status st = ForceNcclNetwork("enclave");
+    EXPECT_EQ(st.code(), Code::kFailedPrecondition) << st.ToString();
+    EXPECT_NE(st.message().find(bad), std::string::npos) << st.ToString();
+    for (const char* other : vars) {  // refused before anything was set
+      if (other != bad) {
+        EXPECT_EQ(std::getenv(other), nullptr) << other;
+      }
+    }
     NcclJoinOptions o;
     o.world_size = 2;
-    auto r = JoinNccl(o);
-    unsetenv(var);
-    ASSERT_FALSE(r.ok());
-    EXPECT_EQ(r.status().code(), Code::kFailedPrecondition) << r.status().ToString();
-    EXPECT_NE(r.status().message().find(var), std::string::npos) << r.status().ToString();
+    EXPECT_EQ(JoinNccl(o).status().code(), Code::kFailedPrecondition);
+    unsetenv(bad);
   }
+  // Accepted: the plugin's name in any case, and the settings it forces.
+  setenv("NCCL_NET", "ENCLAVE", 1);
+  ASSERT_TRUE(ForceNcclNetwork("enclave").ok());
+  EXPECT_STREQ(std::getenv("NCCL_NET"), "enclave");
+  EXPECT_STREQ(std::getenv("NCCL_NET_PLUGIN"), "enclave");
+  EXPECT_STREQ(std::getenv("NCCL_COLLNET_ENABLE"), "0");
+  EXPECT_STREQ(std::getenv("NCCL_MNNVL_ENABLE"), "0");
+  for (const char* var : vars) unsetenv(var);
 }
 
 class NcclGpuTraining : public ::testing::Test {
@@ -95,6 +110,10 @@ class NcclGpuTraining : public ::testing::Test {
       std::ofstream(tag + ".error") << why << "\n";
       _exit(1);
     };
+    // Rank 0 only writes the id, the others only read it: a rank 0 that dies before
+    // writing gives them end-of-file, not a hang. And no rank outlives the test's budget.
+    close(rank == 0 ? id_pipe[0] : id_pipe[1]);
+    alarm(75);
     setenv("NCCL_HOSTID", ("enclave-test-host-" + std::to_string(rank)).c_str(), 1);
     setenv("NCCL_DEBUG", "INFO", 1);
     setenv("NCCL_DEBUG_SUBSYS", "INIT,NET", 1);
@@ -109,6 +128,7 @@ class NcclGpuTraining : public ::testing::Test {
       o.rank = rank;
       o.timeout = std::chrono::seconds(20);
       if (rank == 0) {
+        if (Status st = ForceNcclNetwork("enclave"); !st.ok()) die(st.ToString());  // before NCCL runs
         auto id = NewNcclUniqueId();
         if (!id.ok()) die(id.status().ToString());
         o.unique_id = *id;
@@ -116,7 +136,7 @@ class NcclGpuTraining : public ::testing::Test {
           if (write(id_pipe[1], o.unique_id.data(), o.unique_id.size()) != static_cast<ssize_t>(o.unique_id.size())) die("pipe");
         }
       } else if (read(id_pipe[0], o.unique_id.data(), o.unique_id.size()) != static_cast<ssize_t>(o.unique_id.size())) {
-        die("pipe");
+        die("no NCCL id from rank 0 (it failed first)");
       }
       auto joined = JoinNccl(o);
       if (!joined.ok()) die(joined.status().ToString());

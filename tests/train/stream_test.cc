@@ -402,6 +402,59 @@ TEST_F(Streaming, StopAndResumeEndsBitIdenticalToAnUninterruptedRun) {
   }
 }
 
+// A checkpoint's order that does not cut into whole blocks of the job's layout is refused
+// before any step (not when the reader first meets the bad window).
+TEST_F(Streaming, ResumeRefusesAnOrderOfAnotherLayoutUpFront) {
+  const JobSpec job = ClearJob(kStreamMlp);
+  std::optional<TrainState> saved;
+  TrainCallbacks cb;
+  cb.should_stop = [](uint64_t step) { return step == 2; };
+  cb.on_checkpoint = [&](const TrainState& st) -> Status {
+    TrainState c;
+    c.shape = st.shape;
+    c.optimizer = st.optimizer;
+    c.train_rows = st.train_rows;
+    c.val_rows = st.val_rows;
+    c.steps_per_epoch = st.steps_per_epoch;
+    c.step = st.step;
+    c.epoch = st.epoch;
+    c.batch = st.batch;
+    std::copy(st.shuffle_rng, st.shuffle_rng + 4, c.shuffle_rng);
+    ASSIGN_OR_RETURN(c.order, st.order.Clone());
+    ASSIGN_OR_RETURN(c.mean, st.mean.Clone());
+    ASSIGN_OR_RETURN(c.inv_std, st.inv_std.Clone());
+    ASSIGN_OR_RETURN(c.params, st.params.Clone());
+    ASSIGN_OR_RETURN(c.moment1, st.moment1.Clone());
+    ASSIGN_OR_RETURN(c.moment2, st.moment2.Clone());
+    saved.emplace(std::move(c));
+    return OkStatus();
+  };
+  ASSERT_TRUE(Run(job, cb).ok());
+  ASSERT_TRUE(saved.has_value());
+  // Swap a row of window 4 (rows 256..319 of the order) with one of the last window: still
+  // a permutation, and the first windows the resumed run needs are intact.
+  std::swap(saved->order[260], saved->order[saved->order.size() - 1]);
+  int steps = 0;
+  TrainCallbacks count;
+  count.on_step = [&](uint64_t, uint64_t) { ++steps; };
+  auto r = Run(job, count, &*saved);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kFailedPrecondition) << r.status().ToString();
+  EXPECT_EQ(steps, 0);
+}
+
+// The default layout (windows of 131,072 rows) on 455 training rows: one window, sized to
+// the rows there are.
+TEST_F(Streaming, DefaultLayoutOnASmallDataset) {
+  const JobSpec job = ClearJob("[model]\nhidden = [16]\n[training]\nepochs = 3\n[optimizer]\nlr = 0.01\n[streaming]\n");
+  ASSERT_TRUE(job.streaming.enabled);
+  EXPECT_EQ(job.streaming.block_rows, 8192u);
+  EXPECT_EQ(job.streaming.window_blocks, 16u);
+  auto r = Run(job);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_GE(r->epochs.back().val_accuracy, 0.93);
+}
+
 // Fail closed mid-run: the sealed file is changed in place after the label pass, so the
 // damage is met by the reader thread while streaming an epoch, not by the loader.
 TEST_F(Streaming, ChunkTamperedBetweenEpochsAbortsTheRun) {

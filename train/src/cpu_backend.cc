@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "enclave/train/locked.h"
+
 namespace enclave::train {
 namespace {
 
@@ -111,8 +113,10 @@ Status CpuBackend::ColumnMoments(Buffer x, size_t rows, size_t cols, Buffer mean
   RETURN_IF_ERROR(Fits("ColumnMoments", mean, cols));
   RETURN_IF_ERROR(Fits("ColumnMoments", inv_std, cols));
   if (rows == 0) return Internal("ColumnMoments: no rows");
-  // Two passes in double, rows in order: the mean, then the centred sum of squares.
-  std::vector<double> sum(cols, 0.0), sq(cols, 0.0);
+  // Two passes in double, rows in order: the mean, then the centred sum of squares (in
+  // locked memory: derived from the plaintext rows).
+  ASSIGN_OR_RETURN(LockedArray<double> sum, LockedArray<double>::Create(cols));
+  ASSIGN_OR_RETURN(LockedArray<double> sq, LockedArray<double>::Create(cols));
   for (size_t r = 0; r < rows; ++r) {
     const float* row = x.data + r * cols;
     for (size_t c = 0; c < cols; ++c) sum[c] += row[c];

@@ -5,6 +5,8 @@
 #include <dlfcn.h>
 #include <nccl.h>
 
+#include <strings.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -16,6 +18,7 @@ namespace enclave::train {
 #if !ENCLAVE_TRAIN_NCCL
 
 bool NcclBuilt() { return false; }
+Status ForceNcclNetwork(const char*) { return Unsupported("this build has no CUDA: no NCCL"); }
 Result<NcclUniqueId> NewNcclUniqueId() { return Unsupported("this build has no CUDA: no NCCL"); }
 Result<std::unique_ptr<Collective>> JoinNccl(const NcclJoinOptions&) {
   return Unsupported("this build has no CUDA: no NCCL");
@@ -66,25 +69,35 @@ Status Cuda(cudaError_t e, const char* what) {
   return Internal(std::string(what) + ": " + cudaGetErrorString(e));
 }
 
-// NCCL picks its network from the environment when the communicator is made. Only the
-// encrypted plugin may carry inter-host traffic: another configured network is refused
-// rather than overridden silently.
-Status ForceNetwork(const char* net) {
-  for (const char* var : {"NCCL_NET", "NCCL_NET_PLUGIN"}) {
-    const char* v = std::getenv(var);
-    if (v != nullptr && *v != '\0' && std::strcmp(v, net) != 0) {
-      return FailedPrecondition(std::string(var) + "=" + v + " would let NCCL use another network than the encrypted '" +
-                                net + "' plugin: unset it");
+// NCCL reads its network settings from the environment (and /etc/nccl.conf, whose values
+// never override the environment) when it first initialises. Only the encrypted plugin may
+// carry inter-host traffic: another configured network, and the paths between hosts that
+// bypass the net plugin (in-network reduction, multi-node NVLink), are refused rather than
+// overridden silently; then all of them are set, before any NCCL call.
+Status ForceNetworkImpl(const char* net) {
+  struct Setting {
+    const char* var;
+    const char* value;
+  };
+  const Setting settings[] = {{"NCCL_NET", net}, {"NCCL_NET_PLUGIN", net}, {"NCCL_COLLNET_ENABLE", "0"},
+                              {"NCCL_MNNVL_ENABLE", "0"}};
+  for (const Setting& s : settings) {  // every check before any change
+    const char* v = std::getenv(s.var);
+    if (v != nullptr && *v != '\0' && strcasecmp(v, s.value) != 0) {
+      return FailedPrecondition(std::string(s.var) + "=" + v + " would let NCCL move data between hosts outside the " +
+                                "encrypted '" + net + "' plugin: unset it");
     }
-    if (setenv(var, net, 1) != 0) return Internal(std::string("setenv ") + var);
+  }
+  for (const Setting& s : settings) {
+    if (setenv(s.var, s.value, 1) != 0) return Internal(std::string("setenv ") + s.var);
   }
   return OkStatus();
 }
 
 class NcclCollective final : public Collective {
  public:
-  NcclCollective(const NcclApi* api, ncclComm_t comm, cudaStream_t stream, const NcclJoinOptions& o)
-      : api_(api), comm_(comm), stream_(stream), rank_(o.rank), world_(o.world_size), timeout_(o.timeout) {}
+  NcclCollective(const NcclApi* api, ncclComm_t comm, cudaStream_t stream, cudaEvent_t done, const NcclJoinOptions& o)
+      : api_(api), comm_(comm), stream_(stream), done_(done), rank_(o.rank), world_(o.world_size), timeout_(o.timeout) {}
   ~NcclCollective() override {
     if (comm_ != nullptr) {
       // A clean end flushes; a failed flush (or a peer silent for the timeout) aborts.
@@ -102,6 +115,7 @@ class NcclCollective final : public Collective {
       cudaStreamSynchronize(stream_);
       cudaFree(device_);
     }
+    if (done_ != nullptr) cudaEventDestroy(done_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
 
@@ -121,17 +135,22 @@ class NcclCollective final : public Collective {
       RETURN_IF_ERROR(Cuda(cudaMalloc(&device_, bytes), "cudaMalloc"));
       capacity_ = bytes;
     }
+    // `host` is pageable (locked by libsodium, not pinned by CUDA): copies to and from it
+    // are synchronous. So the copy back is issued only once the all-reduce has finished,
+    // which Wait polls with the deadline, else a silent peer would block it forever.
     RETURN_IF_ERROR(Cuda(cudaMemcpyAsync(device_, host, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync"));
     const ncclResult_t r = api_->all_reduce(device_, device_, count, type, ncclSum, comm_, stream_);
     if (r != ncclSuccess && r != ncclInProgress) return Failed("ncclAllReduce", r);
-    // A nonblocking communicator may still be enqueueing: the copy back must follow it.
+    // A nonblocking communicator may still be enqueueing: the event must follow it.
     if (r == ncclInProgress) RETURN_IF_ERROR(Wait("enqueueing an all-reduce", /*call_only=*/true));
-    RETURN_IF_ERROR(Cuda(cudaMemcpyAsync(host, device_, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync"));
-    return Wait("an all-reduce");
+    RETURN_IF_ERROR(Cuda(cudaEventRecord(done_, stream_), "cudaEventRecord"));
+    RETURN_IF_ERROR(Wait("an all-reduce"));
+    return Cuda(cudaMemcpyAsync(host, device_, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync");
   }
 
-  // Polls until the stream is done (or, `call_only`, until the communicator finished the
-  // NCCL call in progress); an NCCL error or a peer silent for the timeout aborts it.
+  // Polls until the all-reduce's event has fired (or, `call_only`, until the communicator
+  // finished the NCCL call in progress); an NCCL error or a peer silent for the timeout
+  // aborts the communicator.
   Status Wait(const char* what, bool call_only = false) {
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
     while (true) {
@@ -142,7 +161,7 @@ class NcclCollective final : public Collective {
       if (call_only) {
         if (async == ncclSuccess) return OkStatus();
       } else {
-        const cudaError_t e = cudaStreamQuery(stream_);
+        const cudaError_t e = cudaEventQuery(done_);
         if (e == cudaSuccess && async == ncclSuccess) return OkStatus();
         if (e != cudaSuccess && e != cudaErrorNotReady) {
           api_->abort(comm_);
@@ -171,6 +190,7 @@ class NcclCollective final : public Collective {
   const NcclApi* api_;
   ncclComm_t comm_;
   cudaStream_t stream_;
+  cudaEvent_t done_;  // recorded after each all-reduce
   int rank_, world_;
   std::chrono::milliseconds timeout_;
   void* device_ = nullptr;
@@ -180,6 +200,8 @@ class NcclCollective final : public Collective {
 }  // namespace
 
 bool NcclBuilt() { return true; }
+
+Status ForceNcclNetwork(const char* net) { return ForceNetworkImpl(net); }
 
 Result<NcclUniqueId> NewNcclUniqueId() {
   ASSIGN_OR_RETURN(const NcclApi* api, Api());
@@ -193,24 +215,31 @@ Result<NcclUniqueId> NewNcclUniqueId() {
 
 Result<std::unique_ptr<Collective>> JoinNccl(const NcclJoinOptions& o) {
   if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size) return InvalidInput("NCCL: bad rank or world size");
-  if (o.net != nullptr && *o.net != '\0') RETURN_IF_ERROR(ForceNetwork(o.net));
+  if (o.net != nullptr && *o.net != '\0') RETURN_IF_ERROR(ForceNetworkImpl(o.net));
   ASSIGN_OR_RETURN(const NcclApi* api, Api());
   ncclUniqueId id;
   std::memcpy(id.internal, o.unique_id.data(), sizeof(id.internal));
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // so that a silent peer can be timed out
+  if (o.net != nullptr && *o.net != '\0') {
+    config.netName = o.net;  // the same choice through the API (NCCL 2.28 reads it first)
+    config.collnetEnable = 0;
+  }
   ncclComm_t comm = nullptr;
   ncclResult_t r = api->init_rank_config(&comm, o.world_size, id, o.rank, &config);
   if (r != ncclSuccess && r != ncclInProgress) {
+    if (comm != nullptr) api->abort(comm);
     return Unavailable(std::string("ncclCommInitRankConfig: ") + api->error_string(r));
   }
-  const auto deadline = std::chrono::steady_clock::now() + o.timeout;
+  const auto join_timeout = o.join_timeout.count() > 0 ? o.join_timeout : o.timeout;
+  const auto deadline = std::chrono::steady_clock::now() + join_timeout;
   ncclResult_t state = ncclInProgress;
   while (state == ncclInProgress) {
     if (api->get_async_error(comm, &state) != ncclSuccess) state = ncclInternalError;
     if (state == ncclInProgress && std::chrono::steady_clock::now() > deadline) {
       api->abort(comm);
-      return Unavailable("NCCL: the other ranks did not join within " + std::to_string(o.timeout.count() / 1000) + " s");
+      return Unavailable("NCCL: the other ranks did not join within " + std::to_string(join_timeout.count() / 1000) +
+                         " s");
     }
     if (state == ncclInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -222,11 +251,15 @@ Result<std::unique_ptr<Collective>> JoinNccl(const NcclJoinOptions& o) {
                             : std::string()));
   }
   cudaStream_t stream = nullptr;
-  if (Status st = Cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"); !st.ok()) {
+  cudaEvent_t done = nullptr;
+  Status st = Cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  if (st.ok()) st = Cuda(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
+  if (!st.ok()) {
     api->abort(comm);
+    if (stream != nullptr) cudaStreamDestroy(stream);
     return st;
   }
-  return std::unique_ptr<Collective>(new NcclCollective(api, comm, stream, o));
+  return std::unique_ptr<Collective>(new NcclCollective(api, comm, stream, done, o));
 }
 
 #endif  // ENCLAVE_TRAIN_NCCL

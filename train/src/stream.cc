@@ -23,6 +23,29 @@ void WindowShuffle(const StreamLayout& layout, Rng& rng, uint32_t* order) {
   }
 }
 
+Result<std::vector<uint32_t>> WindowBlocks(const StreamLayout& layout, const uint32_t* order, uint64_t window) {
+  const size_t WR = layout.window_rows(), B = layout.block_rows;
+  const size_t lo = window * WR, hi = std::min(layout.train_rows, lo + WR);
+  std::vector<uint32_t> blocks;
+  for (size_t i = lo; i < hi; ++i) blocks.push_back(order[i] / static_cast<uint32_t>(B));
+  std::sort(blocks.begin(), blocks.end());
+  blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
+  // With a permutation (CheckResumable checks a checkpoint's), at most W distinct blocks
+  // whose sizes add up to the window's rows means the window is exactly those blocks.
+  size_t rows = 0;
+  for (uint32_t k : blocks) rows += std::min(layout.train_rows, size_t{k} * B + B) - size_t{k} * B;
+  if (blocks.size() > layout.window_blocks || rows != hi - lo) {
+    return FailedPrecondition("the row order of window " + std::to_string(window) +
+                              " is not made of whole blocks (a checkpoint from another [streaming] layout?)");
+  }
+  return blocks;
+}
+
+Status CheckWindowOrder(const StreamLayout& layout, const uint32_t* order) {
+  for (uint64_t w = 0; w < layout.windows(); ++w) RETURN_IF_ERROR(WindowBlocks(layout, order, w).status());
+  return OkStatus();
+}
+
 Result<StreamStart> ReadStreamStart(Backend& backend, RecordTable& table, const Split& split, size_t features,
                                     size_t rows_per_read) {
   const size_t F = features, width = table.width(), ntr = split.train.size(), nva = split.val.size();
@@ -36,7 +59,9 @@ Result<StreamStart> ReadStreamStart(Backend& backend, RecordTable& table, const 
   }
   // One pass in row order: sums of (x - shift) and its square in double, the shift being
   // the first training row (numerically safe, unlike raw sums of squares).
-  std::vector<double> shift(F, 0.0), s1(F, 0.0), s2(F, 0.0);
+  ASSIGN_OR_RETURN(LockedArray<double> shift, LockedArray<double>::Create(F));  // derived from plaintext rows
+  ASSIGN_OR_RETURN(LockedArray<double> s1, LockedArray<double>::Create(F));
+  ASSIGN_OR_RETURN(LockedArray<double> s2, LockedArray<double>::Create(F));
   size_t ti = 0, vi = 0;
   for (uint64_t first = 0; first < table.rows(); first += rows_per_read) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(rows_per_read, table.rows() - first));
@@ -45,7 +70,7 @@ Result<StreamStart> ReadStreamStart(Backend& backend, RecordTable& table, const 
       const uint64_t row = first + r;
       const float* rec = records.data() + r * width;
       if (ti < ntr && split.train[ti] == row) {
-        if (ti == 0) std::copy(rec, rec + F, shift.begin());
+        if (ti == 0) std::copy(rec, rec + F, shift.data());
         for (size_t c = 0; c < F; ++c) {
           const double d = static_cast<double>(rec[c]) - shift[c];
           s1[c] += d;
@@ -84,7 +109,8 @@ Result<StreamStart> ReadStreamStart(Backend& backend, RecordTable& table, const 
 
 WindowStream::WindowStream(Backend& backend, RecordTable& table, const Split& split, const StreamLayout& layout,
                            size_t features)
-    : backend_(backend), table_(table), split_(split), layout_(layout), features_(features) {}
+    : backend_(backend), table_(table), split_(split), layout_(layout), features_(features),
+      half_rows_(std::min(layout.window_rows(), layout.train_rows)) {}
 
 Result<std::unique_ptr<WindowStream>> WindowStream::Create(Backend& backend, RecordTable& table, const Split& split,
                                                            const StreamLayout& layout, size_t features,
@@ -95,7 +121,7 @@ Result<std::unique_ptr<WindowStream>> WindowStream::Create(Backend& backend, Rec
     return Internal("WindowStream: bad arguments");
   }
   std::unique_ptr<WindowStream> s(new WindowStream(backend, table, split, layout, features));
-  const size_t WR = layout.window_rows(), F = features;
+  const size_t WR = s->half_rows_, F = features;
   ASSIGN_OR_RETURN(s->mean_, mean.Clone());
   ASSIGN_OR_RETURN(s->inv_std_, inv_std.Clone());
   ASSIGN_OR_RETURN(s->x_, AllocOwned(backend, 2 * WR * F));
@@ -148,19 +174,7 @@ Status WindowStream::Begin(const uint32_t* order, uint64_t from) {
 }
 
 Status WindowStream::Request(const uint32_t* order, uint64_t window) {
-  const size_t WR = layout_.window_rows(), B = layout_.block_rows;
-  const size_t lo = window * WR, hi = std::min(layout_.train_rows, lo + WR);
-  std::vector<uint32_t> blocks;
-  for (size_t i = lo; i < hi; ++i) blocks.push_back(order[i] / static_cast<uint32_t>(B));
-  std::sort(blocks.begin(), blocks.end());
-  blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
-  // The window must be exactly its blocks' rows (a checkpoint's order is checked here too).
-  size_t rows = 0;
-  for (uint32_t k : blocks) rows += std::min(layout_.train_rows, size_t{k} * B + B) - size_t{k} * B;
-  if (blocks.size() > layout_.window_blocks || rows != hi - lo) {
-    return FailedPrecondition("the row order of window " + std::to_string(window) +
-                              " is not made of whole blocks (a checkpoint from another [streaming] layout?)");
-  }
+  ASSIGN_OR_RETURN(std::vector<uint32_t> blocks, WindowBlocks(layout_, order, window));
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (stage_ != Stage::kIdle) return Internal("WindowStream: the reader is busy");
@@ -226,20 +240,20 @@ Status WindowStream::MakeResident(uint64_t window) {
     stage_ = Stage::kIdle;
     return staged_error_;
   }
-  const size_t WR = layout_.window_rows(), F = features_, B = layout_.block_rows;
+  const size_t HR = half_rows_, F = features_, B = layout_.block_rows;
   for (uint32_t k : blocks_of_half_[h]) slot_of_block_[k] = -1;
   // Slots are B rows apart; a short block leaves a gap that nothing indexes.
   for (size_t s = 0; s < staged_blocks_.size(); ++s) {
     const size_t k = staged_blocks_[s], n = std::min(layout_.train_rows, k * B + B) - k * B;
-    RETURN_IF_ERROR(backend_.Upload(x_.get().Slice((h * WR + s * B) * F, n * F), sx_.data() + s * B * F, n * F));
-    RETURN_IF_ERROR(backend_.Upload(y_.get().Slice(h * WR + s * B, n), sy_.data() + s * B, n));
+    RETURN_IF_ERROR(backend_.Upload(x_.get().Slice((h * HR + s * B) * F, n * F), sx_.data() + s * B * F, n * F));
+    RETURN_IF_ERROR(backend_.Upload(y_.get().Slice(h * HR + s * B, n), sy_.data() + s * B, n));
     slot_of_block_[k] = static_cast<int32_t>(s);
   }
   blocks_of_half_[h] = staged_blocks_;
   resident_[h] = static_cast<int64_t>(window);
   stage_ = Stage::kIdle;
   lk.unlock();
-  if ((window + 1) * WR < layout_.train_rows) return Request(order_, window + 1);
+  if ((window + 1) * layout_.window_rows() < layout_.train_rows) return Request(order_, window + 1);
   if (next_order_ != nullptr) return Request(next_order_, 0);
   return OkStatus();
 }
@@ -258,7 +272,7 @@ Status WindowStream::Gather(uint64_t lo, size_t n, Buffer xb, Buffer yb) {
     const int32_t slot = slot_of_block_[k];
     const uint64_t w = pos / WR;
     if (slot < 0 || resident_[w % 2] != static_cast<int64_t>(w)) return Internal("WindowStream: row not resident");
-    gather_idx_[i] = static_cast<uint32_t>((w % 2) * WR + static_cast<size_t>(slot) * B + (t - size_t{k} * B));
+    gather_idx_[i] = static_cast<uint32_t>((w % 2) * half_rows_ + static_cast<size_t>(slot) * B + (t - size_t{k} * B));
   }
   RETURN_IF_ERROR(backend_.GatherRows(x_, features_, gather_idx_.data(), n, xb));
   return backend_.GatherRows(y_, 1, gather_idx_.data(), n, yb);

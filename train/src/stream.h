@@ -33,6 +33,11 @@ struct StreamLayout {
 // order has layout.train_rows entries.
 void WindowShuffle(const StreamLayout& layout, Rng& rng, uint32_t* order);
 
+// The blocks (ascending) of window `window` of `order`, which must be exactly their rows
+// (else kFailedPrecondition); CheckWindowOrder checks every window of an order.
+Result<std::vector<uint32_t>> WindowBlocks(const StreamLayout& layout, const uint32_t* order, uint64_t window);
+Status CheckWindowOrder(const StreamLayout& layout, const uint32_t* order);
+
 // The training split's standardization (mean and 1/std per feature, from the training
 // rows only, in row order) and the validation rows, from one pass over the table.
 struct StreamStart {
@@ -66,8 +71,6 @@ class WindowStream {
   // the reader when the window is not resident yet.
   Status Gather(uint64_t lo, size_t n, Buffer xb, Buffer yb);
 
-  // The largest number of rows held in backend memory at once (two windows), for tests.
-  size_t resident_rows() const { return 2 * layout_.window_rows(); }
 
  private:
   WindowStream(Backend& backend, RecordTable& table, const Split& split, const StreamLayout& layout,
@@ -82,6 +85,7 @@ class WindowStream {
   const Split& split_;
   StreamLayout layout_;
   size_t features_;
+  size_t half_rows_;  // rows per half: a window, or all training rows when fewer
   LockedArray<float> mean_, inv_std_;
 
   const uint32_t* order_ = nullptr;

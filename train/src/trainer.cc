@@ -266,6 +266,7 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
   double resumed_loss = 0;
   if (resume != nullptr) {
     RETURN_IF_ERROR(CheckResumable(*resume, job, shape, ntr, nva, steps_per_epoch));
+    if (streamed) RETURN_IF_ERROR(CheckWindowOrder(layout, resume->order.data()));
     // The standardization is recomputed from the same rows: equal bits, or the data changed.
     ASSIGN_OR_RETURN(LockedArray<float> mh, LockedArray<float>::Create(F));
     ASSIGN_OR_RETURN(LockedArray<float> sh, LockedArray<float>::Create(F));

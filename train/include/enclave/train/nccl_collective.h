@@ -1,8 +1,8 @@
 // Data-parallel training on the GPU backend: a Collective over NCCL (loaded at run time
 // from libnccl.so.2), with every byte between hosts going through the encrypted network
-// plugin (libnccl-net-enclave.so): NCCL_NET and NCCL_NET_PLUGIN are forced to it, and a
-// value that names another network is refused, so NCCL cannot fall back to its plaintext
-// socket transport. The caller hands the job key to the plugin first
+// plugin (libnccl-net-enclave.so): NCCL_NET and NCCL_NET_PLUGIN are forced to it and
+// in-network reduction (CollNet) and multi-node NVLink are turned off; a value that says
+// otherwise is refused, so NCCL cannot fall back to its plaintext socket transport. The caller hands the job key to the plugin first
 // (enclave_net_set_job_key). Built only with CUDA; elsewhere NcclBuilt() is false and
 // the functions return kUnsupported.
 #pragma once
@@ -22,6 +22,12 @@ using NcclUniqueId = std::array<uint8_t, kNcclUniqueIdBytes>;
 
 bool NcclBuilt();
 
+// Sets the environment so that NCCL moves data between hosts only through the plugin named
+// `net` (NCCL_NET, NCCL_NET_PLUGIN; NCCL_COLLNET_ENABLE=0, NCCL_MNNVL_ENABLE=0), refusing
+// (kFailedPrecondition, nothing changed) a variable already set otherwise. Call it before
+// any other NCCL call of the process (NewNcclUniqueId included); JoinNccl calls it again.
+Status ForceNcclNetwork(const char* net);
+
 // Rank 0's bootstrap id (its address and a random magic: routing data, not a secret),
 // which every rank passes to JoinNccl.
 Result<NcclUniqueId> NewNcclUniqueId();
@@ -30,9 +36,10 @@ struct NcclJoinOptions {
   int world_size = 1;
   int rank = 0;
   NcclUniqueId unique_id{};
-  // Joining, and every all-reduce: a peer silent this long fails the run (the
-  // communicator is aborted).
+  // Every all-reduce: a peer silent this long fails the run (the communicator is aborted).
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};
+  // Joining: the other ranks must join within this (0: `timeout`).
+  std::chrono::milliseconds join_timeout{0};
   // The NCCL network every inter-host byte must use; "" leaves NCCL's choice (tests only).
   const char* net = "enclave";
 };
