@@ -320,7 +320,8 @@ timeval StallPollInterval(std::chrono::steady_clock::duration timeout) {
 DataComm::DataComm(Role role, std::vector<int> fds, std::vector<std::unique_ptr<RecordSender>> senders,
                    std::vector<std::unique_ptr<RecordReceiver>> receivers, std::string peer, int stall_timeout_s)
     : role_(role), fds_(std::move(fds)), senders_(std::move(senders)), receivers_(std::move(receivers)),
-      peer_(std::move(peer)), stall_timeout_(std::chrono::seconds(std::max(stall_timeout_s, 0))) {
+      peer_(std::move(peer)), lanes_(new Lane[fds_.size()]),
+      stall_timeout_(std::chrono::seconds(std::max(stall_timeout_s, 0))) {
   for (auto& s : slots_) s.owner = this;
   if (stall_timeout_.count() > 0) {
     const timeval tv = StallPollInterval(stall_timeout_);
@@ -339,12 +340,43 @@ DataComm::~DataComm() {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  WakeAll();
   // A sender's last records are in the kernel already; SHUT_RDWR wakes a worker
   // blocked in send or recv. The peer sees EOF, an error only if it still waits.
   for (int fd : fds_) shutdown(fd, SHUT_RDWR);
   for (auto& t : workers_) t.join();
   for (int fd : fds_) close(fd);
+}
+
+DataComm::WorkerStats DataComm::WorkerStatsForTest(int j) const {
+  const Lane& lane = lanes_[static_cast<size_t>(j)];
+  return {lane.wakeups.load(std::memory_order_relaxed), lane.messages.load(std::memory_order_relaxed)};
+}
+
+void DataComm::WakeAll() {
+  for (int j = 0; j < nsocks(); ++j) lanes_[static_cast<size_t>(j)].cv.notify_all();
+}
+
+void DataComm::PushLocked(uint64_t m, int first, int last) {
+  for (int j = first; j < last; ++j) {
+    Lane& lane = lanes_[static_cast<size_t>(j)];
+    // Cannot overflow (see Lane); a full queue would be a bug here, not the peer's doing.
+    if (lane.pushed - lane.popped >= kMaxRequests) std::abort();
+    lane.queue[lane.pushed++ % kMaxRequests] = m;
+  }
+}
+
+Request* DataComm::WaitNext(int j) {
+  Lane& lane = lanes_[static_cast<size_t>(j)];
+  std::unique_lock<std::mutex> lock(mu_);
+  while (lane.popped == lane.pushed && !stopping_ && !failed_.load()) {
+    lane.cv.wait(lock);
+    lane.wakeups.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (stopping_ || failed_.load()) return nullptr;
+  const uint64_t m = lane.queue[lane.popped++ % kMaxRequests];
+  lane.messages.fetch_add(1, std::memory_order_relaxed);
+  return &slots_[m % kMaxRequests];
 }
 
 Result<Request*> DataComm::Post(uint8_t* data, uint64_t size) {
@@ -356,26 +388,50 @@ Result<Request*> DataComm::Post(uint8_t* data, uint64_t size) {
   }
   Request* r = &slots_[next_post_ % kMaxRequests];
   if (r->state.load(std::memory_order_acquire) != 0) return static_cast<Request*>(nullptr);
+  // A send's chunk count is known now: only its workers are woken. A receive wakes
+  // worker 0, which wakes the others once chunk 0 has told (and proved) the size.
+  const int needed = role_ == Role::kSend
+                         ? static_cast<int>(std::min<uint64_t>(PlanChunks(size, nsocks()).count, nsocks()))
+                         : Request::kNeededUnknown;
   r->msg_index = next_post_;
   r->data = data;
   r->capacity = size;
   r->size.store(role_ == Role::kSend ? size : 0, std::memory_order_relaxed);
-  r->size_known.store(role_ == Role::kSend, std::memory_order_relaxed);
+  r->needed.store(needed, std::memory_order_relaxed);
   r->passed.store(0, std::memory_order_relaxed);
   if (stall_timeout_.count() > 0) r->posted_at = std::chrono::steady_clock::now();
   r->state.store(1, std::memory_order_release);
+  const int wake = role_ == Role::kSend ? needed : 1;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    posted_ = ++next_post_;
+    PushLocked(next_post_++, 0, wake);
   }
-  cv_.notify_all();
+  for (int j = 0; j < wake; ++j) lanes_[static_cast<size_t>(j)].cv.notify_one();
   return r;
+}
+
+bool DataComm::Passed(const Request& r) {
+  // passed never exceeds needed, and never reaches kNeededUnknown.
+  return r.passed.load(std::memory_order_acquire) == r.needed.load(std::memory_order_acquire);
+}
+
+void DataComm::AdvanceComplete() {
+  // A slot no longer holding message complete_ (freed by test(), or reused by a later
+  // post) means that message was reported done already.
+  while (complete_ < next_post_) {
+    const Request& s = slots_[complete_ % kMaxRequests];
+    if (s.state.load(std::memory_order_acquire) == 1 && s.msg_index == complete_ && !Passed(s)) break;
+    ++complete_;
+  }
 }
 
 Status DataComm::Test(Request* r, bool* done, uint64_t* size) {
   *done = false;
   if (r->state.load(std::memory_order_acquire) != 1) return InvalidInput("test() of a request that is not posted");
-  if (r->passed.load(std::memory_order_acquire) == nsocks()) {
+  // Workers pass messages out of order across sockets (a one-chunk message after a
+  // large one completes on socket 0 first); test() still reports them in posting order.
+  AdvanceComplete();
+  if (r->msg_index < complete_) {
     *done = true;
     *size = r->size.load(std::memory_order_acquire);
     r->state.store(0, std::memory_order_release);
@@ -389,7 +445,8 @@ Status DataComm::Test(Request* r, bool* done, uint64_t* size) {
   return OkStatus();
 }
 
-// NCCL's thread, from test() of a request that is not done: the one clock read of the call.
+// NCCL's thread, from test() of a request that is not done (after AdvanceComplete()):
+// the one clock read of the call.
 Status DataComm::CheckStall() {
   const auto now = std::chrono::steady_clock::now();
   const uint64_t moved = moved_.load(std::memory_order_relaxed);
@@ -397,20 +454,11 @@ Status DataComm::CheckStall() {
     moved_seen_ = moved;
     last_moved_ = now;
   }
-  // Requests complete in posting order. A slot no longer holding message oldest_ (freed
-  // by test(), or reused by a later post) means that message completed.
-  while (oldest_ < next_post_) {
-    const Request& s = slots_[oldest_ % kMaxRequests];
-    if (s.state.load(std::memory_order_acquire) == 1 && s.msg_index == oldest_ &&
-        s.passed.load(std::memory_order_acquire) < nsocks()) {
-      break;
-    }
-    ++oldest_;
-  }
-  if (oldest_ == next_post_) return OkStatus();
-  const auto since = std::max(last_moved_, slots_[oldest_ % kMaxRequests].posted_at);
+  // Message complete_ is the oldest outstanding one (its slot still holds it).
+  if (complete_ == next_post_) return OkStatus();
+  const auto since = std::max(last_moved_, slots_[complete_ % kMaxRequests].posted_at);
   if (now - since < stall_timeout_) return OkStatus();
-  const uint64_t outstanding = next_post_ - oldest_;
+  const uint64_t outstanding = next_post_ - complete_;
   const std::string secs = std::to_string(std::chrono::duration_cast<std::chrono::seconds>(stall_timeout_).count());
   const std::string what = std::string(role_ == Role::kSend ? "send" : "receive") + " connection with " + peer_ +
                            " made no progress for " + secs + " s with " + std::to_string(outstanding) +
@@ -442,30 +490,20 @@ void DataComm::FailWith(Status error, LogLevel level, const std::string& line) {
   if (first) {
     for (int fd : fds_) shutdown(fd, SHUT_RDWR);
   }
-  cv_.notify_all();
+  WakeAll();
 }
 
 void DataComm::InstallProgressCounter() { t_moved = stall_timeout_.count() > 0 ? &moved_ : nullptr; }
 
-Request* DataComm::WaitPosted(uint64_t m) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return posted_ > m || stopping_ || failed_.load(); });
-  if (stopping_ || failed_.load()) return nullptr;
-  return &slots_[m % kMaxRequests];
-}
-
-bool DataComm::WaitSize(Request* r) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return r->size_known.load() || stopping_ || failed_.load(); });
-  return !(stopping_ || failed_.load());
-}
-
+// Worker j sends chunks j, j+n, ... of the messages queued for it (those with more than
+// j chunks); its record sequence counts only what socket j carries.
 void DataComm::SendWorker(int j) {
   InstallProgressCounter();
   uint64_t seq = 0;
-  for (uint64_t m = 0;; ++m) {
-    Request* r = WaitPosted(m);
+  for (;;) {
+    Request* r = WaitNext(j);
     if (r == nullptr) return;
+    const uint64_t m = r->msg_index;
     const ChunkPlan plan = PlanChunks(r->capacity, nsocks());
     for (uint64_t k = static_cast<uint64_t>(j); k < plan.count; k += static_cast<uint64_t>(nsocks())) {
       RecordHeader h;
@@ -498,13 +536,17 @@ Status DataComm::ReadHeader(int j, uint64_t seq, uint64_t m, RecordHeaderBytes* 
   return OkStatus();
 }
 
+// Worker 0 gets every message; it learns the size from chunk 0 and, once that record
+// has verified, queues the message for workers 1 .. needed-1. Worker j > 0 thus only
+// ever sees messages it carries a chunk of, with their authenticated size.
 void DataComm::RecvWorker(int j) {
   InstallProgressCounter();
   uint64_t seq = 0;
   const uint64_t n = static_cast<uint64_t>(nsocks());
-  for (uint64_t m = 0;; ++m) {
-    Request* r = WaitPosted(m);
+  for (;;) {
+    Request* r = WaitNext(j);
     if (r == nullptr) return;
+    const uint64_t m = r->msg_index;
     auto where = [&] { return "socket " + std::to_string(j) + ", message " + std::to_string(m); };
     auto fail = [&](const Status& st) {
       {
@@ -513,13 +555,8 @@ void DataComm::RecvWorker(int j) {
       }
       Fail(st.Annotate(where()));
     };
-    uint64_t size = 0;
-    if (j != 0) {
-      if (!WaitSize(r)) return;
-      size = r->size.load(std::memory_order_acquire);
-    }
     bool first = j == 0;
-    ChunkPlan plan = PlanChunks(size, nsocks());
+    ChunkPlan plan = PlanChunks(first ? 0 : r->size.load(std::memory_order_acquire), nsocks());
     for (uint64_t k = static_cast<uint64_t>(j); first || k < plan.count; k += n) {
       RecordHeaderBytes raw{};
       RecordHeader h;
@@ -544,12 +581,16 @@ void DataComm::RecvWorker(int j) {
       if (!st.ok()) return fail(st);
       ++seq;
       if (first) {
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          r->size.store(h.msg_size, std::memory_order_release);
-          r->size_known.store(true, std::memory_order_release);
+        const int needed = static_cast<int>(std::min<uint64_t>(plan.count, n));
+        r->size.store(h.msg_size, std::memory_order_relaxed);
+        r->needed.store(needed, std::memory_order_release);
+        if (needed > 1) {
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            PushLocked(m, 1, needed);
+          }
+          for (int i = 1; i < needed; ++i) lanes_[static_cast<size_t>(i)].cv.notify_one();
         }
-        cv_.notify_all();
         first = false;
       }
     }

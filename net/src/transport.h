@@ -94,8 +94,12 @@ struct Request {
   uint8_t* data = nullptr;
   uint64_t capacity = 0;              // send: the size; recv: the posted size
   std::atomic<uint64_t> size{0};      // the message size (recv: from the first record)
-  std::atomic<bool> size_known{false};
-  std::atomic<int> passed{0};         // workers done with this message
+  // The workers that carry a chunk of the message, min(nsocks, chunk count): known at
+  // Post on a send connection; on a receive connection kNeededUnknown until socket 0's
+  // worker has authenticated chunk 0. Only those workers touch the request.
+  static constexpr int kNeededUnknown = kMaxSockets + 1;
+  std::atomic<int> needed{0};
+  std::atomic<int> passed{0};         // workers done with this message (up to needed)
   std::chrono::steady_clock::time_point posted_at{};  // NCCL's thread only; read only with a stall timeout
 };
 
@@ -116,19 +120,47 @@ class DataComm {
   // request slots are in use (NCCL calls again later). The connection's error once it
   // has failed.
   Result<Request*> Post(uint8_t* data, uint64_t size);
-  // done and the message size; an error once the connection has failed. With a stall
-  // timeout, test() also fails the connection (Code::kUnavailable) when a request is
-  // outstanding and no byte moved on any socket for the timeout, counted from the later
-  // of the last byte moved and the posting of the oldest outstanding request.
+  // done and the message size; requests complete in posting order (done means every
+  // earlier request of the connection is complete too). An error once the connection has
+  // failed, unless r completed before. With a stall timeout, test() also fails the
+  // connection (Code::kUnavailable) when a request is outstanding and no byte moved on
+  // any socket for the timeout, counted from the later of the last byte moved and the
+  // posting of the oldest outstanding request.
   Status Test(Request* r, bool* done, uint64_t* size);
   Role role() const { return role_; }
   int nsocks() const { return static_cast<int>(fds_.size()); }
 
+  // For tests: how often worker j woke from waiting for work, and how many messages it
+  // carried a chunk of. Each is written by worker j alone (relaxed).
+  struct WorkerStats {
+    uint64_t wakeups = 0;
+    uint64_t messages = 0;
+  };
+  WorkerStats WorkerStatsForTest(int j) const;
+
  private:
+  // Worker j's work: the indices of the messages it carries a chunk of, in order, pushed
+  // under mu_ by whoever learns the message's chunk count (send: Post; receive: Post for
+  // worker 0, worker 0 after chunk 0 verified for the others). A message stays in a
+  // queue only while it is incomplete, and an incomplete message holds its slot, so at
+  // most kMaxRequests are queued. Each worker waits on its own condition variable;
+  // only a failure or the destructor wakes them all.
+  struct alignas(64) Lane {
+    std::condition_variable cv;
+    uint64_t queue[kMaxRequests];
+    uint64_t pushed = 0, popped = 0;  // guarded by mu_
+    std::atomic<uint64_t> wakeups{0}, messages{0};
+  };
   void SendWorker(int j);
   void RecvWorker(int j);
-  Request* WaitPosted(uint64_t m);
-  bool WaitSize(Request* r);
+  // Queues message m for workers [first, last); mu_ held. The caller then notifies them.
+  void PushLocked(uint64_t m, int first, int last);
+  // Worker j's next message, in order; nullptr once stopping or failed.
+  Request* WaitNext(int j);
+  void WakeAll();
+  static bool Passed(const Request& r);
+  // NCCL's thread: moves complete_ past every message that completed.
+  void AdvanceComplete();
   Status ReadHeader(int j, uint64_t seq, uint64_t m, RecordHeaderBytes* raw, RecordHeader* h);
   void Fail(const Status& st);
   // Keeps `error` as the connection's failure and logs `line`, unless it failed
@@ -145,8 +177,7 @@ class DataComm {
   Request slots_[kMaxRequests];
   uint64_t next_post_ = 0;  // NCCL's thread only
   std::mutex mu_;
-  std::condition_variable cv_;
-  uint64_t posted_ = 0;  // guarded by mu_
+  std::unique_ptr<Lane[]> lanes_;  // one per worker
   bool stopping_ = false;
   std::atomic<bool> failed_{false};
   Status error_;  // guarded by mu_, set once
@@ -156,7 +187,9 @@ class DataComm {
   alignas(64) std::atomic<uint64_t> moved_{0};
   alignas(64) uint64_t moved_seen_ = 0;
   std::chrono::steady_clock::time_point last_moved_{};  // when test() first saw moved_ change
-  uint64_t oldest_ = 0;  // no request before this one is outstanding
+  // Test() reports requests done in posting order: messages before complete_ have
+  // completed (all their workers passed them); message complete_ has not, if posted.
+  uint64_t complete_ = 0;  // NCCL's thread only
   std::vector<std::thread> workers_;
 };
 
