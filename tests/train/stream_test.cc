@@ -58,6 +58,29 @@ class CountingTable : public RecordTable {
   std::mutex mu_;
 };
 
+// A copy of a checkpoint's state (TrainState holds locked arrays, which do not copy).
+Result<TrainState> CloneState(const TrainState& st) {
+  TrainState c;
+  c.shape = st.shape;
+  c.optimizer = st.optimizer;
+  c.train_rows = st.train_rows;
+  c.val_rows = st.val_rows;
+  c.steps_per_epoch = st.steps_per_epoch;
+  c.step = st.step;
+  c.epoch = st.epoch;
+  c.batch = st.batch;
+  c.loss_sum = st.loss_sum;
+  std::copy(st.shuffle_rng, st.shuffle_rng + 4, c.shuffle_rng);
+  ASSIGN_OR_RETURN(c.order, st.order.Clone());
+  ASSIGN_OR_RETURN(c.mean, st.mean.Clone());
+  ASSIGN_OR_RETURN(c.inv_std, st.inv_std.Clone());
+  ASSIGN_OR_RETURN(c.params, st.params.Clone());
+  ASSIGN_OR_RETURN(c.moment1, st.moment1.Clone());
+  ASSIGN_OR_RETURN(c.moment2, st.moment2.Clone());
+  c.epochs = st.epochs;
+  return c;
+}
+
 class Streaming : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -369,24 +392,7 @@ TEST_F(Streaming, StopAndResumeEndsBitIdenticalToAnUninterruptedRun) {
     TrainCallbacks cb;
     cb.should_stop = [&](uint64_t step) { return step == stop_at; };
     cb.on_checkpoint = [&](const TrainState& st) -> Status {
-      TrainState copy;
-      copy.shape = st.shape;
-      copy.optimizer = st.optimizer;
-      copy.train_rows = st.train_rows;
-      copy.val_rows = st.val_rows;
-      copy.steps_per_epoch = st.steps_per_epoch;
-      copy.step = st.step;
-      copy.epoch = st.epoch;
-      copy.batch = st.batch;
-      copy.loss_sum = st.loss_sum;
-      std::copy(st.shuffle_rng, st.shuffle_rng + 4, copy.shuffle_rng);
-      ASSIGN_OR_RETURN(copy.order, st.order.Clone());
-      ASSIGN_OR_RETURN(copy.mean, st.mean.Clone());
-      ASSIGN_OR_RETURN(copy.inv_std, st.inv_std.Clone());
-      ASSIGN_OR_RETURN(copy.params, st.params.Clone());
-      ASSIGN_OR_RETURN(copy.moment1, st.moment1.Clone());
-      ASSIGN_OR_RETURN(copy.moment2, st.moment2.Clone());
-      copy.epochs = st.epochs;
+      ASSIGN_OR_RETURN(TrainState copy, CloneState(st));
       saved.emplace(std::move(copy));
       return OkStatus();
     };
@@ -410,22 +416,7 @@ TEST_F(Streaming, ResumeRefusesAnOrderOfAnotherLayoutUpFront) {
   TrainCallbacks cb;
   cb.should_stop = [](uint64_t step) { return step == 2; };
   cb.on_checkpoint = [&](const TrainState& st) -> Status {
-    TrainState c;
-    c.shape = st.shape;
-    c.optimizer = st.optimizer;
-    c.train_rows = st.train_rows;
-    c.val_rows = st.val_rows;
-    c.steps_per_epoch = st.steps_per_epoch;
-    c.step = st.step;
-    c.epoch = st.epoch;
-    c.batch = st.batch;
-    std::copy(st.shuffle_rng, st.shuffle_rng + 4, c.shuffle_rng);
-    ASSIGN_OR_RETURN(c.order, st.order.Clone());
-    ASSIGN_OR_RETURN(c.mean, st.mean.Clone());
-    ASSIGN_OR_RETURN(c.inv_std, st.inv_std.Clone());
-    ASSIGN_OR_RETURN(c.params, st.params.Clone());
-    ASSIGN_OR_RETURN(c.moment1, st.moment1.Clone());
-    ASSIGN_OR_RETURN(c.moment2, st.moment2.Clone());
+    ASSIGN_OR_RETURN(TrainState c, CloneState(st));
     saved.emplace(std::move(c));
     return OkStatus();
   };

@@ -155,6 +155,19 @@ bool SameSchema(const DatasetSchema& a, const DatasetSchema& b) {
   return true;
 }
 
+// The next dataset of a job joins the table: the first sets the schema, every other must
+// have the same; the rows of all must stay below 2^31.
+Status AcceptDataset(const DatasetSpec& spec, const std::string& first_id, bool first, const DatasetSchema& s,
+                     uint64_t n, LoadedData* out) {
+  if (!first && !SameSchema(s, out->schema)) {
+    return InvalidInput(spec.path + ": schema (columns, kinds, classes) differs from dataset '" + first_id + "'");
+  }
+  if (first) out->schema = s;
+  if (n == 0) return InvalidInput(spec.path + ": no rows");
+  if (out->rows + n >= (uint64_t{1} << 32) / 2) return InvalidInput(spec.path + ": too many rows (2^31 at most)");
+  return OkStatus();
+}
+
 Status SortAscending(LockedArray<uint32_t>& a) {
   std::sort(a.begin(), a.end());
   return OkStatus();
@@ -314,12 +327,7 @@ Result<LoadedData> OpenDatasetsForStreaming(const std::vector<DatasetSpec>& spec
     part.path = spec.path;
     part.first = out.rows;
     auto begin = [&](const DatasetSchema& s, uint64_t n) -> Status {
-      if (!parts.empty() && !SameSchema(s, out.schema)) {
-        return InvalidInput(spec.path + ": schema (columns, kinds, classes) differs from dataset '" + specs[0].id + "'");
-      }
-      if (parts.empty()) out.schema = s;
-      if (n == 0) return InvalidInput(spec.path + ": no rows");
-      if (out.rows + n >= (uint64_t{1} << 32) / 2) return InvalidInput(spec.path + ": too many rows (2^31 at most)");
+      RETURN_IF_ERROR(AcceptDataset(spec, specs[0].id, parts.empty(), s, n, &out));
       ASSIGN_OR_RETURN(part_labels, LockedArray<float>::Create(n));
       if (spec.format == DatasetFormat::kCsv) {
         ASSIGN_OR_RETURN(part.clear, LockedArray<float>::Create(n * s.columns.size()));
@@ -387,12 +395,7 @@ Result<LoadedData> LoadDatasets(Backend& backend, const std::vector<DatasetSpec>
     DatasetSchema schema;
     uint64_t rows = 0;
     auto begin = [&](const DatasetSchema& s, uint64_t n) -> Status {
-      if (!parts.empty() && !SameSchema(s, out.schema)) {
-        return InvalidInput(spec.path + ": schema (columns, kinds, classes) differs from dataset '" + specs[0].id + "'");
-      }
-      if (parts.empty()) out.schema = s;
-      if (n == 0) return InvalidInput(spec.path + ": no rows");
-      if (out.rows + n >= (uint64_t{1} << 32) / 2) return InvalidInput(spec.path + ": too many rows (2^31 at most)");
+      RETURN_IF_ERROR(AcceptDataset(spec, specs[0].id, parts.empty(), s, n, &out));
       ASSIGN_OR_RETURN(part.records, AllocOwned(backend, n * s.columns.size()));
       return OkStatus();
     };
