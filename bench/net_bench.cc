@@ -127,23 +127,26 @@ void BM_PingPong(benchmark::State& state, bool encrypted) {
       encrypted ? enclave::net::AeadProtection() : enclave::net::testing::PlaintextProtectionForBenchmarkOnly();
   Pair ping = Connect(protection, nsocks), pong = Connect(protection, nsocks);
   std::vector<uint8_t> a(size, 0x5a), b(size);
+  // Posts a receive then a send of `size` bytes on one pair; false (and the state's error) if refused.
+  auto post = [&](Pair& p, uint8_t* from, uint8_t* to, enclave::net::Request** s, enclave::net::Request** r) {
+    auto rr = p.recv->Post(to, size);
+    auto sr = p.send->Post(from, size);
+    if (!rr.ok() || !sr.ok() || *rr == nullptr || *sr == nullptr) {
+      state.SkipWithError("post failed");
+      return false;
+    }
+    *r = *rr;
+    *s = *sr;
+    return true;
+  };
   for (auto _ : state) {
-    auto r1 = ping.recv->Post(b.data(), size);
-    auto s1 = ping.send->Post(a.data(), size);
-    if (!r1.ok() || !s1.ok() || *r1 == nullptr || *s1 == nullptr) {
-      state.SkipWithError("post failed");
-      break;
-    }
-    WaitDone(*ping.recv, *r1, state);
-    auto r2 = pong.recv->Post(a.data(), size);
-    auto s2 = pong.send->Post(b.data(), size);
-    if (!r2.ok() || !s2.ok() || *r2 == nullptr || *s2 == nullptr) {
-      state.SkipWithError("post failed");
-      break;
-    }
-    WaitDone(*pong.recv, *r2, state);
-    WaitDone(*ping.send, *s1, state);
-    WaitDone(*pong.send, *s2, state);
+    enclave::net::Request *s1, *r1, *s2, *r2;
+    if (!post(ping, a.data(), b.data(), &s1, &r1)) break;
+    WaitDone(*ping.recv, r1, state);
+    if (!post(pong, b.data(), a.data(), &s2, &r2)) break;
+    WaitDone(*pong.recv, r2, state);
+    WaitDone(*ping.send, s1, state);
+    WaitDone(*pong.send, s2, state);
   }
 }
 BENCHMARK_CAPTURE(BM_PingPong, encrypted, true)
