@@ -340,8 +340,9 @@ Result<double> AllRowsAccuracy(Backend& backend, const ModelFile& model, const L
     return Accuracy(probs.data(), data.labels.data(), data.rows, model.shape.classes);
   }
   const size_t F = data.features, width = data.table->width(), piece = 64 * kEvalBatch;
-  ASSIGN_OR_RETURN(LockedArray<float> records, LockedArray<float>::Create(piece * width));
-  ASSIGN_OR_RETURN(LockedArray<float> x, LockedArray<float>::Create(piece * F));
+  const size_t most = static_cast<size_t>(std::min<uint64_t>(piece, data.rows));  // rows in the largest piece
+  ASSIGN_OR_RETURN(LockedArray<float> records, LockedArray<float>::Create(most * width));
+  ASSIGN_OR_RETURN(LockedArray<float> x, LockedArray<float>::Create(most * F));
   uint64_t correct = 0;
   for (uint64_t first = 0; first < data.rows; first += piece) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(piece, data.rows - first));

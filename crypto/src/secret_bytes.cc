@@ -1,12 +1,38 @@
 #include "enclave/crypto/secret_bytes.h"
 
 #include <sodium.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 
+#include <cerrno>
 #include <cstring>
+#include <string>
 #include <mutex>
 #include <utility>
 
 namespace enclave::crypto {
+namespace {
+
+// sodium_malloc tries to mlock its pages but carries on unlocked when it cannot (over
+// RLIMIT_MEMLOCK, no CAP_IPC_LOCK): its comment calls that "not a hard error". For us it
+// is one: a secret that can be swapped out may reach the provider's disks. Locking an
+// already locked range again succeeds and costs nothing, so this asks the kernel whether
+// libsodium's lock took.
+Status CheckLocked(void* p, size_t size) {
+  if (mlock(p, size) == 0) return OkStatus();
+  const int err = errno;
+  struct rlimit limit {};
+  std::string soft = "unknown";
+  if (getrlimit(RLIMIT_MEMLOCK, &limit) == 0) {
+    soft = limit.rlim_cur == RLIM_INFINITY ? "unlimited" : std::to_string(limit.rlim_cur) + " bytes";
+  }
+  return FailedPrecondition("cannot lock " + std::to_string(size) + " bytes of secret memory into RAM (mlock: " +
+                            std::strerror(err) + "; RLIMIT_MEMLOCK soft limit " + soft +
+                            "): raise the limit (ulimit -l, systemd LimitMEMLOCK=, docker --ulimit memlock=) "
+                            "or grant CAP_IPC_LOCK");
+}
+
+}  // namespace
 
 Status InitCrypto() {
   static int rc = sodium_init();  // thread-safe static init; returns 1 if already done
@@ -20,6 +46,10 @@ Result<SecretBytes> SecretBytes::Create(size_t size) {
   if (size == 0) return s;
   void* p = sodium_malloc(size);
   if (p == nullptr) return Internal("sodium_malloc(" + std::to_string(size) + ") failed");
+  if (Status locked = CheckLocked(p, size); !locked.ok()) {
+    sodium_free(p);
+    return locked;
+  }
   sodium_memzero(p, size);
   s.data_ = static_cast<uint8_t*>(p);
   s.size_ = size;

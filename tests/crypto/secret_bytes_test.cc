@@ -1,8 +1,14 @@
 #include "enclave/crypto/secret_bytes.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <concepts>
+#include <cstdio>
+#include <fstream>
+#include <string>
 #include <ostream>
 #include <span>
 #include <type_traits>
@@ -121,6 +127,61 @@ TEST(SecretBytesDeathTest, WritePastTheEndFaults) {
         p[4096] = 1;
       },
       "");
+}
+
+// Kilobytes of this process's locked memory (VmLck in /proc/self/status), -1 if unreadable.
+long LockedKib() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmLck:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+TEST(SecretBytes, MemoryIsLocked) {
+  const long before = LockedKib();
+  ASSERT_GE(before, 0);
+  ASSERT_OK_AND_ASSIGN(SecretBytes s, SecretBytes::Create(1 << 20));
+  EXPECT_GE(LockedKib() - before, 1024);
+}
+
+// libsodium's sodium_malloc carries on with unlocked pages when mlock fails; Create must
+// refuse instead. A child process without CAP_IPC_LOCK (root drops to nobody) and with a
+// 64 KiB RLIMIT_MEMLOCK may still lock a small secret but not a 1 MiB one, and the error
+// names the limit and how to raise it.
+TEST(SecretBytes, RefusesMemoryThatCannotBeLocked) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    close(fds[0]);
+    auto report = [&](const std::string& what, int code) {
+      (void)!write(fds[1], what.data(), what.size());
+      _exit(code);
+    };
+    if (geteuid() == 0 && setresuid(65534, 65534, 65534) != 0) report("setresuid failed", 2);
+    const struct rlimit limit {64 << 10, 64 << 10};
+    if (setrlimit(RLIMIT_MEMLOCK, &limit) != 0) report("setrlimit failed", 2);
+    Result<SecretBytes> small = SecretBytes::Create(4096);
+    if (!small.ok()) report("a 4 KiB secret was refused: " + small.status().message(), 1);
+    Result<SecretBytes> big = SecretBytes::Create(1 << 20);
+    if (big.ok()) report("a 1 MiB secret was created without being locked", 1);
+    report(std::to_string(static_cast<int>(big.status().code())) + " " + big.status().message(), 0);
+  }
+  close(fds[1]);
+  std::string out;
+  char buf[512];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int wstatus = 0;
+  ASSERT_EQ(waitpid(pid, &wstatus, 0), pid);
+  ASSERT_TRUE(WIFEXITED(wstatus)) << out;
+  ASSERT_EQ(WEXITSTATUS(wstatus), 0) << out;
+  const std::string expected = std::to_string(static_cast<int>(Code::kFailedPrecondition)) + " cannot lock 1048576 bytes";
+  EXPECT_EQ(out.rfind(expected, 0), 0u) << out;
+  EXPECT_NE(out.find("RLIMIT_MEMLOCK soft limit 65536 bytes"), std::string::npos) << out;
+  EXPECT_EQ(out.find('\n'), std::string::npos) << out;
 }
 
 }  // namespace

@@ -66,6 +66,18 @@ pass; expect_rc 0 "run sealed" -- "$TRAIN" run --job "$T/sealed.toml" --keystore
 grep -q "local keystore" "$T/err" || fail "no keystore warning"
 grep -q '"key_source": "local keystore' "$T/out-sealed/report.json" || fail "report does not say where keys came from"
 
+# Secrets must be locked into RAM: without CAP_IPC_LOCK and with a 64 KiB RLIMIT_MEMLOCK the
+# run stops with exit 8 and one line that names the limit, and writes no output file.
+lowmem=(prlimit --memlock=65536)
+[ "$(id -u)" = 0 ] && lowmem+=(setpriv --bounding-set=-ipc_lock --inh-caps=-ipc_lock)
+sed -e "s#$T/out-sealed\"#$T/out-lowmem\"#" "$T/sealed.toml" > "$T/lowmem.toml"
+pass; expect_rc 8 "run without lockable memory" -- "${lowmem[@]}" "$TRAIN" run --job "$T/lowmem.toml" \
+  --keystore "$T/ks" --passphrase-fd 3 --device cpu
+grep -v WARNING "$T/err" | grep -q '^enclave-train run: error: failed precondition: cannot lock .*RLIMIT_MEMLOCK soft limit 65536 bytes' \
+  || { cat "$T/err" >&2; fail "no one-line memlock error"; }
+[ "$(grep -vc WARNING "$T/err")" = 1 ] || fail "memlock error is not one line"
+[ -z "$(find "$T/out-lowmem" -type f 2>/dev/null)" ] || fail "a run without lockable memory wrote files"
+
 # The model leaves only sealed: the tenant opens it and predicts; the predictions and the
 # accuracy on the training CSV are the trainer's own.
 [ -f "$T/out-sealed/model.sealed" ] || fail "no model.sealed"
