@@ -59,10 +59,10 @@ Status MakeChunkKeys(const crypto::SecretBytes& payload_key, crypto::Suite suite
   const uint8_t* key = payload_key.ExposeSecret().data();
   k->aes = suite == crypto::Suite::kAes256Gcm;
   if (k->aes) {
-    Aes256ExpandKey(key, kAesSbox, &k->aes_keys);
+    Aes256ExpandKey(key, kAesTable.t0, &k->aes_keys);
     const uint8_t zero[16] = {0};
     uint8_t h[16];
-    Aes256EncryptBlock(k->aes_keys, kAesSbox, zero, h);
+    Aes256EncryptBlock(k->aes_keys, kAesTable.t0, zero, h);
     k->aes_h = Gf128Load(h);
   } else {
     std::memcpy(k->chacha_key, key, 32);
@@ -78,7 +78,7 @@ Status OpenChunks(const crypto::SecretBytes& payload_key, const ChunkBatch& batc
   // Every tag first: no chunk of a batch is decrypted unless all are authentic.
   for (uint64_t i = batch.first_index; i < batch.first_index + batch.count; ++i) {
     const bool last = i + 1 == batch.file_chunk_count;
-    if (!ChunkTagValid(keys, kAesSbox, batch.header_digest.data(), i, last, in + batch.InputOffset(i),
+    if (!ChunkTagValid(keys, kAesTable.t0, batch.header_digest.data(), i, last, in + batch.InputOffset(i),
                        batch.PlaintextSize(i))) {
       return AuthFailed("chunk " + std::to_string(i) + " failed authentication");
     }
@@ -87,7 +87,7 @@ Status OpenChunks(const crypto::SecretBytes& payload_key, const ChunkBatch& batc
     const bool last = i + 1 == batch.file_chunk_count;
     const uint64_t len = batch.PlaintextSize(i);
     for (uint64_t u = 0; u * kUnitBytes < len; ++u) {
-      ChunkDecryptUnit(keys, kAesSbox, i, last, in + batch.InputOffset(i), out + batch.OutputOffset(i), len, u);
+      ChunkDecryptUnit(keys, kAesTable.t0, i, last, in + batch.InputOffset(i), out + batch.OutputOffset(i), len, u);
     }
   }
   return OkStatus();

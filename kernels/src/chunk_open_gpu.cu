@@ -1,11 +1,11 @@
 // GPU path of chunk_open.h and gpu_stream.h. Per batch, three kernels on one stream:
 //   TagSegments: one thread per 512-byte segment of a chunk's ciphertext computes its
 //                part of the chunk's MAC (gpu_tag_split.h);
-//   TagFinish:   one thread per chunk adds the parts and checks the tag; a bad chunk's
-//                index goes to a failure slot (atomicMin);
+//   TagFinish:   one thread per chunk combines the parts and checks the tag; a bad
+//                chunk's index goes to a failure slot (atomicMin);
 //   Decrypt:     one thread per 64-byte unit, only if the failure slot is still empty.
 // Keys travel as kernel arguments (constant parameter memory), never in global memory;
-// the AES S-box is copied into shared memory per thread block.
+// the AES table and the GHASH tables are copied into shared memory per thread block.
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -16,16 +16,6 @@
 namespace enclave::kernels::gpu {
 namespace {
 
-struct Sbox {
-  uint8_t bytes[256];
-};
-
-Sbox HostSbox() {
-  Sbox s;
-  std::memcpy(s.bytes, kAesSbox, 256);
-  return s;
-}
-
 __device__ uint64_t PlaintextSizeOf(const ChunkGeometry& g, uint64_t index) {
   if (index + 1 < g.file_chunk_count) return g.chunk_size;
   return g.payload_length - (g.file_chunk_count - 1) * static_cast<uint64_t>(g.chunk_size);
@@ -35,47 +25,53 @@ __device__ const uint8_t* ChunkIn(const ChunkGeometry& g, const uint8_t* in, uin
   return in + c * (static_cast<uint64_t>(g.chunk_size) + 16);
 }
 
-// Every thread of the block helps load the S-box before any thread may return.
-__device__ void LoadSbox(const Sbox& global, uint8_t* shared) {
-  for (unsigned i = threadIdx.x; i < 256; i += blockDim.x) shared[i] = global.bytes[i];
+// Every thread of the block helps load the AES table before any thread may return.
+__device__ void LoadAesTable(const AesTable& global, uint32_t* shared) {
+  for (unsigned i = threadIdx.x; i < 256; i += blockDim.x) shared[i] = global.t0[i];
+  __syncthreads();
+}
+
+// The block's threads copy a GHASH table into shared memory (its lookups are
+// data-dependent: from constant parameter memory they would serialize) before any returns.
+__device__ void LoadTable(const GhashTable& global, GhashTable* shared) {
+  const uint64_t* src = reinterpret_cast<const uint64_t*>(&global);
+  uint64_t* dst = reinterpret_cast<uint64_t*>(shared);
+  for (unsigned i = threadIdx.x; i < sizeof(GhashTable) / 8; i += blockDim.x) dst[i] = src[i];
   __syncthreads();
 }
 
 __global__ void TagSegments(DeviceKeys dk, ChunkGeometry g, uint64_t segs_per_chunk, const uint8_t* in,
                             TagPartial* parts) {
-  __shared__ GhashTable table;  // the H table in shared memory, loaded by the whole block
-  {
-    const uint64_t* src = reinterpret_cast<const uint64_t*>(&dk.table);
-    uint64_t* dst = reinterpret_cast<uint64_t*>(&table);
-    for (unsigned i = threadIdx.x; i < sizeof(GhashTable) / 8; i += blockDim.x) dst[i] = src[i];
-    __syncthreads();
-  }
+  __shared__ GhashTable table;  // H
+  LoadTable(dk.table, &table);
   const uint64_t t = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
   const uint64_t c = t / segs_per_chunk, seg = t % segs_per_chunk;
   if (c >= g.count) return;
   const uint64_t index = g.first_index + c;
-  ChunkTagSegment(dk.keys, dk.powers, table, index, index + 1 == g.file_chunk_count, ChunkIn(g, in, c),
+  ChunkTagSegment(dk.keys, table, index, index + 1 == g.file_chunk_count, ChunkIn(g, in, c),
                   PlaintextSizeOf(g, index), seg, &parts[t]);
 }
 
-__global__ void TagFinish(DeviceKeys dk, Sbox sbox_param, ChunkGeometry g, uint64_t segs_per_chunk,
+__global__ void TagFinish(DeviceKeys dk, AesTable te_param, ChunkGeometry g, uint64_t segs_per_chunk,
                           const uint8_t* in, const TagPartial* parts, unsigned long long* bad) {
-  __shared__ uint8_t sbox[256];
-  LoadSbox(sbox_param, sbox);
+  __shared__ uint32_t te[256];
+  __shared__ GhashTable table32;  // H^32
+  LoadAesTable(te_param, te);
+  LoadTable(dk.table32, &table32);
   const uint64_t c = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
   if (c >= g.count) return;
   const uint64_t index = g.first_index + c;
-  if (!ChunkTagFinishValid(dk.keys, sbox, dk.powers, g.aad, index, index + 1 == g.file_chunk_count,
+  if (!ChunkTagFinishValid(dk.keys, te, dk.powers, table32, g.aad, index, index + 1 == g.file_chunk_count,
                            ChunkIn(g, in, c), PlaintextSizeOf(g, index), parts + c * segs_per_chunk,
                            segs_per_chunk)) {
     atomicMin(bad, static_cast<unsigned long long>(index));
   }
 }
 
-__global__ void Decrypt(ChunkKeys keys, Sbox sbox_param, ChunkGeometry g, uint64_t units_per_chunk,
+__global__ void Decrypt(ChunkKeys keys, AesTable te_param, ChunkGeometry g, uint64_t units_per_chunk,
                         const uint8_t* in, uint8_t* out, const unsigned long long* bad) {
-  __shared__ uint8_t sbox[256];
-  LoadSbox(sbox_param, sbox);
+  __shared__ uint32_t te[256];
+  LoadAesTable(te_param, te);
   if (*bad != kNoBadChunk) return;  // some chunk failed: release nothing
   const uint64_t t = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
   const uint64_t c = t / units_per_chunk, unit = t % units_per_chunk;
@@ -83,7 +79,7 @@ __global__ void Decrypt(ChunkKeys keys, Sbox sbox_param, ChunkGeometry g, uint64
   const uint64_t index = g.first_index + c;
   const uint64_t len = PlaintextSizeOf(g, index);
   if (unit * kUnitBytes >= len) return;
-  ChunkDecryptUnit(keys, sbox, index, index + 1 == g.file_chunk_count, ChunkIn(g, in, c),
+  ChunkDecryptUnit(keys, te, index, index + 1 == g.file_chunk_count, ChunkIn(g, in, c),
                    out + c * static_cast<uint64_t>(g.chunk_size), len, unit);
 }
 
@@ -120,9 +116,11 @@ void MakeDeviceKeys(const ChunkKeys& keys, DeviceKeys* out) {
   if (keys.aes) {
     GhashPowersOf(keys.aes_h, &out->powers);
     GhashTableOf(keys.aes_h, &out->table);
+    GhashTableOf(out->powers.p[5], &out->table32);  // H^(2^5)
   } else {
     std::memset(&out->powers, 0, sizeof out->powers);
     std::memset(&out->table, 0, sizeof out->table);
+    std::memset(&out->table32, 0, sizeof out->table32);
   }
 }
 
@@ -131,7 +129,6 @@ bool EnqueueOpenChunks(const DeviceKeys& keys, const ChunkGeometry& g, const uin
   if (g.count == 0) return true;
   static const bool retained = (RetainPoolMemory(), true);
   (void)retained;
-  const Sbox sbox = HostSbox();
   const uint64_t segs = TagSegmentCount(g.chunk_size);
   TagPartial* parts = nullptr;
   if (!Check(cudaMallocAsync(reinterpret_cast<void**>(&parts), segs * g.count * sizeof(TagPartial), stream),
@@ -141,7 +138,7 @@ bool EnqueueOpenChunks(const DeviceKeys& keys, const ChunkGeometry& g, const uin
   TagSegments<<<Blocks(segs * g.count, 128), 128, 0, stream>>>(keys, g, segs, device_in, parts);
   bool ok = Check(cudaGetLastError(), "TagSegments launch", error, error_size);
   if (ok) {
-    TagFinish<<<Blocks(g.count, 128), 128, 0, stream>>>(keys, sbox, g, segs, device_in, parts, device_bad);
+    TagFinish<<<Blocks(g.count, 128), 128, 0, stream>>>(keys, kAesTable, g, segs, device_in, parts, device_bad);
     ok = Check(cudaGetLastError(), "TagFinish launch", error, error_size);
   }
   // Freed before Decrypt, which does not need it: another stream's next allocation may
@@ -149,7 +146,7 @@ bool EnqueueOpenChunks(const DeviceKeys& keys, const ChunkGeometry& g, const uin
   const bool freed = Check(cudaFreeAsync(parts, stream), "cudaFreeAsync(tag parts)", error, error_size);
   if (ok && freed) {
     const uint64_t units = (g.chunk_size + kUnitBytes - 1) / kUnitBytes;
-    Decrypt<<<Blocks(units * g.count, 256), 256, 0, stream>>>(keys.keys, sbox, g, units, device_in, device_out,
+    Decrypt<<<Blocks(units * g.count, 256), 256, 0, stream>>>(keys.keys, kAesTable, g, units, device_in, device_out,
                                                              device_bad);
     ok = Check(cudaGetLastError(), "Decrypt launch", error, error_size);
   }

@@ -25,12 +25,12 @@ inline constexpr unsigned long long kNoBadChunk = ~0ull;
 
 bool DeviceAvailable();
 
-// Per-file GPU key material: the chunk keys and, for AES-GCM, the powers and the 4-bit
-// multiplication table of H.
+// Per-file GPU key material: the chunk keys and, for AES-GCM, the powers of H and the
+// 4-bit multiplication tables of H (segments) and H^32 (combining segments).
 struct DeviceKeys {
   ChunkKeys keys;
   GhashPowers powers;
-  GhashTable table;
+  GhashTable table, table32;
 };
 void MakeDeviceKeys(const ChunkKeys& keys, DeviceKeys* out);
 

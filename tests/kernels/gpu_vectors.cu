@@ -12,7 +12,8 @@ namespace {
 
 struct Args {
   bool aes;
-  uint8_t key[32], nonce[12], sbox[256];
+  uint8_t key[32], nonce[12];
+  uint32_t te[256];
 };
 
 // buf: aad (aad_len) | ct (len) | tag out (16) | plaintext out (len)
@@ -23,13 +24,13 @@ __global__ void AeadOpen(Args a, uint8_t* buf, size_t aad_len, size_t len) {
   uint8_t* plain = tag + 16;
   if (a.aes) {
     Aes256RoundKeys rk;
-    Aes256ExpandKey(a.key, a.sbox, &rk);
+    Aes256ExpandKey(a.key, a.te, &rk);
     const uint8_t zero[16] = {0};
     uint8_t h[16];
-    Aes256EncryptBlock(rk, a.sbox, zero, h);
-    Aes256GcmTag(rk, a.sbox, Gf128Load(h), a.nonce, aad, aad_len, ct, len, tag);
+    Aes256EncryptBlock(rk, a.te, zero, h);
+    Aes256GcmTag(rk, a.te, Gf128Load(h), a.nonce, aad, aad_len, ct, len, tag);
     for (size_t b = 0; b * 16 < len; ++b) {
-      Aes256GcmXorBlock(rk, a.sbox, a.nonce, static_cast<uint32_t>(b), ct + b * 16, plain + b * 16,
+      Aes256GcmXorBlock(rk, a.te, a.nonce, static_cast<uint32_t>(b), ct + b * 16, plain + b * 16,
                         len - b * 16 < 16 ? len - b * 16 : 16);
     }
   } else {
@@ -55,7 +56,7 @@ bool GpuAeadOpen(bool aes, const uint8_t key[32], const uint8_t nonce[12], const
   a.aes = aes;
   std::memcpy(a.key, key, 32);
   std::memcpy(a.nonce, nonce, 12);
-  std::memcpy(a.sbox, kAesSbox, 256);
+  std::memcpy(a.te, kAesTable.t0, sizeof a.te);
   const size_t total = aad_len + len + 16 + len;
   uint8_t* buf = nullptr;
   bool ok = Check(cudaMalloc(&buf, total + 1), "cudaMalloc", error, error_size) &&

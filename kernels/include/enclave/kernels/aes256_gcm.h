@@ -1,15 +1,17 @@
 // AES-256-GCM (FIPS 197, NIST SP 800-38D) as host+device functions, for opening sealed
 // chunks on the GPU with the FIPS-approved suite. The CPU path of the product uses
 // OpenSSL; this code runs on the CPU only in tests, which check it against OpenSSL.
-// The S-box is passed in so a kernel can keep it in shared memory. GHASH multiplies
-// bit by bit with masks (no data-dependent branch or index); the S-box lookups are
-// data-dependent, which SECURITY.md's scope (no co-tenant on the GPU) allows.
+// AES runs on 32-bit columns with one 1 KiB table (the S-box and MixColumns combined, the
+// other three rows by rotation), passed in so a kernel can keep it in shared memory.
+// GHASH multiplies bit by bit with masks (no data-dependent branch or index); the table
+// lookups are data-dependent, which SECURITY.md's scope (no co-tenant on the GPU) allows.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "enclave/kernels/hd.h"
+#include "enclave/kernels/words.h"
 
 namespace enclave::kernels {
 
@@ -30,56 +32,86 @@ inline constexpr uint8_t kAesSbox[256] = {
     0x69, 0xd9, 0x8e, 0x94, 0x9b, 0x1e, 0x87, 0xe9, 0xce, 0x55, 0x28, 0xdf, 0x8c, 0xa1, 0x89, 0x0d, 0xbf, 0xe6, 0x42,
     0x68, 0x41, 0x99, 0x2d, 0x0f, 0xb0, 0x54, 0xbb, 0x16};
 
-// Expanded key: 15 round keys of 16 bytes (FIPS 197 section 5.2, Nk = 8).
-struct Aes256RoundKeys {
-  uint8_t bytes[240];
+// The combined table: t0[x] is the column that byte x in row 0 contributes after SubBytes
+// and MixColumns, bytes (2·S[x], S[x], S[x], 3·S[x]) little-endian; rows 1..3 contribute
+// the same column rotated left by 8, 16 and 24 bits. S[x] itself is byte 1 of t0[x].
+struct AesTable {
+  uint32_t t0[256];
 };
 
-ENCLAVE_HD void Aes256ExpandKey(const uint8_t key[32], const uint8_t* sbox, Aes256RoundKeys* rk) {
-  uint8_t* w = rk->bytes;
-  for (int i = 0; i < 32; ++i) w[i] = key[i];
-  uint8_t rcon = 1;
+constexpr AesTable MakeAesTable() {
+  AesTable t{};
+  for (int x = 0; x < 256; ++x) {
+    const uint32_t s = kAesSbox[x];
+    const uint32_t s2 = ((s << 1) ^ ((s >> 7) * 0x1b)) & 0xff;
+    t.t0[x] = s2 | s << 8 | s << 16 | (s2 ^ s) << 24;
+  }
+  return t;
+}
+
+inline constexpr AesTable kAesTable = MakeAesTable();
+
+ENCLAVE_HD uint32_t AesSub(const uint32_t* te, uint32_t byte) { return (te[byte & 0xff] >> 8) & 0xff; }
+
+ENCLAVE_HD uint32_t AesSubWord(const uint32_t* te, uint32_t w) {
+  return AesSub(te, w) | AesSub(te, w >> 8) << 8 | AesSub(te, w >> 16) << 16 | AesSub(te, w >> 24) << 24;
+}
+
+// Expanded key: 15 round keys of four columns (FIPS 197 section 5.2, Nk = 8), each
+// column a little-endian word (row r in bits 8r..8r+7).
+struct Aes256RoundKeys {
+  uint32_t w[60];
+};
+
+ENCLAVE_HD void Aes256ExpandKey(const uint8_t key[32], const uint32_t* te, Aes256RoundKeys* rk) {
+  for (int i = 0; i < 8; ++i) rk->w[i] = Load32Le(key + 4 * i);
+  uint32_t rcon = 1;
   for (int i = 8; i < 60; ++i) {
-    uint8_t t[4] = {w[4 * i - 4], w[4 * i - 3], w[4 * i - 2], w[4 * i - 1]};
+    uint32_t t = rk->w[i - 1];
     if (i % 8 == 0) {
-      const uint8_t first = t[0];
-      t[0] = static_cast<uint8_t>(sbox[t[1]] ^ rcon);
-      t[1] = sbox[t[2]];
-      t[2] = sbox[t[3]];
-      t[3] = sbox[first];
-      rcon = static_cast<uint8_t>((rcon << 1) ^ ((rcon >> 7) * 0x1b));
+      t = AesSubWord(te, (t >> 8) | (t << 24)) ^ rcon;  // RotWord, SubWord, Rcon
+      rcon = ((rcon << 1) ^ ((rcon >> 7) * 0x1b)) & 0xff;
     } else if (i % 8 == 4) {
-      for (int k = 0; k < 4; ++k) t[k] = sbox[t[k]];
+      t = AesSubWord(te, t);
     }
-    for (int k = 0; k < 4; ++k) w[4 * i + k] = static_cast<uint8_t>(w[4 * i - 32 + k] ^ t[k]);
+    rk->w[i] = rk->w[i - 8] ^ t;
   }
 }
 
-ENCLAVE_HD uint8_t AesXtime(uint8_t x) { return static_cast<uint8_t>((x << 1) ^ ((x >> 7) * 0x1b)); }
-
-// One block (FIPS 197 section 5.1); the state is column-major as in the standard.
-ENCLAVE_HD void Aes256EncryptBlock(const Aes256RoundKeys& rk, const uint8_t* sbox, const uint8_t in[16],
-                                   uint8_t out[16]) {
-  uint8_t s[16];
-  for (int i = 0; i < 16; ++i) s[i] = static_cast<uint8_t>(in[i] ^ rk.bytes[i]);
-  for (int round = 1; round <= 14; ++round) {
-    uint8_t t[16];
-    for (int c = 0; c < 4; ++c) {  // SubBytes and ShiftRows: row r moves left by r
-      for (int r = 0; r < 4; ++r) t[4 * c + r] = sbox[s[4 * ((c + r) % 4) + r]];
-    }
-    if (round != 14) {  // MixColumns
-      for (int c = 0; c < 4; ++c) {
-        const uint8_t a0 = t[4 * c], a1 = t[4 * c + 1], a2 = t[4 * c + 2], a3 = t[4 * c + 3];
-        const uint8_t all = static_cast<uint8_t>(a0 ^ a1 ^ a2 ^ a3);
-        t[4 * c] = static_cast<uint8_t>(a0 ^ all ^ AesXtime(static_cast<uint8_t>(a0 ^ a1)));
-        t[4 * c + 1] = static_cast<uint8_t>(a1 ^ all ^ AesXtime(static_cast<uint8_t>(a1 ^ a2)));
-        t[4 * c + 2] = static_cast<uint8_t>(a2 ^ all ^ AesXtime(static_cast<uint8_t>(a2 ^ a3)));
-        t[4 * c + 3] = static_cast<uint8_t>(a3 ^ all ^ AesXtime(static_cast<uint8_t>(a3 ^ a0)));
-      }
-    }
-    for (int i = 0; i < 16; ++i) s[i] = static_cast<uint8_t>(t[i] ^ rk.bytes[16 * round + i]);
+// One block as four columns (FIPS 197 section 5.1): 13 table rounds, then SubBytes and
+// ShiftRows alone. Column c of a round takes row r from column c + r.
+ENCLAVE_HD void Aes256EncryptWords(const Aes256RoundKeys& rk, const uint32_t* te, const uint32_t in[4],
+                                   uint32_t out[4]) {
+  uint32_t c0 = in[0] ^ rk.w[0], c1 = in[1] ^ rk.w[1], c2 = in[2] ^ rk.w[2], c3 = in[3] ^ rk.w[3];
+  for (int round = 1; round < 14; ++round) {
+    const uint32_t* k = rk.w + 4 * round;
+    const uint32_t n0 = te[c0 & 0xff] ^ Rotl32(te[(c1 >> 8) & 0xff], 8) ^ Rotl32(te[(c2 >> 16) & 0xff], 16) ^
+                        Rotl32(te[c3 >> 24], 24) ^ k[0];
+    const uint32_t n1 = te[c1 & 0xff] ^ Rotl32(te[(c2 >> 8) & 0xff], 8) ^ Rotl32(te[(c3 >> 16) & 0xff], 16) ^
+                        Rotl32(te[c0 >> 24], 24) ^ k[1];
+    const uint32_t n2 = te[c2 & 0xff] ^ Rotl32(te[(c3 >> 8) & 0xff], 8) ^ Rotl32(te[(c0 >> 16) & 0xff], 16) ^
+                        Rotl32(te[c1 >> 24], 24) ^ k[2];
+    const uint32_t n3 = te[c3 & 0xff] ^ Rotl32(te[(c0 >> 8) & 0xff], 8) ^ Rotl32(te[(c1 >> 16) & 0xff], 16) ^
+                        Rotl32(te[c2 >> 24], 24) ^ k[3];
+    c0 = n0;
+    c1 = n1;
+    c2 = n2;
+    c3 = n3;
   }
-  for (int i = 0; i < 16; ++i) out[i] = s[i];
+  const uint32_t* k = rk.w + 56;
+  out[0] = (AesSub(te, c0) | AesSub(te, c1 >> 8) << 8 | AesSub(te, c2 >> 16) << 16 | AesSub(te, c3 >> 24) << 24) ^ k[0];
+  out[1] = (AesSub(te, c1) | AesSub(te, c2 >> 8) << 8 | AesSub(te, c3 >> 16) << 16 | AesSub(te, c0 >> 24) << 24) ^ k[1];
+  out[2] = (AesSub(te, c2) | AesSub(te, c3 >> 8) << 8 | AesSub(te, c0 >> 16) << 16 | AesSub(te, c1 >> 24) << 24) ^ k[2];
+  out[3] = (AesSub(te, c3) | AesSub(te, c0 >> 8) << 8 | AesSub(te, c1 >> 16) << 16 | AesSub(te, c2 >> 24) << 24) ^ k[3];
+}
+
+// The same on 16 bytes.
+ENCLAVE_HD void Aes256EncryptBlock(const Aes256RoundKeys& rk, const uint32_t* te, const uint8_t in[16],
+                                   uint8_t out[16]) {
+  uint32_t w[4], o[4];
+  for (int i = 0; i < 4; ++i) w[i] = Load32Le(in + 4 * i);
+  Aes256EncryptWords(rk, te, w, o);
+  for (int i = 0; i < 4; ++i) Store32Le(out + 4 * i, o[i]);
 }
 
 // A GCM field element, big-endian halves: hi holds bytes 0..7 (bit 0 of GCM is the MSB).
@@ -148,7 +180,7 @@ ENCLAVE_HD void GcmCounterBlock(const uint8_t nonce[12], uint32_t i, uint8_t out
 }
 
 // The GCM tag over (aad, ciphertext); `h` is E_K(0^128).
-ENCLAVE_HD void Aes256GcmTag(const Aes256RoundKeys& rk, const uint8_t* sbox, Gf128 h, const uint8_t nonce[12],
+ENCLAVE_HD void Aes256GcmTag(const Aes256RoundKeys& rk, const uint32_t* te, Gf128 h, const uint8_t nonce[12],
                              const uint8_t* aad, size_t aad_len, const uint8_t* ct, size_t ct_len, uint8_t tag[16]) {
   Gf128 y{0, 0};
   y = GhashPadded(y, h, aad, aad_len);
@@ -159,18 +191,26 @@ ENCLAVE_HD void Aes256GcmTag(const Aes256RoundKeys& rk, const uint8_t* sbox, Gf1
   y = Gf128Mul(y, h);
   uint8_t j0[16], mask[16], s[16];
   GcmCounterBlock(nonce, 0, j0);
-  Aes256EncryptBlock(rk, sbox, j0, mask);
+  Aes256EncryptBlock(rk, te, j0, mask);
   Gf128Store(y, s);
   for (int i = 0; i < 16; ++i) tag[i] = static_cast<uint8_t>(s[i] ^ mask[i]);
 }
 
 // XORs keystream block `block` (16 bytes; counter J0 + 1 + block) into up to 16 bytes.
-ENCLAVE_HD void Aes256GcmXorBlock(const Aes256RoundKeys& rk, const uint8_t* sbox, const uint8_t nonce[12],
+ENCLAVE_HD void Aes256GcmXorBlock(const Aes256RoundKeys& rk, const uint32_t* te, const uint8_t nonce[12],
                                   uint32_t block, const uint8_t* in, uint8_t* out, size_t len) {
-  uint8_t ctr[16], ks[16];
-  GcmCounterBlock(nonce, block + 1, ctr);
-  Aes256EncryptBlock(rk, sbox, ctr, ks);
-  for (size_t i = 0; i < len; ++i) out[i] = static_cast<uint8_t>(in[i] ^ ks[i]);
+  // The counter block nonce || (block + 2) big-endian, as columns.
+  const uint32_t ctr[4] = {Load32Le(nonce), Load32Le(nonce + 4), Load32Le(nonce + 8), Bswap32(block + 2)};
+  uint32_t ks[4];
+  Aes256EncryptWords(rk, te, ctr, ks);
+  if (len == 16) {  // the common case: word accesses
+    uint32_t w[4];
+    Load16Le(in, w);
+    for (int i = 0; i < 4; ++i) w[i] ^= ks[i];
+    Store16Le(out, w);
+  } else {
+    for (size_t i = 0; i < len; ++i) out[i] = static_cast<uint8_t>(in[i] ^ (ks[i / 4] >> (8 * (i % 4))));
+  }
 }
 
 }  // namespace enclave::kernels

@@ -7,22 +7,9 @@
 #include <cstdint>
 
 #include "enclave/kernels/hd.h"
+#include "enclave/kernels/words.h"
 
 namespace enclave::kernels {
-
-ENCLAVE_HD uint32_t Rotl32(uint32_t x, int n) { return (x << n) | (x >> (32 - n)); }
-
-ENCLAVE_HD uint32_t Load32Le(const uint8_t* p) {
-  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
-         static_cast<uint32_t>(p[3]) << 24;
-}
-
-ENCLAVE_HD void Store32Le(uint8_t* p, uint32_t v) {
-  p[0] = static_cast<uint8_t>(v);
-  p[1] = static_cast<uint8_t>(v >> 8);
-  p[2] = static_cast<uint8_t>(v >> 16);
-  p[3] = static_cast<uint8_t>(v >> 24);
-}
 
 #define ENCLAVE_CHACHA_QR(a, b, c, d) \
   a += b;                             \
@@ -34,9 +21,9 @@ ENCLAVE_HD void Store32Le(uint8_t* p, uint32_t v) {
   c += d;                             \
   b = Rotl32(b ^ c, 7)
 
-// One 64-byte keystream block (RFC 8439 section 2.3).
-ENCLAVE_HD void ChaCha20Block(const uint8_t key[32], uint32_t counter, const uint8_t nonce[12], uint8_t out[64]) {
-  uint32_t s[16], x[16];
+// One 64-byte keystream block (RFC 8439 section 2.3) as 16 little-endian words.
+ENCLAVE_HD void ChaCha20BlockWords(const uint8_t key[32], uint32_t counter, const uint8_t nonce[12], uint32_t out[16]) {
+  uint32_t s[16];
   s[0] = 0x61707865;
   s[1] = 0x3320646e;
   s[2] = 0x79622d32;
@@ -44,6 +31,7 @@ ENCLAVE_HD void ChaCha20Block(const uint8_t key[32], uint32_t counter, const uin
   for (int i = 0; i < 8; ++i) s[4 + i] = Load32Le(key + 4 * i);
   s[12] = counter;
   for (int i = 0; i < 3; ++i) s[13 + i] = Load32Le(nonce + 4 * i);
+  uint32_t* x = out;
   for (int i = 0; i < 16; ++i) x[i] = s[i];
   for (int round = 0; round < 10; ++round) {
     ENCLAVE_CHACHA_QR(x[0], x[4], x[8], x[12]);
@@ -55,16 +43,34 @@ ENCLAVE_HD void ChaCha20Block(const uint8_t key[32], uint32_t counter, const uin
     ENCLAVE_CHACHA_QR(x[2], x[7], x[8], x[13]);
     ENCLAVE_CHACHA_QR(x[3], x[4], x[9], x[14]);
   }
-  for (int i = 0; i < 16; ++i) Store32Le(out + 4 * i, x[i] + s[i]);
+  for (int i = 0; i < 16; ++i) x[i] += s[i];
+}
+
+// The same block as bytes.
+ENCLAVE_HD void ChaCha20Block(const uint8_t key[32], uint32_t counter, const uint8_t nonce[12], uint8_t out[64]) {
+  uint32_t w[16];
+  ChaCha20BlockWords(key, counter, nonce, w);
+  for (int i = 0; i < 16; ++i) Store32Le(out + 4 * i, w[i]);
+  for (int i = 0; i < 16; ++i) w[i] = 0;
 }
 #undef ENCLAVE_CHACHA_QR
 
 // XORs the keystream of block `counter` into up to 64 bytes.
 ENCLAVE_HD void ChaCha20XorBlock(const uint8_t key[32], uint32_t counter, const uint8_t nonce[12], const uint8_t* in,
                                  uint8_t* out, size_t len) {
-  uint8_t ks[64];
-  ChaCha20Block(key, counter, nonce, ks);
-  for (size_t i = 0; i < len; ++i) out[i] = in[i] ^ ks[i];
+  uint32_t ks[16];
+  ChaCha20BlockWords(key, counter, nonce, ks);
+  if (len == 64) {  // the common case: word accesses
+    for (int q = 0; q < 4; ++q) {
+      uint32_t w[4];
+      Load16Le(in + 16 * q, w);
+      for (int i = 0; i < 4; ++i) w[i] ^= ks[4 * q + i];
+      Store16Le(out + 16 * q, w);
+    }
+  } else {
+    for (size_t i = 0; i < len; ++i) out[i] = static_cast<uint8_t>(in[i] ^ (ks[i / 4] >> (8 * (i % 4))));
+  }
+  for (int i = 0; i < 16; ++i) ks[i] = 0;
 }
 
 // Poly1305 (RFC 8439 section 2.5) with 26-bit limbs: 32x32->64 multiplies only, which
@@ -84,12 +90,19 @@ struct Poly1305 {
 
   // One 16-byte block; `hibit` is 1 << 24 for a full block, 0 for the padded last one.
   ENCLAVE_HD void Block(const uint8_t m[16], uint32_t hibit) {
+    uint32_t w[4];
+    Load16Le(m, w);
+    BlockWords(w, hibit);
+  }
+
+  // The block as four little-endian words, cut into 26-bit limbs.
+  ENCLAVE_HD void BlockWords(const uint32_t w[4], uint32_t hibit) {
     const uint32_t s1 = r[1] * 5, s2 = r[2] * 5, s3 = r[3] * 5, s4 = r[4] * 5;
-    h[0] += Load32Le(m + 0) & 0x3ffffff;
-    h[1] += (Load32Le(m + 3) >> 2) & 0x3ffffff;
-    h[2] += (Load32Le(m + 6) >> 4) & 0x3ffffff;
-    h[3] += (Load32Le(m + 9) >> 6) & 0x3ffffff;
-    h[4] += (Load32Le(m + 12) >> 8) | hibit;
+    h[0] += w[0] & 0x3ffffff;
+    h[1] += ((w[0] >> 26) | (w[1] << 6)) & 0x3ffffff;
+    h[2] += ((w[1] >> 20) | (w[2] << 12)) & 0x3ffffff;
+    h[3] += ((w[2] >> 14) | (w[3] << 18)) & 0x3ffffff;
+    h[4] += (w[3] >> 8) | hibit;
     uint64_t d0 = (uint64_t)h[0] * r[0] + (uint64_t)h[1] * s4 + (uint64_t)h[2] * s3 + (uint64_t)h[3] * s2 +
                   (uint64_t)h[4] * s1;
     uint64_t d1 = (uint64_t)h[0] * r[1] + (uint64_t)h[1] * r[0] + (uint64_t)h[2] * s4 + (uint64_t)h[3] * s3 +

@@ -30,12 +30,12 @@ struct ChunkKeys {
 };
 
 // Whether chunk `index` (ciphertext `ct` of `len` bytes, then its tag) is authentic.
-ENCLAVE_HD bool ChunkTagValid(const ChunkKeys& k, const uint8_t* sbox, const uint8_t aad[32], uint64_t index,
+ENCLAVE_HD bool ChunkTagValid(const ChunkKeys& k, const uint32_t* te, const uint8_t aad[32], uint64_t index,
                               bool last, const uint8_t* ct, uint64_t len) {
   uint8_t nonce[12], tag[16];
   SealedChunkNonce(index, last, nonce);
   if (k.aes) {
-    Aes256GcmTag(k.aes_keys, sbox, k.aes_h, nonce, aad, 32, ct, static_cast<size_t>(len), tag);
+    Aes256GcmTag(k.aes_keys, te, k.aes_h, nonce, aad, 32, ct, static_cast<size_t>(len), tag);
   } else {
     ChaCha20Poly1305Tag(k.chacha_key, nonce, aad, 32, ct, static_cast<size_t>(len), tag);
   }
@@ -43,7 +43,7 @@ ENCLAVE_HD bool ChunkTagValid(const ChunkKeys& k, const uint8_t* sbox, const uin
 }
 
 // Decrypts 64-byte unit `unit` of a chunk of `len` bytes.
-ENCLAVE_HD void ChunkDecryptUnit(const ChunkKeys& k, const uint8_t* sbox, uint64_t index, bool last, const uint8_t* ct,
+ENCLAVE_HD void ChunkDecryptUnit(const ChunkKeys& k, const uint32_t* te, uint64_t index, bool last, const uint8_t* ct,
                                  uint8_t* out, uint64_t len, uint64_t unit) {
   uint8_t nonce[12];
   SealedChunkNonce(index, last, nonce);
@@ -56,7 +56,7 @@ ENCLAVE_HD void ChunkDecryptUnit(const ChunkKeys& k, const uint8_t* sbox, uint64
   }
   for (uint64_t b = 0; b * 16 < n; ++b) {
     const uint64_t m = n - b * 16 < 16 ? n - b * 16 : 16;
-    Aes256GcmXorBlock(k.aes_keys, sbox, nonce, static_cast<uint32_t>(unit * 4 + b), ct + offset + b * 16,
+    Aes256GcmXorBlock(k.aes_keys, te, nonce, static_cast<uint32_t>(unit * 4 + b), ct + offset + b * 16,
                       out + offset + b * 16, static_cast<size_t>(m));
   }
 }

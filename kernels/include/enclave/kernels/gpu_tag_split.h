@@ -1,11 +1,12 @@
 // Chunk tags computed in parallel: both MACs of the sealed format are polynomials
 // evaluated by Horner's rule (GHASH in GF(2^128) with key H, Poly1305 modulo 2^130-5 with
 // key r), tag = sum of block_k * key^(n-k+1). A chunk's ciphertext is cut into segments
-// of kTagSegmentBlocks blocks; each GPU thread evaluates one segment from zero and
-// multiplies it by key^(blocks after the segment), and one thread per chunk adds the
-// segments, the associated data and the length block. The result is the same tag as the
-// serial code in aes256_gcm.h / chacha20_poly1305.h (tests/kernels checks this on the
-// CPU, where these functions also compile), so the GPU needs far fewer blocks per thread.
+// of kTagSegmentBlocks blocks; each GPU thread evaluates one segment by Horner's rule from
+// zero, and one thread per chunk combines the segments by Horner's rule again, with
+// key^32 as the step (key^(its length) for a short last segment), then adds the
+// associated data and the length block. The result is the same tag as the serial code in
+// aes256_gcm.h / chacha20_poly1305.h (tests/kernels checks this on the CPU, where these
+// functions also compile), so the GPU needs far fewer blocks per thread.
 #pragma once
 
 #include <cstddef>
@@ -100,8 +101,15 @@ ENCLAVE_HD Gf128 GhashMulTable(Gf128 x, const GhashTable& t) {
   return Gf128{zh, zl};
 }
 
-// GhashPadded with the table: whole 16-byte blocks read as two big-endian words.
+// GhashPadded with the table: whole 16-byte blocks read as words (words.h).
 ENCLAVE_HD Gf128 GhashPaddedTable(Gf128 y, const GhashTable& t, const uint8_t* data, size_t len) {
+  for (; len >= 16; data += 16, len -= 16) {
+    uint32_t w[4];
+    Load16Le(data, w);
+    y.hi ^= static_cast<uint64_t>(Bswap32(w[0])) << 32 | Bswap32(w[1]);
+    y.lo ^= static_cast<uint64_t>(Bswap32(w[2])) << 32 | Bswap32(w[3]);
+    y = GhashMulTable(y, t);
+  }
   while (len > 0) {
     uint8_t block[16] = {0};
     const size_t n = len < 16 ? len : 16;
@@ -114,6 +122,13 @@ ENCLAVE_HD Gf128 GhashPaddedTable(Gf128 y, const GhashTable& t, const uint8_t* d
     len -= n;
   }
   return y;
+}
+
+// Blocks of ciphertext in segment `seg` of a chunk of `blocks` blocks (0 past the end).
+ENCLAVE_HD uint64_t TagSegmentBlocks(uint64_t blocks, uint64_t seg) {
+  const uint64_t begin = seg * kTagSegmentBlocks;
+  if (begin >= blocks) return 0;
+  return blocks - begin < kTagSegmentBlocks ? blocks - begin : kTagSegmentBlocks;
 }
 
 ENCLAVE_HD uint64_t TagSegmentCount(uint64_t len) {
@@ -175,20 +190,16 @@ ENCLAVE_HD void ChunkPolyKey(const ChunkKeys& k, uint64_t index, bool last, Poly
   for (int i = 0; i < 64; ++i) block0[i] = 0;
 }
 
-// Segment `seg` of a chunk's ciphertext `ct` (`len` bytes): its Horner sum from zero,
-// times key^(ciphertext blocks after the segment).
-ENCLAVE_HD void ChunkTagSegment(const ChunkKeys& k, const GhashPowers& hp, const GhashTable& ht, uint64_t index,
-                                bool last, const uint8_t* ct, uint64_t len, uint64_t seg, TagPartial* out) {
+// Segment `seg` of a chunk's ciphertext `ct` (`len` bytes): its Horner sum from zero.
+ENCLAVE_HD void ChunkTagSegment(const ChunkKeys& k, const GhashTable& ht, uint64_t index, bool last,
+                                const uint8_t* ct, uint64_t len, uint64_t seg, TagPartial* out) {
   const uint64_t blocks = (len + 15) / 16;
-  const uint64_t begin = seg * kTagSegmentBlocks;
-  const uint64_t end = begin + kTagSegmentBlocks < blocks ? begin + kTagSegmentBlocks : blocks;
-  const uint64_t after = end < blocks ? blocks - end : 0;
+  const uint64_t begin = seg * kTagSegmentBlocks, count = TagSegmentBlocks(blocks, seg);
   for (int i = 0; i < 8; ++i) out->w[i] = 0;
-  if (begin >= end) return;
-  const uint64_t from = begin * 16, n = (end * 16 < len ? end * 16 : len) - from;
+  if (count == 0) return;
+  const uint64_t from = begin * 16, n = ((begin + count) * 16 < len ? (begin + count) * 16 : len) - from;
   if (k.aes) {
-    Gf128 y = GhashPaddedTable(Gf128{0, 0}, ht, ct + from, static_cast<size_t>(n));
-    y = GhashMulPow(y, hp, after);
+    const Gf128 y = GhashPaddedTable(Gf128{0, 0}, ht, ct + from, static_cast<size_t>(n));
     out->w[0] = (uint32_t)(y.hi >> 32);
     out->w[1] = (uint32_t)y.hi;
     out->w[2] = (uint32_t)(y.lo >> 32);
@@ -198,53 +209,71 @@ ENCLAVE_HD void ChunkTagSegment(const ChunkKeys& k, const GhashPowers& hp, const
   Poly1305 mac;
   ChunkPolyKey(k, index, last, &mac);
   mac.UpdatePadded(ct + from, static_cast<size_t>(n));
-  Poly1305MulPow(mac.h, mac.r, after);
   for (int i = 0; i < 5; ++i) out->w[i] = mac.h[i];
   for (int i = 0; i < 5; ++i) mac.r[i] = mac.pad[i % 4] = 0;
 }
 
-// Adds the segments of one chunk and checks its tag (the 16 bytes after `ct`).
-ENCLAVE_HD bool ChunkTagFinishValid(const ChunkKeys& k, const uint8_t* sbox, const GhashPowers& hp,
-                                    const uint8_t aad[32], uint64_t index, bool last, const uint8_t* ct,
-                                    uint64_t len, const TagPartial* parts, uint64_t n_parts) {
+// Combines the segments of one chunk and checks its tag (the 16 bytes after `ct`).
+// `t32` is the 4-bit table of H^32 (unused for ChaCha20-Poly1305).
+ENCLAVE_HD bool ChunkTagFinishValid(const ChunkKeys& k, const uint32_t* te, const GhashPowers& hp,
+                                    const GhashTable& t32, const uint8_t aad[32], uint64_t index, bool last,
+                                    const uint8_t* ct, uint64_t len, const TagPartial* parts, uint64_t n_parts) {
   const uint64_t blocks = (len + 15) / 16;
   uint8_t nonce[12], tag[16];
   SealedChunkNonce(index, last, nonce);
   if (k.aes) {
+    Gf128 acc{0, 0};  // sum of segment s times H^(blocks after segment s)
+    for (uint64_t s = 0; s < n_parts; ++s) {
+      const uint64_t step = TagSegmentBlocks(blocks, s);
+      if (step == kTagSegmentBlocks) {
+        acc = GhashMulTable(acc, t32);
+      } else if (step != 0) {
+        acc = GhashMulPow(acc, hp, step);
+      }
+      acc.hi ^= (uint64_t)parts[s].w[0] << 32 | parts[s].w[1];
+      acc.lo ^= (uint64_t)parts[s].w[2] << 32 | parts[s].w[3];
+    }
     Gf128 y = GhashPadded(Gf128{0, 0}, k.aes_h, aad, 32);
     y = GhashMulPow(y, hp, blocks);
-    for (uint64_t s = 0; s < n_parts; ++s) {
-      y.hi ^= (uint64_t)parts[s].w[0] << 32 | parts[s].w[1];
-      y.lo ^= (uint64_t)parts[s].w[2] << 32 | parts[s].w[3];
-    }
+    y.hi ^= acc.hi;
+    y.lo ^= acc.lo;
     y.hi ^= 32ull * 8;  // the length block: aad bits, ciphertext bits
     y.lo ^= len * 8;
     y = Gf128Mul(y, k.aes_h);
     uint8_t j0[16], mask[16], s[16];
     GcmCounterBlock(nonce, 0, j0);
-    Aes256EncryptBlock(k.aes_keys, sbox, j0, mask);
+    Aes256EncryptBlock(k.aes_keys, te, j0, mask);
     Gf128Store(y, s);
     for (int i = 0; i < 16; ++i) tag[i] = static_cast<uint8_t>(s[i] ^ mask[i]);
     return TagsEqual(tag, ct + len);
   }
   Poly1305 mac;
   ChunkPolyKey(k, index, last, &mac);
-  mac.UpdatePadded(aad, 32);
-  Poly1305MulPow(mac.h, mac.r, blocks);
-  uint64_t acc[5];
-  for (int i = 0; i < 5; ++i) acc[i] = mac.h[i];
+  uint32_t r32[5] = {mac.r[0], mac.r[1], mac.r[2], mac.r[3], mac.r[4]};
+  for (int i = 0; i < 5; ++i) Poly1305MulMod(r32, r32, r32);  // r^32
+  uint32_t acc[5] = {0, 0, 0, 0, 0};  // limbs stay below 2^27: safe inputs to Poly1305MulMod
   for (uint64_t s = 0; s < n_parts; ++s) {
+    const uint64_t step = TagSegmentBlocks(blocks, s);
+    if (step == kTagSegmentBlocks) {
+      Poly1305MulMod(acc, r32, acc);
+    } else if (step != 0) {
+      Poly1305MulPow(acc, mac.r, step);
+    }
     for (int i = 0; i < 5; ++i) acc[i] += parts[s].w[i];
   }
+  mac.UpdatePadded(aad, 32);
+  Poly1305MulPow(mac.h, mac.r, blocks);
+  uint64_t sum[5];
+  for (int i = 0; i < 5; ++i) sum[i] = static_cast<uint64_t>(mac.h[i]) + acc[i];
   for (int pass = 0; pass < 3; ++pass) {  // back to 26-bit limbs (mod 2^130-5)
     for (int i = 0; i < 4; ++i) {
-      acc[i + 1] += acc[i] >> 26;
-      acc[i] &= 0x3ffffff;
+      sum[i + 1] += sum[i] >> 26;
+      sum[i] &= 0x3ffffff;
     }
-    acc[0] += (acc[4] >> 26) * 5;
-    acc[4] &= 0x3ffffff;
+    sum[0] += (sum[4] >> 26) * 5;
+    sum[4] &= 0x3ffffff;
   }
-  for (int i = 0; i < 5; ++i) mac.h[i] = (uint32_t)acc[i];
+  for (int i = 0; i < 5; ++i) mac.h[i] = (uint32_t)sum[i];
   uint8_t lengths[16];
   for (int i = 0; i < 8; ++i) {
     lengths[i] = static_cast<uint8_t>(32ull >> (8 * i));
@@ -252,7 +281,7 @@ ENCLAVE_HD bool ChunkTagFinishValid(const ChunkKeys& k, const uint8_t* sbox, con
   }
   mac.Block(lengths, 1u << 24);
   mac.Final(tag);
-  for (int i = 0; i < 5; ++i) mac.r[i] = mac.pad[i % 4] = 0;
+  for (int i = 0; i < 5; ++i) mac.r[i] = r32[i] = mac.pad[i % 4] = 0;
   return TagsEqual(tag, ct + len);
 }
 
