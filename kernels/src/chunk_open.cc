@@ -64,6 +64,8 @@ Status MakeChunkKeys(const crypto::SecretBytes& payload_key, crypto::Suite suite
     uint8_t h[16];
     Aes256EncryptBlock(k->aes_keys, kAesTable.t0, zero, h);
     k->aes_h = Gf128Load(h);
+    volatile uint8_t* wipe = h;  // the GHASH key
+    for (int i = 0; i < 16; ++i) wipe[i] = 0;
   } else {
     std::memcpy(k->chacha_key, key, 32);
   }

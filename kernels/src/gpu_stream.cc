@@ -25,13 +25,13 @@ Status CudaStatus(cudaError_t e, const char* call) {
 
 }  // namespace
 
+// The round keys and GHASH tables live as long as the opener: locked memory, zeroized
+// when freed. (sizeof is a multiple of 8, so sodium_malloc returns it 8-byte aligned.)
 struct GpuChunkOpener::Keys {
-  gpu::DeviceKeys device{};
-  ~Keys() {
-    volatile uint8_t* p = reinterpret_cast<volatile uint8_t*>(&device);
-    for (size_t i = 0; i < sizeof device; ++i) p[i] = 0;
-  }
+  crypto::SecretBytes mem;
+  gpu::DeviceKeys& device() { return *reinterpret_cast<gpu::DeviceKeys*>(mem.ExposeSecretMutable().data()); }
 };
+static_assert(sizeof(gpu::DeviceKeys) % 8 == 0 && std::is_trivially_copyable_v<gpu::DeviceKeys>);
 
 Result<std::unique_ptr<GpuChunkOpener>> GpuChunkOpener::Create(const crypto::SecretBytes& payload_key,
                                                                crypto::Suite suite) {
@@ -39,10 +39,11 @@ Result<std::unique_ptr<GpuChunkOpener>> GpuChunkOpener::Create(const crypto::Sec
   std::unique_ptr<GpuChunkOpener> o(new GpuChunkOpener());
   o->suite_ = suite;
   o->keys_ = std::make_unique<Keys>();
+  ASSIGN_OR_RETURN(o->keys_->mem, crypto::SecretBytes::Create(sizeof(gpu::DeviceKeys)));
   {
     KeysHolder holder;
     RETURN_IF_ERROR(MakeChunkKeys(payload_key, suite, &holder.keys));
-    gpu::MakeDeviceKeys(holder.keys, &o->keys_->device);
+    gpu::MakeDeviceKeys(holder.keys, &o->keys_->device());
   }
   RETURN_IF_ERROR(CudaStatus(cudaMalloc(&o->device_bad_, sizeof *o->device_bad_), "cudaMalloc(failure slot)"));
   RETURN_IF_ERROR(o->Reset());
@@ -61,7 +62,7 @@ Status GpuChunkOpener::Enqueue(const ChunkBatch& batch, const uint8_t* device_in
                        batch.chunk_size, {}};
   std::memcpy(g.aad, batch.header_digest.data(), 32);
   char error[256] = "";
-  if (!gpu::EnqueueOpenChunks(keys_->device, g, device_in, device_out, device_bad_, stream, error, sizeof error)) {
+  if (!gpu::EnqueueOpenChunks(keys_->device(), g, device_in, device_out, device_bad_, stream, error, sizeof error)) {
     return Unavailable(error);
   }
   return OkStatus();

@@ -273,11 +273,16 @@ Status Ring::AllReduce(T* data, size_t n) {
   if (N == 1) return OkStatus();
   auto begin = [&](size_t c) { return n * c / N; };
   auto len = [&](size_t c) { return begin(c + 1) - begin(c); };
-  std::vector<T> staging(len(0) + 1);
+  const size_t need = ((len(0) + 1) * sizeof(T) + 15) / 16 * 16;  // a multiple of 16: sodium_malloc then aligns it
+  if (staging_.size() < need) {
+    staging_ = crypto::SecretBytes();
+    ASSIGN_OR_RETURN(staging_, crypto::SecretBytes::Create(need));
+  }
+  T* staging = reinterpret_cast<T*>(staging_.ExposeSecretMutable().data());
   // Reduce-scatter: after step s, chunk (r-s-1) holds the sum of ranks r-s-1 .. r.
   for (size_t s = 0; s + 1 < N; ++s) {
     const size_t sc = (r + N - s) % N, rc = (r + 2 * N - s - 1) % N;
-    RETURN_IF_ERROR(SendRecv(data + begin(sc), len(sc) * sizeof(T), staging.data(), len(rc) * sizeof(T),
+    RETURN_IF_ERROR(SendRecv(data + begin(sc), len(sc) * sizeof(T), staging, len(rc) * sizeof(T),
                              "all-reduce (reduce-scatter)"));
     T* dst = data + begin(rc);
     for (size_t i = 0; i < len(rc); ++i) dst[i] = staging[i] + dst[i];

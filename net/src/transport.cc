@@ -125,21 +125,23 @@ class AeadSender final : public RecordSender {
   std::vector<uint8_t> staging_;
 };
 
+// The receiver's staging holds decrypted records (gradients): locked memory, zeroized
+// when the connection closes.
 class AeadReceiver final : public RecordReceiver {
  public:
-  explicit AeadReceiver(std::unique_ptr<crypto::Aead> aead)
-      : aead_(std::move(aead)), staging_(kMaxRecordPayload + kRecordTagBytes) {}
-  ~AeadReceiver() override { OPENSSL_cleanse(staging_.data(), staging_.size()); }
+  AeadReceiver(std::unique_ptr<crypto::Aead> aead, crypto::SecretBytes staging)
+      : aead_(std::move(aead)), staging_(std::move(staging)) {}
   Status Receive(int fd, const RecordHeaderBytes& header, uint64_t seq, uint8_t* dest, uint32_t len) override {
-    RETURN_IF_ERROR(RecvAll(fd, staging_.data(), len + kRecordTagBytes));
-    RETURN_IF_ERROR(OpenRecordInPlace(*aead_, header, seq, std::span<uint8_t>(staging_.data(), len + kRecordTagBytes)));
-    if (len > 0) std::memcpy(dest, staging_.data(), len);
+    uint8_t* staging = staging_.ExposeSecretMutable().data();
+    RETURN_IF_ERROR(RecvAll(fd, staging, len + kRecordTagBytes));
+    RETURN_IF_ERROR(OpenRecordInPlace(*aead_, header, seq, std::span<uint8_t>(staging, len + kRecordTagBytes)));
+    if (len > 0) std::memcpy(dest, staging, len);
     return OkStatus();
   }
 
  private:
   std::unique_ptr<crypto::Aead> aead_;
-  std::vector<uint8_t> staging_;
+  crypto::SecretBytes staging_;  // kMaxRecordPayload + kRecordTagBytes
 };
 
 class AeadRecords final : public RecordProtection {
@@ -150,7 +152,8 @@ class AeadRecords final : public RecordProtection {
   }
   Result<std::unique_ptr<RecordReceiver>> MakeReceiver(const crypto::SecretBytes& key) const override {
     ASSIGN_OR_RETURN(auto aead, crypto::Aead::Create(crypto::Suite::kAes256Gcm, key));
-    return std::unique_ptr<RecordReceiver>(new AeadReceiver(std::move(aead)));
+    ASSIGN_OR_RETURN(crypto::SecretBytes staging, crypto::SecretBytes::Create(kMaxRecordPayload + kRecordTagBytes));
+    return std::unique_ptr<RecordReceiver>(new AeadReceiver(std::move(aead), std::move(staging)));
   }
 };
 

@@ -216,6 +216,7 @@ class GpuBackend final : public Backend {
     for (float* p : left) Release(p);
     if (idx_ != nullptr) cudaFree(idx_);
     if (row_loss_ != nullptr) cudaFree(row_loss_);
+    FreeHostLoss();
     if (bad_ != nullptr) cudaFree(bad_);
     if (blas_ != nullptr) cublasDestroy(blas_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -411,9 +412,15 @@ class GpuBackend final : public Backend {
     if (rows > row_loss_capacity_) {
       RETURN_IF_ERROR(Synchronize());
       if (row_loss_ != nullptr) cudaFree(row_loss_);
+      FreeHostLoss();
       row_loss_ = nullptr;
       row_loss_capacity_ = 0;
       RETURN_IF_ERROR(CudaStatus(cudaMalloc(&row_loss_, rows * sizeof(float)), "cudaMalloc(row losses)"));
+      // The per-row losses come back to the host (they reveal labels): pinned memory,
+      // which the driver keeps locked in RAM, zeroized before it is freed.
+      RETURN_IF_ERROR(CudaStatus(cudaHostAlloc(reinterpret_cast<void**>(&host_loss_), rows * sizeof(float),
+                                               cudaHostAllocDefault),
+                                 "cudaHostAlloc(row losses)"));
       row_loss_capacity_ = rows;
     }
     RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(bad_, 0, sizeof(int), stream_), "cudaMemsetAsync"));
@@ -424,9 +431,8 @@ class GpuBackend final : public Backend {
     int bad = 0;
     RETURN_IF_ERROR(
         CudaStatus(cudaMemcpyAsync(&bad, bad_, sizeof bad, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync"));
-    if (loss_sum != nullptr) host_loss_.resize(rows);
     if (loss_sum != nullptr) {
-      RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(host_loss_.data(), row_loss_, rows * sizeof(float),
+      RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(host_loss_, row_loss_, rows * sizeof(float),
                                                  cudaMemcpyDeviceToHost, stream_),
                                  "cudaMemcpyAsync(row losses)"));
     }
@@ -491,7 +497,15 @@ class GpuBackend final : public Backend {
   size_t idx_capacity_ = 0;
   float* row_loss_ = nullptr;
   size_t row_loss_capacity_ = 0;
-  std::vector<float> host_loss_;
+  float* host_loss_ = nullptr;  // pinned, row_loss_capacity_ floats
+
+  void FreeHostLoss() {
+    if (host_loss_ == nullptr) return;
+    volatile float* p = host_loss_;
+    for (size_t i = 0; i < row_loss_capacity_; ++i) p[i] = 0.0f;
+    cudaFreeHost(host_loss_);
+    host_loss_ = nullptr;
+  }
   int* bad_ = nullptr;
   std::string describe_;
 };

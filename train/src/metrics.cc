@@ -32,8 +32,11 @@ double BinaryAuc(const float* scores, size_t stride, const float* labels, float 
   if (!order_or.ok()) return nan;
   LockedArray<uint32_t> order = std::move(order_or).value();
   std::iota(order.begin(), order.end(), 0u);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](uint32_t a, uint32_t b) { return scores[a * stride] < scores[b * stride]; });
+  // Ties by row: the order std::stable_sort gives, without its unlocked scratch buffer.
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    const float sa = scores[a * stride], sb = scores[b * stride];
+    return sa < sb || (sa == sb && a < b);
+  });
   // Sum of the (average) ranks of the positives.
   double rank_sum = 0;
   size_t pos = 0;

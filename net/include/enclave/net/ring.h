@@ -81,6 +81,9 @@ class Ring {
   std::unique_ptr<Comms> comms_;
   uint64_t bytes_sent_ = 0;
   std::string listen_address_;
+  // Receives the previous rank's partial sums (plaintext gradients): locked memory, kept
+  // between calls and grown as needed.
+  crypto::SecretBytes staging_;
 };
 
 }  // namespace enclave::net
