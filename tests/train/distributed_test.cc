@@ -17,9 +17,12 @@
 #include "enclave/train/data.h"
 #include "enclave/train/job.h"
 #include "enclave/train/trainer.h"
+#include "train_state_copy.h"
 
 namespace enclave::train {
 namespace {
+
+using test_util::CloneState;
 
 namespace fs = std::filesystem;
 
@@ -170,27 +173,6 @@ TEST(DistributedRunTest, OneRanksStopStopsEveryRankAfterTheSameStep) {
     EXPECT_EQ(ranks[r]->stopped_by_peer, r != 2) << "rank " << r;
     EXPECT_TRUE(SameBits(ranks[r]->params, ranks[0]->params));
   }
-}
-
-Result<TrainState> CloneState(const TrainState& st) {
-  TrainState c;
-  c.shape = st.shape;
-  c.optimizer = st.optimizer;
-  c.train_rows = st.train_rows;
-  c.val_rows = st.val_rows;
-  c.steps_per_epoch = st.steps_per_epoch;
-  c.step = st.step;
-  c.epoch = st.epoch;
-  c.batch = st.batch;
-  c.loss_sum = st.loss_sum;
-  std::copy(st.shuffle_rng, st.shuffle_rng + 4, c.shuffle_rng);
-  c.epochs = st.epochs;
-  for (auto [from, to] : {std::pair{&st.mean, &c.mean}, {&st.inv_std, &c.inv_std}, {&st.params, &c.params},
-                          {&st.moment1, &c.moment1}, {&st.moment2, &c.moment2}}) {
-    ASSIGN_OR_RETURN(*to, from->Clone());
-  }
-  ASSIGN_OR_RETURN(c.order, st.order.Clone());
-  return c;
 }
 
 // Ranks that would start from different states (one resumed from another checkpoint step,

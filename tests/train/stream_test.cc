@@ -22,10 +22,13 @@
 #include "enclave/train/job.h"
 #include "enclave/train/rng.h"
 #include "enclave/train/trainer.h"
+#include "train_state_copy.h"
 #include "stream.h"
 
 namespace enclave::train {
 namespace {
+
+using test_util::CloneState;
 
 namespace fs = std::filesystem;
 
@@ -57,29 +60,6 @@ class CountingTable : public RecordTable {
   std::shared_ptr<RecordTable> inner_;
   std::mutex mu_;
 };
-
-// A copy of a checkpoint's state (TrainState holds locked arrays, which do not copy).
-Result<TrainState> CloneState(const TrainState& st) {
-  TrainState c;
-  c.shape = st.shape;
-  c.optimizer = st.optimizer;
-  c.train_rows = st.train_rows;
-  c.val_rows = st.val_rows;
-  c.steps_per_epoch = st.steps_per_epoch;
-  c.step = st.step;
-  c.epoch = st.epoch;
-  c.batch = st.batch;
-  c.loss_sum = st.loss_sum;
-  std::copy(st.shuffle_rng, st.shuffle_rng + 4, c.shuffle_rng);
-  ASSIGN_OR_RETURN(c.order, st.order.Clone());
-  ASSIGN_OR_RETURN(c.mean, st.mean.Clone());
-  ASSIGN_OR_RETURN(c.inv_std, st.inv_std.Clone());
-  ASSIGN_OR_RETURN(c.params, st.params.Clone());
-  ASSIGN_OR_RETURN(c.moment1, st.moment1.Clone());
-  ASSIGN_OR_RETURN(c.moment2, st.moment2.Clone());
-  c.epochs = st.epochs;
-  return c;
-}
 
 class Streaming : public ::testing::Test {
  protected:

@@ -152,19 +152,18 @@ ENCLAVE_HD Gf128 Gf128Mul(Gf128 x, Gf128 y) {
   return z;
 }
 
+// y XOR the next block of `data` (`len` bytes left; zero-padded when fewer than 16).
+ENCLAVE_HD Gf128 GhashAbsorb(Gf128 y, const uint8_t* data, size_t len) {
+  uint8_t block[16] = {0};
+  const size_t n = len < 16 ? len : 16;
+  for (size_t i = 0; i < n; ++i) block[i] = data[i];
+  const Gf128 m = Gf128Load(block);
+  return Gf128{y.hi ^ m.hi, y.lo ^ m.lo};
+}
+
 // GHASH over zero-padded blocks of `data`, continuing from `y`.
 ENCLAVE_HD Gf128 GhashPadded(Gf128 y, Gf128 h, const uint8_t* data, size_t len) {
-  while (len > 0) {
-    uint8_t block[16] = {0};
-    const size_t n = len < 16 ? len : 16;
-    for (size_t i = 0; i < n; ++i) block[i] = data[i];
-    const Gf128 m = Gf128Load(block);
-    y.hi ^= m.hi;
-    y.lo ^= m.lo;
-    y = Gf128Mul(y, h);
-    data += n;
-    len -= n;
-  }
+  for (size_t off = 0; off < len; off += 16) y = Gf128Mul(GhashAbsorb(y, data + off, len - off), h);
   return y;
 }
 

@@ -110,17 +110,7 @@ ENCLAVE_HD Gf128 GhashPaddedTable(Gf128 y, const GhashTable& t, const uint8_t* d
     y.lo ^= static_cast<uint64_t>(Bswap32(w[2])) << 32 | Bswap32(w[3]);
     y = GhashMulTable(y, t);
   }
-  while (len > 0) {
-    uint8_t block[16] = {0};
-    const size_t n = len < 16 ? len : 16;
-    for (size_t i = 0; i < n; ++i) block[i] = data[i];
-    const Gf128 m = Gf128Load(block);
-    y.hi ^= m.hi;
-    y.lo ^= m.lo;
-    y = GhashMulTable(y, t);
-    data += n;
-    len -= n;
-  }
+  if (len > 0) y = GhashMulTable(GhashAbsorb(y, data, len), t);  // the padded last block
   return y;
 }
 
