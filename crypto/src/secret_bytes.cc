@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <mutex>
@@ -29,8 +31,16 @@ Status CheckLocked(void* p, size_t size) {
   if (getrlimit(RLIMIT_MEMLOCK, &limit) == 0) {
     soft = limit.rlim_cur == RLIM_INFINITY ? "unlimited" : std::to_string(limit.rlim_cur) + " bytes";
   }
+  std::string locked = "unknown";  // what this process has locked already (each secret: whole pages)
+  if (FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f) != nullptr) {
+      if (std::strncmp(line, "VmLck:", 6) == 0) locked = std::to_string(std::strtoull(line + 6, nullptr, 10) * 1024) + " bytes";
+    }
+    std::fclose(f);
+  }
   return FailedPrecondition("cannot lock " + std::to_string(size) + " bytes of secret memory into RAM (mlock: " +
-                            std::strerror(err) + "; RLIMIT_MEMLOCK soft limit " + soft +
+                            std::strerror(err) + "; " + locked + " locked already, RLIMIT_MEMLOCK soft limit " + soft +
                             "): raise the limit (ulimit -l, systemd LimitMEMLOCK=, docker --ulimit memlock=) "
                             "or grant CAP_IPC_LOCK");
 }

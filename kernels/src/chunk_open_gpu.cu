@@ -5,7 +5,9 @@
 //                chunk's index goes to a failure slot (atomicMin);
 //   Decrypt:     one thread per 64-byte unit, only if the failure slot is still empty.
 // Keys travel as kernel arguments (constant parameter memory), never in global memory;
-// the AES table and the GHASH tables are copied into shared memory per thread block.
+// __grid_constant__ lets the per-chunk code take their addresses without each thread
+// copying the structs into local memory. The AES table and the GHASH tables are copied
+// into shared memory per thread block (their lookups are data-dependent).
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -40,8 +42,8 @@ __device__ void LoadTable(const GhashTable& global, GhashTable* shared) {
   __syncthreads();
 }
 
-__global__ void TagSegments(DeviceKeys dk, ChunkGeometry g, uint64_t segs_per_chunk, const uint8_t* in,
-                            TagPartial* parts) {
+__global__ void TagSegments(const __grid_constant__ DeviceKeys dk, const __grid_constant__ ChunkGeometry g,
+                            uint64_t segs_per_chunk, const uint8_t* in, TagPartial* parts) {
   __shared__ GhashTable table;  // H
   LoadTable(dk.table, &table);
   const uint64_t t = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
@@ -52,7 +54,8 @@ __global__ void TagSegments(DeviceKeys dk, ChunkGeometry g, uint64_t segs_per_ch
                   PlaintextSizeOf(g, index), seg, &parts[t]);
 }
 
-__global__ void TagFinish(DeviceKeys dk, AesTable te_param, ChunkGeometry g, uint64_t segs_per_chunk,
+__global__ void TagFinish(const __grid_constant__ DeviceKeys dk, const __grid_constant__ AesTable te_param,
+                          const __grid_constant__ ChunkGeometry g, uint64_t segs_per_chunk,
                           const uint8_t* in, const TagPartial* parts, unsigned long long* bad) {
   __shared__ uint32_t te[256];
   __shared__ GhashTable table32;  // H^32
@@ -68,7 +71,8 @@ __global__ void TagFinish(DeviceKeys dk, AesTable te_param, ChunkGeometry g, uin
   }
 }
 
-__global__ void Decrypt(ChunkKeys keys, AesTable te_param, ChunkGeometry g, uint64_t units_per_chunk,
+__global__ void Decrypt(const __grid_constant__ ChunkKeys keys, const __grid_constant__ AesTable te_param,
+                        const __grid_constant__ ChunkGeometry g, uint64_t units_per_chunk,
                         const uint8_t* in, uint8_t* out, const unsigned long long* bad) {
   __shared__ uint32_t te[256];
   LoadAesTable(te_param, te);
@@ -125,7 +129,9 @@ void MakeDeviceKeys(const ChunkKeys& keys, DeviceKeys* out) {
 }
 
 bool EnqueueOpenChunks(const DeviceKeys& keys, const ChunkGeometry& g, const uint8_t* device_in, uint8_t* device_out,
-                       unsigned long long* device_bad, CUstream_st* stream, char* error, size_t error_size) {
+                       unsigned long long* device_bad, CUstream_st* stream, char* error, size_t error_size,
+                       CUevent_st* const* marks) {
+  auto mark = [&](int i) { return marks == nullptr || Check(cudaEventRecord(marks[i], stream), "cudaEventRecord", error, error_size); };
   if (g.count == 0) return true;
   static const bool retained = (RetainPoolMemory(), true);
   (void)retained;
@@ -135,11 +141,14 @@ bool EnqueueOpenChunks(const DeviceKeys& keys, const ChunkGeometry& g, const uin
              "cudaMallocAsync(tag parts)", error, error_size)) {
     return false;
   }
-  TagSegments<<<Blocks(segs * g.count, 128), 128, 0, stream>>>(keys, g, segs, device_in, parts);
-  bool ok = Check(cudaGetLastError(), "TagSegments launch", error, error_size);
+  bool ok = mark(0);
+  if (ok) {
+    TagSegments<<<Blocks(segs * g.count, 128), 128, 0, stream>>>(keys, g, segs, device_in, parts);
+    ok = Check(cudaGetLastError(), "TagSegments launch", error, error_size) && mark(1);
+  }
   if (ok) {
     TagFinish<<<Blocks(g.count, 128), 128, 0, stream>>>(keys, kAesTable, g, segs, device_in, parts, device_bad);
-    ok = Check(cudaGetLastError(), "TagFinish launch", error, error_size);
+    ok = Check(cudaGetLastError(), "TagFinish launch", error, error_size) && mark(2);
   }
   // Freed before Decrypt, which does not need it: another stream's next allocation may
   // then reuse it without waiting for this batch's decryption.
@@ -148,7 +157,7 @@ bool EnqueueOpenChunks(const DeviceKeys& keys, const ChunkGeometry& g, const uin
     const uint64_t units = (g.chunk_size + kUnitBytes - 1) / kUnitBytes;
     Decrypt<<<Blocks(units * g.count, 256), 256, 0, stream>>>(keys.keys, kAesTable, g, units, device_in, device_out,
                                                              device_bad);
-    ok = Check(cudaGetLastError(), "Decrypt launch", error, error_size);
+    ok = Check(cudaGetLastError(), "Decrypt launch", error, error_size) && mark(3);
   }
   return ok && freed;
 }

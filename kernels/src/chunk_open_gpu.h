@@ -9,6 +9,7 @@
 #include "enclave/kernels/gpu_tag_split.h"
 
 struct CUstream_st;  // cudaStream_t without including the CUDA headers
+struct CUevent_st;   // cudaEvent_t
 
 namespace enclave::kernels::gpu {
 
@@ -44,7 +45,10 @@ OpenResult OpenChunks(const ChunkKeys& keys, const ChunkGeometry& g, const uint8
 // kNoBadChunk, so after one failure no later batch on any stream decrypts either.
 // Scratch comes from the stream-ordered allocator. Returns false with `error` set when a
 // CUDA call fails.
+// `marks` (benchmarks only; null otherwise): four events recorded on `stream` before
+// TagSegments, before TagFinish, before Decrypt and after it.
 bool EnqueueOpenChunks(const DeviceKeys& keys, const ChunkGeometry& g, const uint8_t* device_in, uint8_t* device_out,
-                       unsigned long long* device_bad, CUstream_st* stream, char* error, size_t error_size);
+                       unsigned long long* device_bad, CUstream_st* stream, char* error, size_t error_size,
+                       CUevent_st* const* marks = nullptr);
 
 }  // namespace enclave::kernels::gpu

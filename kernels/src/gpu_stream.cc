@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "chunk_keys.h"
@@ -31,7 +32,8 @@ struct GpuChunkOpener::Keys {
   crypto::SecretBytes mem;
   gpu::DeviceKeys& device() { return *reinterpret_cast<gpu::DeviceKeys*>(mem.ExposeSecretMutable().data()); }
 };
-static_assert(sizeof(gpu::DeviceKeys) % 8 == 0 && std::is_trivially_copyable_v<gpu::DeviceKeys>);
+static_assert(sizeof(gpu::DeviceKeys) % 8 == 0 && alignof(gpu::DeviceKeys) <= 8 &&
+              std::is_trivially_copyable_v<gpu::DeviceKeys>);
 
 Result<std::unique_ptr<GpuChunkOpener>> GpuChunkOpener::Create(const crypto::SecretBytes& payload_key,
                                                                crypto::Suite suite) {
@@ -56,16 +58,46 @@ GpuChunkOpener::~GpuChunkOpener() {
 
 Status GpuChunkOpener::Enqueue(const ChunkBatch& batch, const uint8_t* device_in, uint8_t* device_out,
                                CUstream_st* stream) {
+  return EnqueueMarked(batch, device_in, device_out, stream, nullptr);
+}
+
+Status GpuChunkOpener::EnqueueMarked(const ChunkBatch& batch, const uint8_t* device_in, uint8_t* device_out,
+                                     CUstream_st* stream, CUevent_st* const* marks) {
   RETURN_IF_ERROR(batch.Validate());
   if (batch.suite != suite_) return InvalidInput("chunk batch: suite differs from the opener's");
   gpu::ChunkGeometry g{batch.first_index, batch.count, batch.file_chunk_count, batch.payload_length,
                        batch.chunk_size, {}};
   std::memcpy(g.aad, batch.header_digest.data(), 32);
   char error[256] = "";
-  if (!gpu::EnqueueOpenChunks(keys_->device(), g, device_in, device_out, device_bad_, stream, error, sizeof error)) {
+  if (!gpu::EnqueueOpenChunks(keys_->device(), g, device_in, device_out, device_bad_, stream, error, sizeof error,
+                              marks)) {
     return Unavailable(error);
   }
   return OkStatus();
+}
+
+Result<GpuChunkOpener::KernelTimes> GpuChunkOpener::TimeKernels(const ChunkBatch& batch, const uint8_t* device_in,
+                                                                uint8_t* device_out) {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t marks[4] = {};
+  auto release = [&] {
+    for (cudaEvent_t e : marks) {
+      if (e != nullptr) cudaEventDestroy(e);
+    }
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  };
+  Status s = CudaStatus(cudaStreamCreate(&stream), "cudaStreamCreate");
+  for (cudaEvent_t& e : marks) {
+    if (s.ok()) s = CudaStatus(cudaEventCreate(&e), "cudaEventCreate");
+  }
+  if (s.ok()) s = EnqueueMarked(batch, device_in, device_out, stream, marks);
+  if (s.ok()) s = CudaStatus(cudaEventSynchronize(marks[3]), "cudaEventSynchronize");
+  KernelTimes t;
+  float* out[3] = {&t.tag_segments_ms, &t.tag_finish_ms, &t.decrypt_ms};
+  for (int i = 0; i < 3 && s.ok(); ++i) s = CudaStatus(cudaEventElapsedTime(out[i], marks[i], marks[i + 1]), "cudaEventElapsedTime");
+  release();
+  RETURN_IF_ERROR(s);
+  return t;
 }
 
 Status GpuChunkOpener::Check() {
@@ -207,6 +239,12 @@ Result<std::unique_ptr<GpuChunkOpener>> GpuChunkOpener::Create(const crypto::Sec
 }
 GpuChunkOpener::~GpuChunkOpener() = default;
 Status GpuChunkOpener::Enqueue(const ChunkBatch&, const uint8_t*, uint8_t*, CUstream_st*) {
+  return Unsupported("no CUDA");
+}
+Status GpuChunkOpener::EnqueueMarked(const ChunkBatch&, const uint8_t*, uint8_t*, CUstream_st*, CUevent_st* const*) {
+  return Unsupported("no CUDA");
+}
+Result<GpuChunkOpener::KernelTimes> GpuChunkOpener::TimeKernels(const ChunkBatch&, const uint8_t*, uint8_t*) {
   return Unsupported("no CUDA");
 }
 Status GpuChunkOpener::Check() { return Unsupported("no CUDA"); }

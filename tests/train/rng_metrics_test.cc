@@ -90,6 +90,21 @@ TEST(Metrics, BinaryAucWithTies) {
   EXPECT_TRUE(std::isnan(RocAuc(p, one_class, 4, 2)));
 }
 
+// A diverged model's NaN probabilities have no ranking: NaN, not a hang (NaN == NaN is
+// false, so a tie run that starts at a NaN never ended) and not a number from a sort
+// whose comparator is no ordering.
+TEST(Metrics, AucOfNaNScoresIsNaN) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float y[] = {1, 1, 0, 0};
+  const float some[] = {0.8f, nan, 0.4f, 0.1f};
+  EXPECT_TRUE(std::isnan(RocAuc(some, y, 4, 2)));
+  const float all[] = {nan, nan, nan, nan};
+  EXPECT_TRUE(std::isnan(RocAuc(all, y, 4, 2)));
+  const float three[] = {0.2f, 0.3f, 0.5f, nan, 0.1f, 0.8f};  // 2 rows x 3 classes
+  const float y3[] = {2, 0};
+  EXPECT_TRUE(std::isnan(RocAuc(three, y3, 2, 3)));
+}
+
 TEST(Metrics, MacroOneVsRest) {
   // Class 0 and 2 perfectly ranked; class 1: positive row 1 has score 0.5, negatives 0.6 and 0.1 -> 0.5.
   const float p[] = {0.8f, 0.1f, 0.1f,   //

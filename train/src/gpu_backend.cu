@@ -418,9 +418,12 @@ class GpuBackend final : public Backend {
       RETURN_IF_ERROR(CudaStatus(cudaMalloc(&row_loss_, rows * sizeof(float)), "cudaMalloc(row losses)"));
       // The per-row losses come back to the host (they reveal labels): pinned memory,
       // which the driver keeps locked in RAM, zeroized before it is freed.
-      RETURN_IF_ERROR(CudaStatus(cudaHostAlloc(reinterpret_cast<void**>(&host_loss_), rows * sizeof(float),
-                                               cudaHostAllocDefault),
-                                 "cudaHostAlloc(row losses)"));
+      if (const cudaError_t e = cudaHostAlloc(reinterpret_cast<void**>(&host_loss_), rows * sizeof(float),
+                                              cudaHostAllocDefault);
+          e != cudaSuccess) {
+        host_loss_ = nullptr;
+        return CudaStatus(e, "cudaHostAlloc(row losses)");
+      }
       row_loss_capacity_ = rows;
     }
     RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(bad_, 0, sizeof(int), stream_), "cudaMemsetAsync"));

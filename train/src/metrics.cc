@@ -28,6 +28,9 @@ double Accuracy(const float* probs, const float* labels, size_t rows, uint32_t c
 
 double BinaryAuc(const float* scores, size_t stride, const float* labels, float positive, size_t rows) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (size_t r = 0; r < rows; ++r) {
+    if (std::isnan(scores[r * stride])) return nan;  // no ranking (a diverged model)
+  }
   auto order_or = LockedArray<uint32_t>::Create(rows);
   if (!order_or.ok()) return nan;
   LockedArray<uint32_t> order = std::move(order_or).value();
@@ -60,6 +63,9 @@ double BinaryAuc(const float* scores, size_t stride, const float* labels, float 
 
 double RocAuc(const float* probs, const float* labels, size_t rows, uint32_t classes) {
   if (classes == 2) return BinaryAuc(probs, 1, labels, 1.0f, rows);
+  for (size_t i = 0; i < rows * classes; ++i) {  // a NaN anywhere: no average over the other classes
+    if (std::isnan(probs[i])) return std::numeric_limits<double>::quiet_NaN();
+  }
   double sum = 0;
   size_t used = 0;
   for (uint32_t c = 0; c < classes; ++c) {

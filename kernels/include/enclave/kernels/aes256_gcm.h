@@ -154,9 +154,8 @@ ENCLAVE_HD Gf128 Gf128Mul(Gf128 x, Gf128 y) {
 
 // y XOR the next block of `data` (`len` bytes left; zero-padded when fewer than 16).
 ENCLAVE_HD Gf128 GhashAbsorb(Gf128 y, const uint8_t* data, size_t len) {
-  uint8_t block[16] = {0};
-  const size_t n = len < 16 ? len : 16;
-  for (size_t i = 0; i < n; ++i) block[i] = data[i];
+  uint8_t block[16];
+  for (int i = 0; i < 16; ++i) block[i] = static_cast<size_t>(i) < len ? data[i] : 0;
   const Gf128 m = Gf128Load(block);
   return Gf128{y.hi ^ m.hi, y.lo ^ m.lo};
 }
@@ -207,8 +206,10 @@ ENCLAVE_HD void Aes256GcmXorBlock(const Aes256RoundKeys& rk, const uint32_t* te,
     Load16Le(in, w);
     for (int i = 0; i < 4; ++i) w[i] ^= ks[i];
     Store16Le(out, w);
-  } else {
-    for (size_t i = 0; i < len; ++i) out[i] = static_cast<uint8_t>(in[i] ^ (ks[i / 4] >> (8 * (i % 4))));
+  } else {  // constant indices only (unrolled): ks stays in registers on the GPU
+    for (int i = 0; i < 16; ++i) {
+      if (static_cast<size_t>(i) < len) out[i] = static_cast<uint8_t>(in[i] ^ (ks[i / 4] >> (8 * (i % 4))));
+    }
   }
 }
 

@@ -67,8 +67,10 @@ ENCLAVE_HD void ChaCha20XorBlock(const uint8_t key[32], uint32_t counter, const 
       for (int i = 0; i < 4; ++i) w[i] ^= ks[4 * q + i];
       Store16Le(out + 16 * q, w);
     }
-  } else {
-    for (size_t i = 0; i < len; ++i) out[i] = static_cast<uint8_t>(in[i] ^ (ks[i / 4] >> (8 * (i % 4))));
+  } else {  // constant indices only (unrolled): ks stays in registers on the GPU
+    for (int i = 0; i < 64; ++i) {
+      if (static_cast<size_t>(i) < len) out[i] = static_cast<uint8_t>(in[i] ^ (ks[i / 4] >> (8 * (i % 4))));
+    }
   }
   for (int i = 0; i < 16; ++i) ks[i] = 0;
 }
@@ -140,10 +142,12 @@ struct Poly1305 {
       m += 16;
       len -= 16;
     }
-    if (len > 0) {
-      uint8_t last[16] = {0};
-      for (size_t i = 0; i < len; ++i) last[i] = m[i];
-      Block(last, 1u << 24);  // zero padding to 16 bytes is part of the AEAD's MAC input
+    if (len > 0) {  // zero padding to 16 bytes is part of the AEAD's MAC input
+      uint32_t w[4] = {0, 0, 0, 0};  // built from bytes: no local array whose address is taken
+      for (int i = 0; i < 16; ++i) {
+        if (static_cast<size_t>(i) < len) w[i / 4] |= static_cast<uint32_t>(m[i]) << (8 * (i % 4));
+      }
+      BlockWords(w, 1u << 24);
     }
   }
 
