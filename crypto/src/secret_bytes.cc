@@ -9,8 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <string>
 #include <mutex>
+#include <string>
 #include <utility>
 
 namespace enclave::crypto {
@@ -35,7 +35,9 @@ Status CheckLocked(void* p, size_t size) {
   if (FILE* f = std::fopen("/proc/self/status", "r")) {
     char line[256];
     while (std::fgets(line, sizeof line, f) != nullptr) {
-      if (std::strncmp(line, "VmLck:", 6) == 0) locked = std::to_string(std::strtoull(line + 6, nullptr, 10) * 1024) + " bytes";
+      if (std::strncmp(line, "VmLck:", 6) == 0) {
+        locked = std::to_string(std::strtoull(line + 6, nullptr, 10) * 1024) + " bytes";
+      }
     }
     std::fclose(f);
   }

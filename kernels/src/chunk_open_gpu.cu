@@ -131,7 +131,9 @@ void MakeDeviceKeys(const ChunkKeys& keys, DeviceKeys* out) {
 bool EnqueueOpenChunks(const DeviceKeys& keys, const ChunkGeometry& g, const uint8_t* device_in, uint8_t* device_out,
                        unsigned long long* device_bad, CUstream_st* stream, char* error, size_t error_size,
                        CUevent_st* const* marks) {
-  auto mark = [&](int i) { return marks == nullptr || Check(cudaEventRecord(marks[i], stream), "cudaEventRecord", error, error_size); };
+  auto mark = [&](int i) {
+    return marks == nullptr || Check(cudaEventRecord(marks[i], stream), "cudaEventRecord", error, error_size);
+  };
   if (g.count == 0) return true;
   static const bool retained = (RetainPoolMemory(), true);
   (void)retained;

@@ -94,7 +94,9 @@ Result<GpuChunkOpener::KernelTimes> GpuChunkOpener::TimeKernels(const ChunkBatch
   if (s.ok()) s = CudaStatus(cudaEventSynchronize(marks[3]), "cudaEventSynchronize");
   KernelTimes t;
   float* out[3] = {&t.tag_segments_ms, &t.tag_finish_ms, &t.decrypt_ms};
-  for (int i = 0; i < 3 && s.ok(); ++i) s = CudaStatus(cudaEventElapsedTime(out[i], marks[i], marks[i + 1]), "cudaEventElapsedTime");
+  for (int i = 0; i < 3 && s.ok(); ++i) {
+    s = CudaStatus(cudaEventElapsedTime(out[i], marks[i], marks[i + 1]), "cudaEventElapsedTime");
+  }
   release();
   RETURN_IF_ERROR(s);
   return t;
