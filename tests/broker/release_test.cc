@@ -41,6 +41,14 @@ class ReleaseTest : public EnrolAttestTest {
     settings_.before_launch = [this](const std::string& dir) -> Status { return PrepareKeys(dir); };
   }
 
+  // The broker folder gets the keys and the sealed sample dataset before the broker starts.
+  void PrepareKeysAndSampleBeforeLaunch() {
+    settings_.before_launch = [this](const std::string& dir) -> Status {
+      RETURN_IF_ERROR(PrepareKeys(dir));
+      return SealSample(dir).status();
+    };
+  }
+
   // Officer key, admin token, and the tenant's data keys and export key (once per folder).
   Status PrepareKeys(const std::string& dir) {
     if (std::filesystem::exists(dir + "/" + kOfficerKey)) return OkStatus();
@@ -595,10 +603,7 @@ TEST_F(ReleaseTest, EnclaveAttestRegisterAttestRenew) {
 // The trainer attests itself: keys only in its memory, the model sealed to the broker's
 // export key, the report signed with the report key that key.released records.
 TEST_F(ReleaseTest, EnclaveTrainAttestsItselfAndSignsItsReport) {
-  settings_.before_launch = [this](const std::string& dir) -> Status {
-    RETURN_IF_ERROR(PrepareKeys(dir));
-    return SealSample(dir).status();
-  };
+  PrepareKeysAndSampleBeforeLaunch();
   std::vector<std::string> host;
   ASSERT_NO_FATAL_FAILURE(StartAndRegister("train-host", &host));
   std::string out;
@@ -678,10 +683,7 @@ TEST_F(ReleaseTest, EnclaveTrainAttestsItselfAndSignsItsReport) {
 
 // cv in the attested mode signs its metrics file with the report key its quote bound.
 TEST_F(ReleaseTest, EnclaveTrainCvSignsItsMetricsInTheAttestedMode) {
-  settings_.before_launch = [this](const std::string& dir) -> Status {
-    RETURN_IF_ERROR(PrepareKeys(dir));
-    return SealSample(dir).status();
-  };
+  PrepareKeysAndSampleBeforeLaunch();
   std::vector<std::string> host;
   ASSERT_NO_FATAL_FAILURE(StartAndRegister("cv-host", &host));
   testing::WriteText(work_ + "/cv.toml", JobToml(work_ + "/cv", "cv-job"));
@@ -721,10 +723,7 @@ TEST_F(ReleaseTest, EnclaveTrainCvSignsItsMetricsInTheAttestedMode) {
 // resumed run (a new process, a new release for the same job id) reads them and ends with
 // the model an uninterrupted run makes.
 TEST_F(ReleaseTest, EnclaveTrainResumesAnAttestedJobFromItsCheckpoint) {
-  settings_.before_launch = [this](const std::string& dir) -> Status {
-    RETURN_IF_ERROR(PrepareKeys(dir));
-    return SealSample(dir).status();
-  };
+  PrepareKeysAndSampleBeforeLaunch();
   std::vector<std::string> host;
   ASSERT_NO_FATAL_FAILURE(StartAndRegister("ckpt-host", &host));
   std::string out;
@@ -762,10 +761,7 @@ TEST_F(ReleaseTest, EnclaveTrainResumesAnAttestedJobFromItsCheckpoint) {
 // release (its rank bound into its quote), both get the same job key from the broker, and
 // only with it do they connect their encrypted ring; they end with the same parameters.
 TEST_F(ReleaseTest, EnclaveTrainRanksEachAttestAndShareTheReleasedJobKey) {
-  settings_.before_launch = [this](const std::string& dir) -> Status {
-    RETURN_IF_ERROR(PrepareKeys(dir));
-    return SealSample(dir).status();
-  };
+  PrepareKeysAndSampleBeforeLaunch();
   // Rank 1 on a second host: its own swtpm (a TPM without a resource manager holds the
   // transient objects of one process at a time), whose EK CA the attestation policy trusts.
   auto second = SwtpmFixture::Start();
