@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <concepts>
-#include <cstdio>
 #include <fstream>
 #include <string>
 #include <ostream>
