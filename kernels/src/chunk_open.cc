@@ -2,6 +2,7 @@
 
 #include "enclave/kernels/chunk_math.h"
 #include "enclave/kernels/chunk_open.h"
+#include "enclave/kernels/device_digest.h"
 #include "chunk_keys.h"
 #if ENCLAVE_HAVE_CUDA
 #include "chunk_open_gpu.h"
@@ -95,6 +96,22 @@ Status OpenChunks(const crypto::SecretBytes& payload_key, const ChunkBatch& batc
   return OkStatus();
 }
 
+Status SealChunks(const crypto::SecretBytes& payload_key, const ChunkBatch& batch, const uint8_t* in, uint8_t* out) {
+  RETURN_IF_ERROR(batch.Validate());
+  KeysHolder holder;
+  RETURN_IF_ERROR(MakeChunkKeys(payload_key, batch.suite, &holder.keys));
+  for (uint64_t i = batch.first_index; i < batch.first_index + batch.count; ++i) {
+    const bool last = i + 1 == batch.file_chunk_count;
+    const uint64_t len = batch.PlaintextSize(i);
+    uint8_t* ct = out + batch.InputOffset(i);
+    for (uint64_t u = 0; u * kUnitBytes < len; ++u) {
+      ChunkDecryptUnit(holder.keys, kAesTable.t0, i, last, in + batch.OutputOffset(i), ct, len, u);
+    }
+    ChunkTag(holder.keys, kAesTable.t0, batch.header_digest.data(), i, last, ct, len, ct + len);
+  }
+  return OkStatus();
+}
+
 #if ENCLAVE_HAVE_CUDA
 bool GpuAvailable() { return gpu::DeviceAvailable(); }
 
@@ -116,8 +133,35 @@ Status OpenChunksOnGpu(const crypto::SecretBytes& payload_key, const ChunkBatch&
   }
   return Internal("unreachable");
 }
+Status SealChunksOnGpu(const crypto::SecretBytes& payload_key, const ChunkBatch& batch, const uint8_t* device_in,
+                       uint8_t* device_out) {
+  RETURN_IF_ERROR(batch.Validate());
+  KeysHolder holder;
+  RETURN_IF_ERROR(MakeChunkKeys(payload_key, batch.suite, &holder.keys));
+  gpu::ChunkGeometry g{batch.first_index, batch.count, batch.file_chunk_count, batch.payload_length,
+                       batch.chunk_size, {}};
+  std::memcpy(g.aad, batch.header_digest.data(), 32);
+  char error[256] = "";
+  if (!gpu::SealChunks(holder.keys, g, device_in, device_out, error, sizeof error)) return Unavailable(error);
+  return OkStatus();
+}
+
+Result<std::array<uint8_t, 32>> Sha256OnGpu(const uint8_t* device_data, uint64_t len) {
+  std::array<uint8_t, 32> out{};
+  char error[256] = "";
+  if (!gpu::Sha256(device_data, len, out.data(), error, sizeof error)) return Unavailable(error);
+  return out;
+}
 #else
 bool GpuAvailable() { return false; }
+
+Status SealChunksOnGpu(const crypto::SecretBytes&, const ChunkBatch&, const uint8_t*, uint8_t*) {
+  return Unsupported("this build has no CUDA kernels (nvcc was not found at configure time)");
+}
+
+Result<std::array<uint8_t, 32>> Sha256OnGpu(const uint8_t*, uint64_t) {
+  return Unsupported("this build has no CUDA kernels (nvcc was not found at configure time)");
+}
 
 Status OpenChunksOnGpu(const crypto::SecretBytes&, const ChunkBatch&, const uint8_t*, uint8_t*) {
   return Unsupported("this build has no CUDA kernels (nvcc was not found at configure time)");

@@ -7,6 +7,7 @@
 
 #include "enclave/kernels/chunk_math.h"
 #include "enclave/kernels/gpu_tag_split.h"
+#include "enclave/kernels/sha256.h"
 
 struct CUstream_st;  // cudaStream_t without including the CUDA headers
 struct CUevent_st;   // cudaEvent_t
@@ -50,5 +51,14 @@ OpenResult OpenChunks(const ChunkKeys& keys, const ChunkGeometry& g, const uint8
 bool EnqueueOpenChunks(const DeviceKeys& keys, const ChunkGeometry& g, const uint8_t* device_in, uint8_t* device_out,
                        unsigned long long* device_bad, CUstream_st* stream, char* error, size_t error_size,
                        CUevent_st* const* marks = nullptr);
+
+// Synchronous sealing, the inverse of OpenChunks: `device_in` holds the plaintext chunks
+// back to back (chunk_size apart), `device_out` receives each chunk's ciphertext and tag
+// (chunk_size + 16 apart). Returns false with `error` set when a CUDA call fails.
+bool SealChunks(const ChunkKeys& keys, const ChunkGeometry& g, const uint8_t* device_in, uint8_t* device_out,
+                char* error, size_t error_size);
+
+// SHA-256 of `len` device bytes by one GPU thread, into `out` (host). Synchronous.
+bool Sha256(const uint8_t* device_data, uint64_t len, uint8_t out[32], char* error, size_t error_size);
 
 }  // namespace enclave::kernels::gpu

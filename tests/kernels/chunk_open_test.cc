@@ -1,11 +1,15 @@
 // The shared chunk code of both suites against OpenSSL (through crypto::Aead), the
-// published vectors and the sealed-file writer; on a GPU, the CUDA path against the CPU.
+// published vectors and the sealed-file writer, sealing as well as opening, and the
+// shared SHA-256 against FIPS 180 vectors and OpenSSL; on a GPU, the CUDA paths against
+// the CPU.
 #include "enclave/kernels/chunk_open.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "enclave/crypto/aead.h"
@@ -13,6 +17,8 @@
 #include "enclave/crypto/sealed_file.h"
 #include "enclave/kernels/aes256_gcm.h"
 #include "enclave/kernels/chacha20_poly1305.h"
+#include "enclave/kernels/device_digest.h"
+#include "enclave/kernels/sha256.h"
 #if ENCLAVE_HAVE_CUDA
 #include <cuda_runtime.h>
 #endif
@@ -248,12 +254,109 @@ TEST_P(ChunkOpen, GpuPathMatchesCpuPath) {
 #endif
 }
 
+TEST_P(ChunkOpen, CpuSealWritesTheSealedWritersChunks) {
+  for (uint64_t len : {0ull, 1ull, 1000ull, 4096ull, 10000ull, 100003ull}) {
+    auto f = SealedFixture::Make(len, 4096, GetParam());
+    auto batch = f.Batch(0, f.header.chunk_count);
+    std::vector<uint8_t> sealed(batch.InputBytes(), 0xAA);
+    ASSERT_TRUE(SealChunks(f.payload_key, batch, f.plaintext.data(), sealed.data()).ok()) << len;
+    EXPECT_TRUE(std::equal(sealed.begin(), sealed.end(), f.ChunkData(0))) << len;
+    if (f.header.chunk_count >= 3) {  // a batch from the middle: chunk 1 alone
+      auto mid = f.Batch(1, 1);
+      std::vector<uint8_t> part(mid.InputBytes());
+      ASSERT_TRUE(SealChunks(f.payload_key, mid, f.plaintext.data() + 4096, part.data()).ok());
+      EXPECT_TRUE(std::equal(part.begin(), part.end(), f.ChunkData(1)));
+    }
+  }
+}
+
+TEST_P(ChunkOpen, GpuSealMatchesCpuSeal) {
+  if (!GpuAvailable()) GTEST_SKIP() << "no GPU (or built without CUDA): the GPU path is checked by scripts/gpu-check";
+#if ENCLAVE_HAVE_CUDA
+  for (uint64_t len : {0ull, 100003ull, 3'000'001ull}) {
+    auto f = SealedFixture::Make(len, 65536, GetParam());
+    auto batch = f.Batch(0, f.header.chunk_count);
+    uint8_t *d_in = nullptr, *d_out = nullptr;
+    ASSERT_EQ(cudaMalloc(&d_in, batch.OutputBytes() + 1), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&d_out, batch.InputBytes()), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(d_in, f.plaintext.data(), batch.OutputBytes(), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_TRUE(SealChunksOnGpu(f.payload_key, batch, d_in, d_out).ok()) << len;
+    std::vector<uint8_t> sealed(batch.InputBytes());
+    ASSERT_EQ(cudaMemcpy(sealed.data(), d_out, sealed.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_TRUE(std::equal(sealed.begin(), sealed.end(), f.ChunkData(0))) << len;
+    cudaFree(d_in);
+    cudaFree(d_out);
+  }
+#endif
+}
+
 INSTANTIATE_TEST_SUITE_P(BothSuites, ChunkOpen,
                          ::testing::Values(crypto::Suite::kAes256Gcm, crypto::Suite::kChaCha20Poly1305),
                          [](const auto& suite_info) {
                            return std::string(suite_info.param == crypto::Suite::kAes256Gcm ? "Aes256Gcm"
                                                                                              : "ChaCha20Poly1305");
                          });
+
+std::string Hex(const uint8_t* d, size_t n) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < n; ++i) {
+    out += digits[d[i] >> 4];
+    out += digits[d[i] & 15];
+  }
+  return out;
+}
+
+std::string KernelSha256(const uint8_t* data, size_t len, size_t piece) {
+  Sha256State s;
+  Sha256Init(&s);
+  for (size_t at = 0; at < len; at += piece) Sha256Update(&s, kSha256, data + at, std::min(piece, len - at));
+  uint8_t out[32];
+  Sha256Final(&s, kSha256, out);
+  return Hex(out, 32);
+}
+
+TEST(Sha256, MatchesFips180Vectors) {
+  const std::string abc = "abc";
+  const std::string two_blocks = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+  EXPECT_EQ(KernelSha256(nullptr, 0, 1), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(KernelSha256(reinterpret_cast<const uint8_t*>(abc.data()), abc.size(), 64),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(KernelSha256(reinterpret_cast<const uint8_t*>(two_blocks.data()), two_blocks.size(), 64),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  const std::vector<uint8_t> million_a(1000000, 'a');
+  EXPECT_EQ(KernelSha256(million_a.data(), million_a.size(), 1000000),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST(Sha256, MatchesOpenSslAtEveryLengthAndSplit) {
+  std::mt19937 rng(7);
+  const std::vector<uint8_t> data = RandomVector(rng, 300);
+  for (size_t len = 0; len <= data.size(); ++len) {
+    const crypto::Digest256 want = crypto::Sha256({data.data(), len});
+    for (size_t piece : {size_t{1}, size_t{7}, size_t{55}, size_t{64}, size_t{65}, size_t{300}}) {
+      ASSERT_EQ(KernelSha256(data.data(), len, piece), Hex(want.data(), 32)) << len << " in pieces of " << piece;
+    }
+  }
+}
+
+TEST(Sha256, GpuMatchesOpenSsl) {
+  if (!GpuAvailable()) GTEST_SKIP() << "no GPU (or built without CUDA): the GPU path is checked by scripts/gpu-check";
+#if ENCLAVE_HAVE_CUDA
+  std::mt19937 rng(11);
+  const std::vector<uint8_t> data = RandomVector(rng, 1 << 20);
+  uint8_t* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, data.size()), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d, data.data(), data.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  for (size_t len : {size_t{0}, size_t{55}, size_t{56}, size_t{64}, size_t{1000}, data.size()}) {
+    auto got = Sha256OnGpu(d, len);
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    const crypto::Digest256 want = crypto::Sha256({data.data(), len});
+    EXPECT_EQ(Hex(got->data(), 32), Hex(want.data(), 32)) << len;
+  }
+  cudaFree(d);
+#endif
+}
 
 }  // namespace
 }  // namespace enclave::kernels

@@ -29,20 +29,28 @@ struct ChunkKeys {
   Gf128 aes_h;               // GHASH key E_K(0)
 };
 
-// Whether chunk `index` (ciphertext `ct` of `len` bytes, then its tag) is authentic.
-ENCLAVE_HD bool ChunkTagValid(const ChunkKeys& k, const uint32_t* te, const uint8_t aad[32], uint64_t index,
-                              bool last, const uint8_t* ct, uint64_t len) {
-  uint8_t nonce[12], tag[16];
+// The tag of chunk `index` over its ciphertext `ct` (`len` bytes).
+ENCLAVE_HD void ChunkTag(const ChunkKeys& k, const uint32_t* te, const uint8_t aad[32], uint64_t index, bool last,
+                         const uint8_t* ct, uint64_t len, uint8_t tag[16]) {
+  uint8_t nonce[12];
   SealedChunkNonce(index, last, nonce);
   if (k.aes) {
     Aes256GcmTag(k.aes_keys, te, k.aes_h, nonce, aad, 32, ct, static_cast<size_t>(len), tag);
   } else {
     ChaCha20Poly1305Tag(k.chacha_key, nonce, aad, 32, ct, static_cast<size_t>(len), tag);
   }
+}
+
+// Whether chunk `index` (ciphertext `ct` of `len` bytes, then its tag) is authentic.
+ENCLAVE_HD bool ChunkTagValid(const ChunkKeys& k, const uint32_t* te, const uint8_t aad[32], uint64_t index,
+                              bool last, const uint8_t* ct, uint64_t len) {
+  uint8_t tag[16];
+  ChunkTag(k, te, aad, index, last, ct, len, tag);
   return TagsEqual(tag, ct + len);
 }
 
-// Decrypts 64-byte unit `unit` of a chunk of `len` bytes.
+// Decrypts 64-byte unit `unit` of a chunk of `len` bytes. It XORs the keystream, so the
+// same call encrypts (`ct` is then the plaintext and `out` the ciphertext).
 ENCLAVE_HD void ChunkDecryptUnit(const ChunkKeys& k, const uint32_t* te, uint64_t index, bool last, const uint8_t* ct,
                                  uint8_t* out, uint64_t len, uint64_t unit) {
   uint8_t nonce[12];

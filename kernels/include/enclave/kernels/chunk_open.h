@@ -35,12 +35,24 @@ struct ChunkBatch {
 // CPU: `in` holds batch.InputBytes(), `out` receives batch.OutputBytes().
 Status OpenChunks(const crypto::SecretBytes& payload_key, const ChunkBatch& batch, const uint8_t* in, uint8_t* out);
 
+// Sealing, the inverse: `in` holds batch.OutputBytes() of plaintext (chunk i at
+// OutputOffset(i)), `out` receives batch.InputBytes(): each chunk's ciphertext followed by
+// its tag, byte for byte the chunks crypto::SealedFileWriter writes for the same payload
+// key and header digest. The CPU version is the reference for the GPU one (tests); the
+// product seals on the CPU with OpenSSL (crypto/).
+Status SealChunks(const crypto::SecretBytes& payload_key, const ChunkBatch& batch, const uint8_t* in, uint8_t* out);
+
 // True when this build has CUDA and a GPU is visible.
 bool GpuAvailable();
 
 // GPU: `device_in` and `device_out` are device pointers; runs on the default stream and
 // waits. On an authentication failure `device_out` is left untouched (never decrypted).
 Status OpenChunksOnGpu(const crypto::SecretBytes& payload_key, const ChunkBatch& batch, const uint8_t* device_in,
+                       uint8_t* device_out);
+
+// GPU: SealChunks with device pointers (plaintext in, ciphertext and tags out); runs on
+// the default stream and waits.
+Status SealChunksOnGpu(const crypto::SecretBytes& payload_key, const ChunkBatch& batch, const uint8_t* device_in,
                        uint8_t* device_out);
 
 }  // namespace enclave::kernels

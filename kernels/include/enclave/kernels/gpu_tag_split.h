@@ -203,13 +203,13 @@ ENCLAVE_HD void ChunkTagSegment(const ChunkKeys& k, const GhashTable& ht, uint64
   for (int i = 0; i < 5; ++i) mac.r[i] = mac.pad[i % 4] = 0;
 }
 
-// Combines the segments of one chunk and checks its tag (the 16 bytes after `ct`).
-// `t32` is the 4-bit table of H^32 (unused for ChaCha20-Poly1305).
-ENCLAVE_HD bool ChunkTagFinishValid(const ChunkKeys& k, const uint32_t* te, const GhashPowers& hp,
-                                    const GhashTable& t32, const uint8_t aad[32], uint64_t index, bool last,
-                                    const uint8_t* ct, uint64_t len, const TagPartial* parts, uint64_t n_parts) {
+// Combines the segments of one chunk of `len` bytes into its tag. `t32` is the 4-bit
+// table of H^32 (unused for ChaCha20-Poly1305).
+ENCLAVE_HD void ChunkTagFinish(const ChunkKeys& k, const uint32_t* te, const GhashPowers& hp, const GhashTable& t32,
+                               const uint8_t aad[32], uint64_t index, bool last, uint64_t len,
+                               const TagPartial* parts, uint64_t n_parts, uint8_t tag[16]) {
   const uint64_t blocks = (len + 15) / 16;
-  uint8_t nonce[12], tag[16];
+  uint8_t nonce[12];
   SealedChunkNonce(index, last, nonce);
   if (k.aes) {
     Gf128 acc{0, 0};  // sum of segment s times H^(blocks after segment s)
@@ -235,7 +235,7 @@ ENCLAVE_HD bool ChunkTagFinishValid(const ChunkKeys& k, const uint32_t* te, cons
     Aes256EncryptBlock(k.aes_keys, te, j0, mask);
     Gf128Store(y, s);
     for (int i = 0; i < 16; ++i) tag[i] = static_cast<uint8_t>(s[i] ^ mask[i]);
-    return TagsEqual(tag, ct + len);
+    return;
   }
   Poly1305 mac;
   ChunkPolyKey(k, index, last, &mac);
@@ -272,6 +272,14 @@ ENCLAVE_HD bool ChunkTagFinishValid(const ChunkKeys& k, const uint32_t* te, cons
   mac.Block(lengths, 1u << 24);
   mac.Final(tag);
   for (int i = 0; i < 5; ++i) mac.r[i] = r32[i] = mac.pad[i % 4] = 0;
+}
+
+// ChunkTagFinish, then whether the tag equals the 16 bytes after the ciphertext `ct`.
+ENCLAVE_HD bool ChunkTagFinishValid(const ChunkKeys& k, const uint32_t* te, const GhashPowers& hp,
+                                    const GhashTable& t32, const uint8_t aad[32], uint64_t index, bool last,
+                                    const uint8_t* ct, uint64_t len, const TagPartial* parts, uint64_t n_parts) {
+  uint8_t tag[16];
+  ChunkTagFinish(k, te, hp, t32, aad, index, last, len, parts, n_parts, tag);
   return TagsEqual(tag, ct + len);
 }
 
