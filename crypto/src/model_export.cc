@@ -316,6 +316,18 @@ Result<ModelExportInfo> SealModelToFile(const ExportPublicKey& to, ByteSpan mode
   return ModelExportInfo{writer->header(), writer->metadata(), sink.Final()};
 }
 
+Result<ModelExportInfo> SealModelWithChunkSealer(const ExportPublicKey& to, uint64_t payload_length,
+                                                 const ModelSealOptions& options, const std::string& out_path,
+                                                 bool overwrite, const ChunkSealFn& seal_chunks) {
+  ASSIGN_OR_RETURN(AtomicOutputFile out, AtomicOutputFile::Create(out_path, overwrite));
+  HashingFileSink sink(&out);
+  ASSIGN_OR_RETURN(auto writer, ModelExportWriter::Create(to, payload_length, options, &sink));
+  RETURN_IF_ERROR(seal_chunks(*writer));
+  RETURN_IF_ERROR(writer->Finish());
+  RETURN_IF_ERROR(out.Commit());
+  return ModelExportInfo{writer->header(), writer->metadata(), sink.Final()};
+}
+
 Result<ModelExportInfo> SealModelFileToFile(const ExportPublicKey& to, const std::string& in_path,
                                             const ModelSealOptions& options, const std::string& out_path,
                                             bool overwrite, const ModelProgressFn& progress) {

@@ -228,6 +228,7 @@ Result<std::unique_ptr<SealedFileWriter>> SealedFileWriter::Create(const SealPar
   if (bytes.size() != h.header_length) return Internal("sealed header length mismatch");
   h.header_digest = Sha256(bytes);
   ASSIGN_OR_RETURN(w->aead_, Aead::Create(params.suite, k.payload_key));
+  w->payload_key_ = std::move(k.payload_key);
   ASSIGN_OR_RETURN(w->buffer_, SecretBytes::Create(params.chunk_size));
   w->out_.resize(params.chunk_size + kAeadTagBytes);
   w->sink_ = sink;
@@ -246,8 +247,25 @@ Status SealedFileWriter::SealBuffered(bool last) {
   return OkStatus();
 }
 
+Status SealedFileWriter::AppendSealed(ByteSpan sealed_chunks) {
+  if (finished_) return FailedPrecondition("append after finish");
+  if (appended_ != 0) return FailedPrecondition("sealed chunks appended to a writer fed plaintext");
+  const uint64_t want = header_.FileSize() - header_.header_length;
+  const uint64_t at = sealed_bytes_ + sealed_chunks.size();
+  // Whole chunks only: the piece must end where a chunk ends.
+  const uint64_t stride = uint64_t{header_.params.chunk_size} + kAeadTagBytes;
+  if (at > want || (at != want && at % stride != 0)) {
+    return InvalidInput("sealed chunks end at byte " + std::to_string(at) + " of " + std::to_string(want) +
+                        ", not at a chunk boundary");
+  }
+  RETURN_IF_ERROR(sink_->Write(sealed_chunks));
+  sealed_bytes_ = at;
+  return OkStatus();
+}
+
 Status SealedFileWriter::Append(ByteSpan plaintext) {
   if (finished_) return FailedPrecondition("append after finish");
+  if (sealed_bytes_ != 0) return FailedPrecondition("plaintext appended to a writer fed sealed chunks");
   if (plaintext.size() > header_.params.payload_length - appended_) {
     return InvalidInput("more payload than the header announced (" +
                         std::to_string(header_.params.payload_length) + " bytes)");
@@ -268,6 +286,15 @@ Status SealedFileWriter::Append(ByteSpan plaintext) {
 
 Status SealedFileWriter::Finish() {
   if (finished_) return FailedPrecondition("finished twice");
+  if (sealed_bytes_ != 0) {
+    const uint64_t want = header_.FileSize() - header_.header_length;
+    if (sealed_bytes_ != want) {
+      return InvalidInput("sealed chunks ended after " + std::to_string(sealed_bytes_) + " of " +
+                          std::to_string(want) + " bytes");
+    }
+    finished_ = true;
+    return OkStatus();
+  }
   if (appended_ != header_.params.payload_length) {
     return InvalidInput("payload ended after " + std::to_string(appended_) + " of " +
                         std::to_string(header_.params.payload_length) + " announced bytes");

@@ -2,7 +2,6 @@
 
 #include "enclave/kernels/chunk_math.h"
 #include "enclave/kernels/chunk_open.h"
-#include "enclave/kernels/device_digest.h"
 #include "chunk_keys.h"
 #if ENCLAVE_HAVE_CUDA
 #include "chunk_open_gpu.h"
@@ -146,12 +145,6 @@ Status SealChunksOnGpu(const crypto::SecretBytes& payload_key, const ChunkBatch&
   return OkStatus();
 }
 
-Result<std::array<uint8_t, 32>> Sha256OnGpu(const uint8_t* device_data, uint64_t len) {
-  std::array<uint8_t, 32> out{};
-  char error[256] = "";
-  if (!gpu::Sha256(device_data, len, out.data(), error, sizeof error)) return Unavailable(error);
-  return out;
-}
 #else
 bool GpuAvailable() { return false; }
 
@@ -159,13 +152,6 @@ Status SealChunksOnGpu(const crypto::SecretBytes&, const ChunkBatch&, const uint
   return Unsupported("this build has no CUDA kernels (nvcc was not found at configure time)");
 }
 
-Result<std::array<uint8_t, 32>> Sha256OnGpu(const uint8_t*, uint64_t) {
-  return Unsupported("this build has no CUDA kernels (nvcc was not found at configure time)");
-}
-
-Status OpenChunksOnGpu(const crypto::SecretBytes&, const ChunkBatch&, const uint8_t*, uint8_t*) {
-  return Unsupported("this build has no CUDA kernels (nvcc was not found at configure time)");
-}
 #endif
 
 }  // namespace enclave::kernels

@@ -106,6 +106,67 @@ TEST_F(ModelExportTest, RoundTripBytesAllSizesBothSuites) {
   }
 }
 
+// Chunks sealed outside the writer (as the GPU does) with its payload key: `pieces` chunks
+// per AppendSealed call.
+Status SealChunksOutside(ModelExportWriter& w, const std::vector<uint8_t>& model, uint64_t pieces) {
+  const SealedHeader& h = w.header();
+  ASSIGN_OR_RETURN(auto aead, Aead::Create(h.params.suite, w.payload_key()));
+  std::vector<uint8_t> batch;
+  for (uint64_t i = 0; i < h.chunk_count; ++i) {
+    const uint64_t n = h.ChunkPlaintextSize(i);
+    std::vector<uint8_t> sealed(n + kAeadTagBytes);
+    RETURN_IF_ERROR(aead->Seal(ChunkNonce(i, i + 1 == h.chunk_count), h.header_digest,
+                               ByteSpan(model.data() + i * h.params.chunk_size, n), sealed));
+    batch.insert(batch.end(), sealed.begin(), sealed.end());
+    if ((i + 1) % pieces == 0 || i + 1 == h.chunk_count) {
+      RETURN_IF_ERROR(w.AppendSealed(batch));
+      batch.clear();
+    }
+  }
+  return OkStatus();
+}
+
+TEST_F(ModelExportTest, ChunksSealedOutsideTheWriterOpenLikeAnyModel) {
+  for (Suite suite : {Suite::kAes256Gcm, Suite::kChaCha20Poly1305}) {
+    for (size_t n : {0, 1, 64, 1000}) {
+      SCOPED_TRACE(std::string(SuiteName(suite)) + " " + std::to_string(n) + " bytes");
+      const auto model = PatternBytes(n, static_cast<uint32_t>(n) + 3);
+      const std::string path = dir_.File("outside.sealed");
+      ASSERT_OK_AND_ASSIGN(ModelExportInfo info,
+                           SealModelWithChunkSealer(pub_, n, Options(64, suite), path, /*overwrite=*/true,
+                                                    [&](ModelExportWriter& w) { return SealChunksOutside(w, model, 3); }));
+      EXPECT_EQ(info.file_digest, Sha256(ReadAll(path)));
+      ASSERT_OK_AND_ASSIGN(SecretBytes mem, OpenModelToMemory(path, *ks_, 1 << 20));
+      ASSERT_EQ(mem.size(), n);
+      EXPECT_TRUE(std::equal(model.begin(), model.end(), mem.ExposeSecret().begin()));
+    }
+  }
+}
+
+TEST_F(ModelExportTest, ChunksSealedOutsideMustBeWholeAndComplete) {
+  const auto model = PatternBytes(1000, 5);  // 16 chunks of 64 bytes
+  const std::string path = dir_.File("partial.sealed");
+  auto seal = [&](const ChunkSealFn& fn) {
+    return SealModelWithChunkSealer(pub_, model.size(), Options(64), path, /*overwrite=*/true, fn).status();
+  };
+  // A piece that ends inside a chunk.
+  EXPECT_CODE(seal([](ModelExportWriter& w) { return w.AppendSealed(std::vector<uint8_t>(81)); }),
+              Code::kInvalidInput);
+  // Fewer chunks than the header announced: Finish refuses.
+  EXPECT_CODE(seal([](ModelExportWriter& w) { return w.AppendSealed(std::vector<uint8_t>(80)); }),
+              Code::kInvalidInput);
+  // More than the file holds.
+  EXPECT_CODE(seal([](ModelExportWriter& w) { return w.AppendSealed(std::vector<uint8_t>(17 * 80)); }),
+              Code::kInvalidInput);
+  // Plaintext and sealed chunks mixed.
+  EXPECT_CODE(seal([&](ModelExportWriter& w) {
+                RETURN_IF_ERROR(w.Append(ByteSpan(model.data(), 10)));
+                return w.AppendSealed(std::vector<uint8_t>(80));
+              }),
+              Code::kFailedPrecondition);
+  EXPECT_FALSE(fs::exists(path)) << "a refused model must leave no file";
+}
+
 TEST_F(ModelExportTest, StreamsAFileAndEveryFileIsFresh) {
   const auto model = PatternBytes(5 * 4096 + 17, 9);
   const std::string in = dir_.File("model.bin");

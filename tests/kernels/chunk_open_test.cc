@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <functional>
 #include <random>
 #include <string>
@@ -17,7 +18,9 @@
 #include "enclave/crypto/sealed_file.h"
 #include "enclave/kernels/aes256_gcm.h"
 #include "enclave/kernels/chacha20_poly1305.h"
-#include "enclave/kernels/device_digest.h"
+#include "enclave/crypto/keystore.h"
+#include "enclave/crypto/model_export.h"
+#include "enclave/kernels/device_seal.h"
 #include "enclave/kernels/sha256.h"
 #if ENCLAVE_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -356,6 +359,104 @@ TEST(Sha256, GpuMatchesOpenSsl) {
   }
   cudaFree(d);
 #endif
+}
+
+// A tenant keystore with an export key, in a fresh directory.
+class DeviceSeal : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/enclave-device-seal-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    const std::string ks_path = dir_ + "/tenant.keystore";
+    const std::string pass = "device seal test passphrase";
+    passphrase_ = *SecretBytes::CopyFrom({reinterpret_cast<const uint8_t*>(pass.data()), pass.size()});
+    ASSERT_TRUE(crypto::Keystore::Init(ks_path, passphrase_, crypto::KdfParams{2, 19ull << 20}).ok());
+    auto ks = crypto::Keystore::Unlock(ks_path, passphrase_);
+    ASSERT_TRUE(ks.ok());
+    ks_ = std::make_unique<crypto::Keystore>(std::move(ks).value());
+    ASSERT_TRUE(ks_->CreateExportKey("tenant-export").ok());
+    pub_ = *crypto::ExportPublicKeyOf(*ks_, "");
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  crypto::ModelSealOptions Options(crypto::Suite suite, uint32_t chunk) const {
+    crypto::ModelSealOptions o;
+    o.suite = suite;
+    o.chunk_size = chunk;
+    o.info.format_id = "device-seal-test/1";
+    return o;
+  }
+
+  // The model the file opens to with the tenant keystore.
+  std::vector<uint8_t> Open(const std::string& path) const {
+    auto mem = crypto::OpenModelToMemory(path, *ks_, 64u << 20);
+    EXPECT_TRUE(mem.ok()) << mem.status().message();
+    if (!mem.ok()) return {};
+    return {mem->ExposeSecret().begin(), mem->ExposeSecret().end()};
+  }
+
+  std::string dir_;
+  SecretBytes passphrase_;
+  std::unique_ptr<crypto::Keystore> ks_;
+  crypto::ExportPublicKey pub_;
+};
+
+// The host side of SealDeviceModelToFile with the CPU sealer in place of the GPU's.
+TEST_F(DeviceSeal, BatchedChunksOpenWithTheTenantKeystore) {
+  for (crypto::Suite suite : {crypto::Suite::kAes256Gcm, crypto::Suite::kChaCha20Poly1305}) {
+    for (uint64_t len : {0ull, 1ull, 4096ull, 100003ull}) {
+      std::mt19937 rng(static_cast<unsigned>(len) + 5);
+      const std::vector<uint8_t> model = RandomVector(rng, len);
+      const std::string path = dir_ + "/batched.sealed";
+      int batches = 0;
+      auto info = crypto::SealModelWithChunkSealer(
+          pub_, len, Options(suite, 4096), path, /*overwrite=*/true, [&](crypto::ModelExportWriter& w) {
+            return SealModelInBatches(w, 3 * (4096 + 16), [&](const ChunkBatch& batch, uint8_t* out) {
+              ++batches;
+              return SealChunks(w.payload_key(), batch, model.data() + batch.first_index * 4096, out);
+            });
+          });
+      ASSERT_TRUE(info.ok()) << info.status().message();
+      EXPECT_EQ(batches, static_cast<int>((info->header.chunk_count + 2) / 3)) << len;
+      EXPECT_EQ(Open(path), model) << len;
+    }
+  }
+}
+
+TEST_F(DeviceSeal, GpuSealedModelOpensToTheSameBytes) {
+  if (!GpuAvailable()) GTEST_SKIP() << "no GPU (or built without CUDA): the GPU path is checked by scripts/gpu-check";
+#if ENCLAVE_HAVE_CUDA
+  for (crypto::Suite suite : {crypto::Suite::kAes256Gcm, crypto::Suite::kChaCha20Poly1305}) {
+    for (uint64_t len : {0ull, 3'000'001ull}) {
+      std::mt19937 rng(static_cast<unsigned>(len) + 9);
+      const std::vector<uint8_t> model = RandomVector(rng, len);
+      uint8_t* d = nullptr;
+      ASSERT_EQ(cudaMalloc(&d, len + 1), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(d, model.data(), len, cudaMemcpyHostToDevice), cudaSuccess);
+      const std::string path = dir_ + "/gpu.sealed";
+      auto info = SealDeviceModelToFile(pub_, d, len, Options(suite, 65536), path, /*overwrite=*/true);
+      ASSERT_TRUE(info.ok()) << info.status().message();
+      EXPECT_EQ(Open(path), model) << len;
+      auto digest = Sha256OnGpu(d, len);
+      ASSERT_TRUE(digest.ok()) << digest.status().message();
+      const crypto::Digest256 want = crypto::Sha256(model);
+      EXPECT_TRUE(std::equal(want.begin(), want.end(), digest->begin())) << len;
+      cudaFree(d);
+    }
+  }
+#endif
+}
+
+TEST(DeviceSealWithoutGpu, RefusesCleanly) {
+  if (GpuAvailable()) GTEST_SKIP() << "a GPU is present";
+  crypto::ExportPublicKey pub;
+  EXPECT_NE(Sha256OnGpu(nullptr, 0).status().code(), Code::kOk);
+  EXPECT_NE(SealDeviceModelToFile(pub, nullptr, 0, crypto::ModelSealOptions{}, "/tmp/never-written", false)
+                .status()
+                .code(),
+            Code::kOk);
+  EXPECT_FALSE(std::filesystem::exists("/tmp/never-written"));
 }
 
 }  // namespace

@@ -110,6 +110,10 @@ class ModelExportWriter {
   // Fails unless exactly payload_length bytes were appended.
   Status Finish();
   const SealedHeader& header() const { return writer_->header(); }
+  // A model sealed elsewhere (its plaintext in GPU memory): SealedFileWriter's
+  // payload_key() and AppendSealed().
+  const SecretBytes& payload_key() const { return writer_->payload_key(); }
+  Status AppendSealed(ByteSpan sealed_chunks) { return writer_->AppendSealed(sealed_chunks); }
   const ModelMetadata& metadata() const { return meta_; }
 
  private:
@@ -133,6 +137,15 @@ Result<ModelExportInfo> SealModelToFile(const ExportPublicKey& to, ByteSpan mode
 Result<ModelExportInfo> SealModelFileToFile(const ExportPublicKey& to, const std::string& in_path,
                                             const ModelSealOptions& options, const std::string& out_path,
                                             bool overwrite, const ModelProgressFn& progress = {});
+
+// The same, for a model whose plaintext is not in this process's memory (a model in GPU
+// memory: kernels::SealDeviceModelToFile): `seal_chunks` gets the writer, whose header
+// is written, and must AppendSealed every chunk of `payload_length` bytes under its
+// payload_key() and header() (chunk geometry, header digest as the chunks' AAD).
+using ChunkSealFn = std::function<Status(ModelExportWriter& writer)>;
+Result<ModelExportInfo> SealModelWithChunkSealer(const ExportPublicKey& to, uint64_t payload_length,
+                                                 const ModelSealOptions& options, const std::string& out_path,
+                                                 bool overwrite, const ChunkSealFn& seal_chunks);
 
 // --- Opening (the tenant's side) ---
 

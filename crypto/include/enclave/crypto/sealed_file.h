@@ -125,14 +125,24 @@ class SealedFileWriter {
   static Result<std::unique_ptr<SealedFileWriter>> Create(const SealParams& params,
                                                           const SecretBytes& dek, ByteSink* sink);
   Status Append(ByteSpan plaintext);
-  // Fails unless exactly payload_length bytes were appended.
+  // Fails unless exactly payload_length bytes were appended (or, after AppendSealed, the
+  // whole file's sealed chunks).
   Status Finish();
   const SealedHeader& header() const { return header_; }
+
+  // For a payload sealed elsewhere, so that its plaintext never reaches this process's
+  // memory (kernels::SealChunksOnGpu seals a model in GPU memory): the file's payload key,
+  // and chunks already sealed under it (each chunk's ciphertext and tag, in order, in
+  // pieces of whole chunks) to write after the header. Not to be mixed with Append.
+  const SecretBytes& payload_key() const { return payload_key_; }
+  Status AppendSealed(ByteSpan sealed_chunks);
 
  private:
   SealedFileWriter() = default;
   Status SealBuffered(bool last);
   SealedHeader header_;
+  SecretBytes payload_key_;
+  uint64_t sealed_bytes_ = 0;  // written by AppendSealed
   std::unique_ptr<Aead> aead_;
   ByteSink* sink_ = nullptr;
   SecretBytes buffer_;  // plaintext staging: locked memory
