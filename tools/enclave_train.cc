@@ -33,6 +33,7 @@
 #include "enclave/train/job.h"
 #include "enclave/train/metrics.h"
 #include "enclave/train/model_file.h"
+#include "enclave/train/model_seal.h"
 #include "enclave/train/nccl_collective.h"
 #include "enclave/train/plot.h"
 #include "enclave/train/predict.h"
@@ -84,8 +85,11 @@ constexpr uint64_t kMaxModelBytes = uint64_t{2} << 30;
 
 json Num(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 
-std::string ParamsDigest(const LockedArray<float>& params) {
-  return HexEncode(crypto::Sha256({reinterpret_cast<const uint8_t*>(params.data()), params.size() * sizeof(float)}));
+// parameters_sha256: the SHA-256 of the parameters' float32 bytes, computed where they
+// stay (on the GPU backend, on the device).
+Result<std::string> ParamsDigest(Backend& backend, const TrainResult& r) {
+  ASSIGN_OR_RETURN(const crypto::Digest256 d, DigestResident(backend, r.Resident().params, r.shape.parameter_count()));
+  return HexEncode(d);
 }
 
 json EpochJson(const EpochMetrics& m, uint32_t metrics) {
@@ -329,27 +333,28 @@ std::string OutPath(const Session& s, const std::string& name) {
 
 // The accuracy of the final model over every row of the job's datasets (training and
 // validation), computed as `predict` computes it: the number a data owner gets back by
-// running `predict` on the same data.
+// running `predict` on the same data. The model and loaded data stay in backend memory.
 // Streamed data is read again in pieces of whole prediction batches (kEvalBatch rows from
 // row 0, as predict batches them), so every row's prediction is the same bits.
-Result<double> AllRowsAccuracy(Backend& backend, const ModelFile& model, const LoadedData& data) {
+Result<double> AllRowsAccuracy(Backend& backend, const ResidentModel& model, const LoadedData& data) {
+  const uint32_t classes = model.shape.classes;
   if (data.table == nullptr) {
-    ASSIGN_OR_RETURN(LockedArray<float> x, LockedArray<float>::Create(data.rows * data.features));
-    RETURN_IF_ERROR(backend.Download(x.data(), data.x, x.size()));
-    ASSIGN_OR_RETURN(LockedArray<float> probs, PredictProbabilities(backend, model, x.data(), data.rows));
-    return Accuracy(probs.data(), data.labels.data(), data.rows, model.shape.classes);
+    ASSIGN_OR_RETURN(LockedArray<float> probs, PredictResident(backend, model, data.x, data.rows));
+    return Accuracy(probs.data(), data.labels.data(), data.rows, classes);
   }
   const size_t F = data.features, width = data.table->width(), piece = 64 * kEvalBatch;
   const size_t most = static_cast<size_t>(std::min<uint64_t>(piece, data.rows));  // rows in the largest piece
   ASSIGN_OR_RETURN(LockedArray<float> records, LockedArray<float>::Create(most * width));
   ASSIGN_OR_RETURN(LockedArray<float> x, LockedArray<float>::Create(most * F));
+  ASSIGN_OR_RETURN(OwnedBuffer xd, AllocOwned(backend, most * F));
   uint64_t correct = 0;
   for (uint64_t first = 0; first < data.rows; first += piece) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(piece, data.rows - first));
     RETURN_IF_ERROR(data.table->Read(first, n, records.data()));
     for (size_t r = 0; r < n; ++r) std::copy_n(records.data() + r * width, F, x.data() + r * F);
-    ASSIGN_OR_RETURN(LockedArray<float> probs, PredictProbabilities(backend, model, x.data(), n));
-    const double acc = Accuracy(probs.data(), data.labels.data() + first, n, model.shape.classes);
+    RETURN_IF_ERROR(backend.Upload(xd, x.data(), n * F));
+    ASSIGN_OR_RETURN(LockedArray<float> probs, PredictResident(backend, model, xd, n));
+    const double acc = Accuracy(probs.data(), data.labels.data() + first, n, classes);
     correct += static_cast<uint64_t>(std::llround(acc * static_cast<double>(n)));
   }
   return static_cast<double>(correct) / static_cast<double>(data.rows);
@@ -530,6 +535,7 @@ Status Run(const Args& args) {
   EpochLine line(!args.json(), s.job.epochs);
   uint32_t epoch = resume ? resume->epoch : 1;
   TrainCallbacks cb = Callbacks(args, s.job, &line, json::object(), &epoch);
+  cb.model_stays_on_backend = true;  // sealed where it is (on the GPU backend: on the device)
   uint64_t written = 0;
   std::string last_checkpoint;
   std::function<bool()> lease_ended = [] { return false; };
@@ -592,24 +598,24 @@ Status Run(const Args& args) {
     }
     return OkStatus();
   }
+  ASSIGN_OR_RETURN(const std::string params_digest, ParamsDigest(*s.backend, r));
   if (!writes_outputs) {
     // Rank 0 holds the same parameters (the all-reduce hands every rank the same bits)
     // and writes the outputs; this rank reports what it trained.
     const EpochMetrics& f = r.epochs.back();
     if (args.json()) {
       EmitLine({{"event", "done"}, {"ok", true}, {"rank", dist.rank}, {"world_size", dist.world_size},
-                {"final", EpochJson(f, s.job.metrics)}, {"parameters_sha256", ParamsDigest(r.params)},
+                {"final", EpochJson(f, s.job.metrics)}, {"parameters_sha256", params_digest},
                 {"ring_bytes_sent", ring != nullptr ? json(ring->bytes_sent()) : json(nullptr)}});
     } else {
       std::printf("rank %u of %u: trained %s for %u epochs, validation accuracy %.4f\nparameters sha256 %s\n",
                   dist.rank, dist.world_size, s.job.name.c_str(), s.job.epochs, f.val_accuracy,
-                  ParamsDigest(r.params).c_str());
+                  params_digest.c_str());
     }
     return OkStatus();
   }
 
-  ASSIGN_OR_RETURN(ModelFile model, MakeModelFile(r.shape, s.data.schema, r.mean, r.inv_std, r.params));
-  ASSIGN_OR_RETURN(double all_rows_accuracy, AllRowsAccuracy(*s.backend, model, s.data));
+  ASSIGN_OR_RETURN(double all_rows_accuracy, AllRowsAccuracy(*s.backend, r.Resident(), s.data));
   json report = ReportHeader(args, s, "run");
   report["model"] = ModelJson(r);
   report["train_rows"] = r.train_rows;
@@ -628,7 +634,7 @@ Status Run(const Args& args) {
   report["epochs"] = epochs;
   report["final"] = EpochJson(r.epochs.back(), s.job.metrics);
   report["all_rows"] = {{"rows", s.data.rows}, {"accuracy", Num(all_rows_accuracy)}};
-  report["parameters_sha256"] = ParamsDigest(r.params);
+  report["parameters_sha256"] = params_digest;
   report["checkpoints"] = {{"every_steps", s.job.checkpoint.every_steps},
                            {"dir", ckpt_key ? json(ckpt_dir) : json(nullptr)},
                            {"written", written}};
@@ -642,17 +648,18 @@ Status Run(const Args& args) {
 
   json exported = nullptr;
   if (export_key) {
-    ASSIGN_OR_RETURN(crypto::SecretBytes bytes, EncodeModelFile(model));
     crypto::ModelSealOptions opt;
     opt.info.format_id = kModelFormatId;
     opt.info.job_digest = s.job.digest;
-    ASSIGN_OR_RETURN(crypto::ModelExportInfo info,
-                     crypto::SealModelToFile(*export_key, bytes.ExposeSecret(), opt, model_path, force));
+    ASSIGN_OR_RETURN(const SealedModel sealed,
+                     SealResidentModel(*s.backend, r.Resident(), s.data.schema, *export_key, opt, model_path, force));
+    const crypto::ModelExportInfo& info = sealed.info;
     exported = {{"file", model_path},
                 {"sha256", HexEncode(info.file_digest)},
                 {"format_id", kModelFormatId},
-                {"plaintext_bytes", bytes.size()},
-                {"plaintext_sha256", HexEncode(crypto::Sha256(bytes.ExposeSecret()))},
+                {"plaintext_bytes", sealed.plaintext_bytes},
+                {"plaintext_sha256", HexEncode(sealed.plaintext_sha256)},
+                {"sealed_on", s.backend->kind()},
                 {"suite", std::string(crypto::SuiteName(info.header.params.suite))},
                 {"export_key",
                  {{"file", key_path},
@@ -710,7 +717,7 @@ Status Run(const Args& args) {
     std::printf("trained %s on %zu rows (%zu validation) for %u epochs on %s\n"
                 "validation accuracy %.4f, ROC AUC %.4f, loss %.4f\nparameters sha256 %s\n",
                 s.job.name.c_str(), r.train_rows, r.val_rows, s.job.epochs, s.backend->Describe().c_str(),
-                f.val_accuracy, f.val_auc, f.val_loss, ParamsDigest(r.params).c_str());
+                f.val_accuracy, f.val_auc, f.val_loss, params_digest.c_str());
     if (export_key) {
       std::printf("model: %s (sealed to export key '%s', sha256 %s)\n", model_path.c_str(), export_key->name.c_str(),
                   exported["sha256"].get<std::string>().c_str());
@@ -823,6 +830,7 @@ Status Cv(const Args& args) {
   };
   // The callbacks change per fold; CrossValidate takes them once, so forward through this.
   TrainCallbacks forward;
+  forward.model_stays_on_backend = true;  // only the digests of the folds' parameters are reported
   forward.on_step = [&](uint64_t d, uint64_t t) { cb.on_step(d, t); };
   forward.on_epoch = [&](const EpochMetrics& m) { cb.on_epoch(m); };
 #ifdef ENCLAVE_HAVE_ATTESTED_MODE
@@ -850,7 +858,7 @@ Status Cv(const Args& args) {
     j["fold"] = i + 1;
     j["train_rows"] = r.train_rows;
     j["val_rows"] = r.val_rows;
-    j["parameters_sha256"] = ParamsDigest(r.params);
+    ASSIGN_OR_RETURN(j["parameters_sha256"], ParamsDigest(*s.backend, r));
     fj.push_back(j);
   }
   report["folds"] = fj;

@@ -18,12 +18,17 @@
 #include <string>
 #include <vector>
 
+#include "enclave/crypto/hash.h"
 #include "enclave/crypto/keystore.h"
+#include "enclave/crypto/model_export.h"
 #include "enclave/dataset/sealed_dataset.h"
 #include "enclave/kernels/chunk_open.h"
 #include "enclave/train/backend.h"
 #include "enclave/train/data.h"
 #include "enclave/train/job.h"
+#include "enclave/train/model_file.h"
+#include "enclave/train/model_seal.h"
+#include "enclave/train/predict.h"
 #include "enclave/train/trainer.h"
 
 namespace enclave::train {
@@ -104,6 +109,23 @@ TEST_F(GpuBackendTest, UploadFillDownload) {
   ExpectClose(p, kExact, "Fill");
   auto fresh = std::move(AllocOwned(*gpu_, 77)).value();
   EXPECT_EQ(Down(*gpu_, fresh), std::vector<float>(77, 0.0f)) << "Alloc must zero-fill";
+}
+
+TEST_F(GpuBackendTest, ByteWritesAtAnyOffset) {
+  auto v = Random(101, -5, 5);
+  auto p = Both(v);
+  const uint8_t head[7] = {1, 2, 3, 4, 5, 6, 7};
+  for (size_t at : {size_t{0}, size_t{3}, size_t{7}}) {
+    auto g = std::move(AllocOwned(*gpu_, 120)).value();
+    auto c = std::move(AllocOwned(*cpu_, 120)).value();
+    ASSERT_TRUE(gpu_->UploadBytes(g, at, head, sizeof head).ok());
+    ASSERT_TRUE(cpu_->UploadBytes(c, at, head, sizeof head).ok());
+    ASSERT_TRUE(gpu_->CopyToBytes(g, at + sizeof head, p.gpu, 101).ok());
+    ASSERT_TRUE(cpu_->CopyToBytes(c, at + sizeof head, p.cpu, 101).ok());
+    EXPECT_EQ(Down(*gpu_, g), Down(*cpu_, c)) << "at " << at;
+    EXPECT_FALSE(gpu_->UploadBytes(g, 120 * 4 - 3, head, 4).ok()) << "past the end";
+    EXPECT_FALSE(gpu_->CopyToBytes(g, 20 * 4, p.gpu, 101).ok()) << "past the end";
+  }
 }
 
 TEST_F(GpuBackendTest, SplitRecordsAndGatherRows) {
@@ -461,6 +483,58 @@ TEST_F(GpuSealedTrainTest, TrainsFromSealedFileLikeTheCpuBackend) {
     ExpectWithin(c->params, g->params, kTrainTol, "final parameters");
     EXPECT_NEAR(g->epochs.back().train_loss, c->epochs.back().train_loss, 1e-3);
   }
+}
+
+// `enclave-train run` on the GPU: the model stays on the device and is sealed there. The
+// file must open to exactly the model file of the same GPU run's downloaded numbers (the
+// GPU backend is deterministic), with the same digests and predictions.
+TEST_F(GpuSealedTrainTest, ModelSealedOnTheDeviceIsTheDownloadedModel) {
+  const JobSpec job = Job(Seal(crypto::Suite::kAes256Gcm, "resident"));
+  auto data = LoadDatasets(*gpu_, job.datasets, &*ks_);
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  auto split = StratifiedSplit(data->labels, data->classes, job.validation_fraction, job.seed);
+  ASSERT_TRUE(split.ok());
+  auto downloaded = Train(*gpu_, job, *data, *split);
+  TrainCallbacks cb;
+  cb.model_stays_on_backend = true;
+  auto resident = Train(*gpu_, job, *data, *split, cb);
+  ASSERT_TRUE(downloaded.ok() && resident.ok());
+  EXPECT_EQ(resident->params.size(), 0u);
+  auto m = MakeModelFile(downloaded->shape, data->schema, downloaded->mean, downloaded->inv_std, downloaded->params);
+  ASSERT_TRUE(m.ok());
+  auto plain = EncodeModelFile(*m);
+  ASSERT_TRUE(plain.ok());
+  const size_t P = downloaded->shape.parameter_count();
+  auto digest = DigestResident(*gpu_, resident->Resident().params, P);
+  ASSERT_TRUE(digest.ok()) << digest.status().ToString();
+  EXPECT_EQ(*digest, crypto::Sha256({reinterpret_cast<const uint8_t*>(downloaded->params.data()), P * 4}));
+
+  if (!ks_->FindExportKey("").ok()) ASSERT_TRUE(ks_->CreateExportKey("export").ok());
+  auto pub = crypto::ExportPublicKeyOf(*ks_, "");
+  ASSERT_TRUE(pub.ok());
+  for (crypto::Suite suite : {crypto::Suite::kAes256Gcm, crypto::Suite::kChaCha20Poly1305}) {
+    crypto::ModelSealOptions opt;
+    opt.suite = suite;
+    opt.info.format_id = kModelFormatId;
+    opt.chunk_size = 256;  // many chunks
+    const std::string path = (dir_ / "resident.sealed").string();
+    auto sealed = SealResidentModel(*gpu_, resident->Resident(), data->schema, *pub, opt, path, true);
+    ASSERT_TRUE(sealed.ok()) << sealed.status().ToString();
+    EXPECT_EQ(sealed->plaintext_sha256, crypto::Sha256(plain->ExposeSecret()));
+    auto opened = crypto::OpenModelToMemory(path, *ks_, 1u << 30);
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    ASSERT_EQ(opened->size(), plain->size());
+    EXPECT_EQ(std::memcmp(opened->ExposeSecret().data(), plain->ExposeSecret().data(), plain->size()), 0)
+        << crypto::SuiteName(suite);
+  }
+  auto x = LockedArray<float>::Create(data->rows * data->features);
+  ASSERT_TRUE(x.ok());
+  ASSERT_TRUE(gpu_->Download(x->data(), data->x, x->size()).ok());  // the test's own check, not the product path
+  auto want = PredictProbabilities(*gpu_, *m, x->data(), data->rows);
+  auto got = PredictResident(*gpu_, resident->Resident(), data->x, data->rows);
+  ASSERT_TRUE(want.ok() && got.ok());
+  ASSERT_EQ(want->size(), got->size());
+  EXPECT_EQ(std::memcmp(want->data(), got->data(), want->size() * sizeof(float)), 0);
 }
 
 TEST_F(GpuSealedTrainTest, TamperedChunkAbortsBeforeTraining) {

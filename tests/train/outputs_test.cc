@@ -23,6 +23,7 @@
 #include "enclave/train/job.h"
 #include "enclave/train/metrics.h"
 #include "enclave/train/model_file.h"
+#include "enclave/train/model_seal.h"
 #include "enclave/train/plot.h"
 #include "enclave/train/predict.h"
 #include "enclave/train/trainer.h"
@@ -231,6 +232,61 @@ TEST_F(Outputs, ExportedModelPredictsAsTheTrainerEvaluated) {
     EXPECT_EQ(RocAuc(probs->data(), labels->data(), labels->size(), 2), f.val_auc);
     EXPECT_GT(f.val_accuracy, 0.85);
   }
+}
+
+// `enclave-train run` keeps the model in backend memory and seals it there (on the GPU
+// backend: on the device). On the CPU backend that path must give exactly the model file,
+// digests and predictions of the downloaded model.
+TEST_F(Outputs, ModelSealedWhereItLivesIsTheDownloadedModel) {
+  const JobSpec job = BreastJob("[model]\nhidden = [8]\nactivation = \"tanh\"\n[training]\nepochs = 2");
+  auto t = TrainJob(job);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  auto m = MakeModelFile(t->result.shape, t->data.schema, t->result.mean, t->result.inv_std, t->result.params);
+  ASSERT_TRUE(m.ok());
+  auto plain = EncodeModelFile(*m);
+  ASSERT_TRUE(plain.ok());
+
+  std::unique_ptr<Backend> backend = MakeCpuBackend();
+  auto data = LoadDatasets(*backend, job.datasets, nullptr);
+  ASSERT_TRUE(data.ok());
+  auto split = StratifiedSplit(data->labels, data->classes, job.validation_fraction, job.seed);
+  ASSERT_TRUE(split.ok());
+  TrainCallbacks cb;
+  cb.model_stays_on_backend = true;
+  auto r = Train(*backend, job, *data, *split, cb);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->params.size(), 0u);
+  EXPECT_EQ(r->mean.size(), 0u);
+  const size_t P = r->shape.parameter_count();
+
+  auto params_digest = DigestResident(*backend, r->Resident().params, P);
+  ASSERT_TRUE(params_digest.ok());
+  EXPECT_EQ(*params_digest, crypto::Sha256({reinterpret_cast<const uint8_t*>(t->result.params.data()), P * 4}));
+
+  if (!ks_->FindExportKey("").ok()) ASSERT_TRUE(ks_->CreateExportKey("export").ok());
+  auto pub = crypto::ExportPublicKeyOf(*ks_, "");
+  ASSERT_TRUE(pub.ok());
+  crypto::ModelSealOptions opt;
+  opt.info.format_id = kModelFormatId;
+  opt.chunk_size = 1000;  // several chunks
+  const std::string path = (dir_ / "resident.sealed").string();
+  auto sealed = SealResidentModel(*backend, r->Resident(), data->schema, *pub, opt, path, true);
+  ASSERT_TRUE(sealed.ok()) << sealed.status().ToString();
+  EXPECT_EQ(sealed->plaintext_bytes, plain->size());
+  EXPECT_EQ(sealed->plaintext_sha256, crypto::Sha256(plain->ExposeSecret()));
+  auto opened = crypto::OpenModelToMemory(path, *ks_, 1u << 30);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  ASSERT_EQ(opened->size(), plain->size());
+  EXPECT_EQ(std::memcmp(opened->ExposeSecret().data(), plain->ExposeSecret().data(), plain->size()), 0);
+
+  // Every row predicted from backend memory, as predict does from the opened model.
+  LockedArray<uint32_t> all = *LockedArray<uint32_t>::Create(t->data.rows);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint32_t>(i);
+  const LockedArray<float> x = Rows(*t, all);
+  auto want = PredictProbabilities(*t->backend, *m, x.data(), all.size());
+  auto got = PredictResident(*backend, r->Resident(), data->x, data->rows);
+  ASSERT_TRUE(want.ok() && got.ok());
+  EXPECT_TRUE(BitIdentical(*want, *got));
 }
 
 TEST_F(Outputs, FeatureCsvIsReadByColumnName) {

@@ -68,6 +68,28 @@ Status CpuBackend::Download(float* dst, Buffer src, size_t count) {
   return OkStatus();
 }
 
+// Byte range [at, at + n) inside a buffer of dst.size floats.
+static Status FitsBytes(const char* op, const Buffer& dst, size_t at, size_t n) {
+  if (n > 0 && (dst.data == nullptr || at > dst.size * sizeof(float) || n > dst.size * sizeof(float) - at)) {
+    return Internal(std::string(op) + ": bytes " + std::to_string(at) + "+" + std::to_string(n) +
+                    " outside a buffer of " + std::to_string(dst.size) + " floats");
+  }
+  return OkStatus();
+}
+
+Status CpuBackend::UploadBytes(Buffer dst, size_t at, const void* src, size_t n) {
+  RETURN_IF_ERROR(FitsBytes("UploadBytes", dst, at, n));
+  if (n > 0) std::memcpy(reinterpret_cast<uint8_t*>(dst.data) + at, src, n);
+  return OkStatus();
+}
+
+Status CpuBackend::CopyToBytes(Buffer dst, size_t at, Buffer src, size_t count) {
+  RETURN_IF_ERROR(Fits("CopyToBytes", src, count));
+  RETURN_IF_ERROR(FitsBytes("CopyToBytes", dst, at, count * sizeof(float)));
+  if (count > 0) std::memcpy(reinterpret_cast<uint8_t*>(dst.data) + at, src.data, count * sizeof(float));
+  return OkStatus();
+}
+
 Status CpuBackend::Fill(Buffer dst, float value) {
   for (size_t i = 0; i < dst.size; ++i) dst.data[i] = value;
   return OkStatus();

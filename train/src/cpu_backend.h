@@ -22,6 +22,8 @@ class CpuBackend final : public Backend {
   Status Upload(Buffer dst, const float* src, size_t count) override;
   Status Download(float* dst, Buffer src, size_t count) override;
   Status Fill(Buffer dst, float value) override;
+  Status UploadBytes(Buffer dst, size_t at, const void* src, size_t n) override;
+  Status CopyToBytes(Buffer dst, size_t at, Buffer src, size_t count) override;
   Status Synchronize() override { return OkStatus(); }
 
   Status SplitRecords(Buffer records, size_t rows, size_t features, Buffer x, Buffer y) override;

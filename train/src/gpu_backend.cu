@@ -184,6 +184,15 @@ Status Fits(const char* op, const Buffer& b, size_t need) {
   return OkStatus();
 }
 
+// Byte range [at, at + n) inside a buffer of dst.size floats.
+Status FitsBytes(const char* op, const Buffer& dst, size_t at, size_t n) {
+  if (n > 0 && (dst.data == nullptr || at > dst.size * sizeof(float) || n > dst.size * sizeof(float) - at)) {
+    return Internal(std::string(op) + ": bytes " + std::to_string(at) + "+" + std::to_string(n) +
+                    " outside a buffer of " + std::to_string(dst.size) + " floats");
+  }
+  return OkStatus();
+}
+
 class GpuBackend final : public Backend {
  public:
   static Result<std::unique_ptr<Backend>> Create() {
@@ -258,6 +267,24 @@ class GpuBackend final : public Backend {
     RETURN_IF_ERROR(CudaStatus(
         cudaMemcpyAsync(dst, src.data, count * sizeof(float), cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync"));
     return CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  }
+
+  Status UploadBytes(Buffer dst, size_t at, const void* src, size_t n) override {
+    RETURN_IF_ERROR(FitsBytes("UploadBytes", dst, at, n));
+    if (n == 0) return OkStatus();
+    RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(reinterpret_cast<uint8_t*>(dst.data) + at, src, n,
+                                               cudaMemcpyHostToDevice, stream_),
+                               "cudaMemcpyAsync"));
+    return CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");  // src may go after we return
+  }
+
+  Status CopyToBytes(Buffer dst, size_t at, Buffer src, size_t count) override {
+    RETURN_IF_ERROR(Fits("CopyToBytes", src, count));
+    RETURN_IF_ERROR(FitsBytes("CopyToBytes", dst, at, count * sizeof(float)));
+    if (count == 0) return OkStatus();
+    return CudaStatus(cudaMemcpyAsync(reinterpret_cast<uint8_t*>(dst.data) + at, src.data, count * sizeof(float),
+                                      cudaMemcpyDeviceToDevice, stream_),
+                      "cudaMemcpyAsync");
   }
 
   Status Fill(Buffer dst, float value) override {

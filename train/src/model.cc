@@ -103,4 +103,10 @@ Status Mlp::UploadParams(const float* host, size_t n) {
   return backend_->Upload(params_, host, n);
 }
 
+Status Mlp::CopyParams(Buffer src) {
+  const size_t n = shape_.parameter_count();
+  if (src.size < n) return Internal("Mlp::CopyParams: a buffer of " + std::to_string(src.size) + " floats");
+  return backend_->CopyToBytes(params_, 0, src, n);
+}
+
 }  // namespace enclave::train

@@ -12,7 +12,7 @@ namespace enclave::train {
 namespace {
 
 constexpr size_t kFixedBytes = 24;  // magic .. reserved, before the hidden sizes
-constexpr size_t kDigestBytes = 32;
+constexpr size_t kDigestBytes = kModelDigestBytes;
 
 Status ReadFloats(ByteReader& r, const char* field, size_t n, LockedArray<float>* out, bool positive) {
   ByteSpan raw;
@@ -32,19 +32,13 @@ Status ReadFloats(ByteReader& r, const char* field, size_t n, LockedArray<float>
 
 }  // namespace
 
-Result<crypto::SecretBytes> EncodeModelFile(const ModelFile& m) {
-  const ModelShape& s = m.shape;
-  const size_t F = s.inputs, P = s.parameter_count();
-  if (m.mean.size() != F || m.inv_std.size() != F || m.params.size() != P) {
-    return Internal("EncodeModelFile: array sizes do not match the shape");
+Result<std::vector<uint8_t>> EncodeModelHead(const ModelShape& s, const dataset::DatasetSchema& schema) {
+  if (s.hidden.size() > 16 || schema.feature_count() != s.inputs || schema.classes.size() != s.classes) {
+    return Internal("EncodeModelHead: shape and schema disagree");
   }
-  if (s.hidden.size() > 16 || m.schema.feature_count() != F || m.schema.classes.size() != s.classes) {
-    return Internal("EncodeModelFile: shape and schema disagree");
-  }
-  const std::vector<uint8_t> schema = dataset::EncodeSchema(m.schema);
-  const size_t total = kFixedBytes + 4 * s.hidden.size() + 4 + schema.size() + 4 * (2 * F + P) + kDigestBytes;
-  ASSIGN_OR_RETURN(crypto::SecretBytes out, crypto::SecretBytes::Create(total));
-  LeCursor c(out.ExposeSecretMutable());
+  const std::vector<uint8_t> encoded = dataset::EncodeSchema(schema);
+  std::vector<uint8_t> head(kFixedBytes + 4 * s.hidden.size() + 4 + encoded.size());
+  LeCursor c(head);
   c.Raw(kModelMagic, sizeof(kModelMagic));
   c.Le(kModelVersion, 2);
   c.Le(0, 2);  // flags
@@ -54,8 +48,23 @@ Result<crypto::SecretBytes> EncodeModelFile(const ModelFile& m) {
   c.Le(s.hidden.size(), 1);
   c.Le(0, 2);  // reserved
   for (uint32_t h : s.hidden) c.Le(h, 4);
-  c.Le(schema.size(), 4);
-  c.Raw(schema.data(), schema.size());
+  c.Le(encoded.size(), 4);
+  c.Raw(encoded.data(), encoded.size());
+  if (c.pos() != head.size()) return Internal("EncodeModelHead: size mismatch");
+  return head;
+}
+
+Result<crypto::SecretBytes> EncodeModelFile(const ModelFile& m) {
+  const ModelShape& s = m.shape;
+  const size_t F = s.inputs, P = s.parameter_count();
+  if (m.mean.size() != F || m.inv_std.size() != F || m.params.size() != P) {
+    return Internal("EncodeModelFile: array sizes do not match the shape");
+  }
+  ASSIGN_OR_RETURN(const std::vector<uint8_t> head, EncodeModelHead(s, m.schema));
+  const size_t total = head.size() + 4 * (2 * F + P) + kDigestBytes;
+  ASSIGN_OR_RETURN(crypto::SecretBytes out, crypto::SecretBytes::Create(total));
+  LeCursor c(out.ExposeSecretMutable());
+  c.Raw(head.data(), head.size());
   c.Array32(m.mean.data(), F);
   c.Array32(m.inv_std.data(), F);
   c.Array32(m.params.data(), P);

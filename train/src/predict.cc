@@ -91,29 +91,44 @@ Result<FeatureTable> ReadFeatureCsv(const std::string& path, const dataset::Data
   return t;
 }
 
-Result<LockedArray<float>> PredictProbabilities(Backend& backend, const ModelFile& model, const float* x,
-                                                size_t rows) {
+Result<LockedArray<float>> PredictResident(Backend& backend, const ResidentModel& model, Buffer x, size_t rows) {
   const ModelShape& shape = model.shape;
   const size_t F = shape.inputs, width = shape.outputs();
   if (rows == 0) return InvalidInput("no rows to predict");
+  if (x.size < rows * F) return Internal("PredictResident: fewer rows in x than asked for");
   ASSIGN_OR_RETURN(Mlp mlp, Mlp::Create(backend, shape, kEvalBatch, 0));
-  RETURN_IF_ERROR(mlp.UploadParams(model.params.data(), model.params.size()));
-  ASSIGN_OR_RETURN(OwnedBuffer mean, AllocOwned(backend, F));
-  ASSIGN_OR_RETURN(OwnedBuffer inv_std, AllocOwned(backend, F));
-  RETURN_IF_ERROR(backend.Upload(mean, model.mean.data(), F));
-  RETURN_IF_ERROR(backend.Upload(inv_std, model.inv_std.data(), F));
-  ASSIGN_OR_RETURN(OwnedBuffer xd, AllocOwned(backend, rows * F));
-  RETURN_IF_ERROR(backend.Upload(xd, x, rows * F));
-  RETURN_IF_ERROR(backend.Standardize(xd, rows, F, mean, inv_std));
+  RETURN_IF_ERROR(mlp.CopyParams(model.params));
+  ASSIGN_OR_RETURN(OwnedBuffer batch, AllocOwned(backend, kEvalBatch * F));
   ASSIGN_OR_RETURN(OwnedBuffer probs, AllocOwned(backend, rows * width));
   for (size_t off = 0; off < rows; off += kEvalBatch) {
     const size_t n = std::min(kEvalBatch, rows - off);
-    ASSIGN_OR_RETURN(Buffer logits, mlp.Forward(xd.get().Slice(off * F, n * F), n));
+    // Standardized per element: the same bits as standardizing every row first.
+    RETURN_IF_ERROR(backend.CopyToBytes(batch, 0, x.Slice(off * F, n * F), n * F));
+    RETURN_IF_ERROR(backend.Standardize(batch, n, F, model.mean, model.inv_std));
+    ASSIGN_OR_RETURN(Buffer logits, mlp.Forward(batch, n));
     RETURN_IF_ERROR(backend.Probabilities(shape.loss(), logits, n, shape.classes, probs.get().Slice(off * width, n * width)));
   }
   ASSIGN_OR_RETURN(LockedArray<float> host, LockedArray<float>::Create(rows * width));
   RETURN_IF_ERROR(backend.Download(host.data(), probs, rows * width));
   return host;
+}
+
+Result<LockedArray<float>> PredictProbabilities(Backend& backend, const ModelFile& model, const float* x,
+                                                size_t rows) {
+  const size_t F = model.shape.inputs, P = model.shape.parameter_count();
+  if (rows == 0) return InvalidInput("no rows to predict");
+  if (model.mean.size() != F || model.inv_std.size() != F || model.params.size() != P) {
+    return Internal("PredictProbabilities: the model's arrays do not match its shape");
+  }
+  ASSIGN_OR_RETURN(OwnedBuffer numbers, AllocOwned(backend, 2 * F + P));
+  RETURN_IF_ERROR(backend.Upload(numbers.get().Slice(0, F), model.mean.data(), F));
+  RETURN_IF_ERROR(backend.Upload(numbers.get().Slice(F, F), model.inv_std.data(), F));
+  RETURN_IF_ERROR(backend.Upload(numbers.get().Slice(2 * F, P), model.params.data(), P));
+  ASSIGN_OR_RETURN(OwnedBuffer xd, AllocOwned(backend, rows * F));
+  RETURN_IF_ERROR(backend.Upload(xd, x, rows * F));
+  const ResidentModel resident{model.shape, numbers.get().Slice(0, F), numbers.get().Slice(F, F),
+                               numbers.get().Slice(2 * F, P)};
+  return PredictResident(backend, resident, xd, rows);
 }
 
 uint32_t PredictedClass(const float* probs, size_t r, uint32_t classes) {

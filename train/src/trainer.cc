@@ -48,6 +48,27 @@ Status Evaluate(Backend& backend, Mlp& model, const Buffer& xv, const Buffer& yv
   return OkStatus();
 }
 
+// The trained numbers into the result: downloaded into the host arrays, or (with
+// model_stays_on_backend) copied into one backend buffer in the model file's order.
+// A stopped run's host result has the parameters only (host_mean false), as always.
+Status HandOverModel(Backend& backend, const TrainCallbacks& callbacks, const Mlp& model, Buffer mean, Buffer inv_std,
+                     size_t F, TrainResult* result, bool host_mean) {
+  const size_t P = model.shape().parameter_count();
+  if (callbacks.model_stays_on_backend) {
+    ASSIGN_OR_RETURN(result->resident, AllocOwned(backend, 2 * F + P));
+    RETURN_IF_ERROR(backend.CopyToBytes(result->resident, 0, mean, F));
+    RETURN_IF_ERROR(backend.CopyToBytes(result->resident, sizeof(float) * F, inv_std, F));
+    RETURN_IF_ERROR(backend.CopyToBytes(result->resident, sizeof(float) * 2 * F, model.params(), P));
+    return backend.Synchronize();
+  }
+  ASSIGN_OR_RETURN(result->params, model.DownloadParams());
+  if (!host_mean) return OkStatus();
+  ASSIGN_OR_RETURN(result->mean, LockedArray<float>::Create(F));
+  ASSIGN_OR_RETURN(result->inv_std, LockedArray<float>::Create(F));
+  RETURN_IF_ERROR(backend.Download(result->mean.data(), mean, F));
+  return backend.Download(result->inv_std.data(), inv_std, F);
+}
+
 // One optimizer step, layer by layer: weights with the job's l2 and weight decay, biases
 // without (as scikit-learn and common practice do: a penalty on the intercept would pull
 // the decision boundary towards the origin of the standardized features).
@@ -379,7 +400,7 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
       if (stop) {
         result.stopped = true;
         result.steps = step;
-        ASSIGN_OR_RETURN(result.params, model.DownloadParams());
+        RETURN_IF_ERROR(HandOverModel(backend, callbacks, model, mean, inv_std, F, &result, /*host_mean=*/false));
         return result;
       }
     }
@@ -410,11 +431,7 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
     if (callbacks.on_epoch) callbacks.on_epoch(m);
   }
   result.steps = step;
-  ASSIGN_OR_RETURN(result.params, model.DownloadParams());
-  ASSIGN_OR_RETURN(result.mean, LockedArray<float>::Create(F));
-  ASSIGN_OR_RETURN(result.inv_std, LockedArray<float>::Create(F));
-  RETURN_IF_ERROR(backend.Download(result.mean.data(), mean, F));
-  RETURN_IF_ERROR(backend.Download(result.inv_std.data(), inv_std, F));
+  RETURN_IF_ERROR(HandOverModel(backend, callbacks, model, mean, inv_std, F, &result, /*host_mean=*/true));
   return result;
 }
 

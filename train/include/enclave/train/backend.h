@@ -65,6 +65,11 @@ class Backend {
   virtual Status Upload(Buffer dst, const float* src, size_t count) = 0;
   virtual Status Download(float* dst, Buffer src, size_t count) = 0;
   virtual Status Fill(Buffer dst, float value) = 0;
+  // Byte-level writes, for assembling an output in backend memory (the model file, which
+  // model_seal.h seals there): `n` host bytes to byte offset `at` of `dst`; the bytes of
+  // `count` floats of `src` (as stored: little-endian) to byte offset `at` of `dst`.
+  virtual Status UploadBytes(Buffer dst, size_t at, const void* src, size_t n) = 0;
+  virtual Status CopyToBytes(Buffer dst, size_t at, Buffer src, size_t count) = 0;
   // Blocks until every queued operation has finished.
   virtual Status Synchronize() = 0;
 

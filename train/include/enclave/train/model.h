@@ -50,6 +50,8 @@ class Mlp {
   Result<LockedArray<float>> DownloadParams() const;
   // Replaces the parameters (a checkpoint, an exported model); n must be parameter_count().
   Status UploadParams(const float* host, size_t n);
+  // The same from backend memory (a model that stays there: model_seal.h).
+  Status CopyParams(Buffer src);
 
  private:
   Mlp() = default;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "enclave/common/bytes.h"
 #include "enclave/common/status.h"
@@ -29,8 +30,15 @@ struct ModelFile {
   LockedArray<float> params;           // ModelShape layout
 };
 
-// The file's bytes, in locked memory (the weights derive from the data).
+// The file's bytes, in locked memory (the weights derive from the data): the head, then
+// mean, inv_std and params as little-endian float32, then the SHA-256 of all before.
 Result<crypto::SecretBytes> EncodeModelFile(const ModelFile& model);
+
+// The head alone (magic .. schema): nothing secret, only the shape and the schema.
+Result<std::vector<uint8_t>> EncodeModelHead(const ModelShape& shape, const dataset::DatasetSchema& schema);
+
+// The digest that closes the file.
+inline constexpr size_t kModelDigestBytes = 32;
 
 // Strict: every field checked against its documented range, the shape against the
 // schema, every number finite, the digest, the exact end. kInvalidInput (kUnsupported for

@@ -12,6 +12,7 @@
 #include "enclave/train/backend.h"
 #include "enclave/train/locked.h"
 #include "enclave/train/model_file.h"
+#include "enclave/train/model_seal.h"
 
 namespace enclave::train {
 
@@ -32,6 +33,10 @@ Result<FeatureTable> ReadFeatureCsv(const std::string& path, const dataset::Data
 // 1 (P(class 1)), else rows x classes.
 Result<LockedArray<float>> PredictProbabilities(Backend& backend, const ModelFile& model, const float* x,
                                                 size_t rows);
+
+// The same for a model in backend memory and `rows` rows of raw features `x` in backend
+// memory (the loaded data: left as it is, standardized a batch at a time in scratch).
+Result<LockedArray<float>> PredictResident(Backend& backend, const ResidentModel& model, Buffer x, size_t rows);
 
 // The predicted class of row r (binary: p >= 0.5; multiclass: argmax, first on ties), as
 // Accuracy (metrics.h) counts it.

@@ -14,6 +14,7 @@
 #include "enclave/train/job.h"
 #include "enclave/train/locked.h"
 #include "enclave/train/model.h"
+#include "enclave/train/model_seal.h"
 
 namespace enclave::train {
 
@@ -63,6 +64,11 @@ struct TrainCallbacks {
   // distributed run the ranks vote with the step's gradients: one rank's stop stops all
   // after the same step.
   std::function<bool(uint64_t)> should_stop;
+  // The trained model stays in backend memory (TrainResult::resident) and the host arrays
+  // params/mean/inv_std stay empty: `enclave-train run` seals it there (model_seal.h), so
+  // on the GPU backend it never leaves the device in the clear. (Checkpoints, when
+  // asked for, still download the state to seal it on the host.)
+  bool model_stays_on_backend = false;
 };
 
 struct TrainResult {
@@ -76,6 +82,14 @@ struct TrainResult {
   bool stopped_by_peer = false;  // distributed: another rank's vote, not this rank's should_stop
   uint32_t resumed_epoch = 0;  // with `resume`: the epoch it continued in
   uint64_t resumed_step = 0;
+  // With model_stays_on_backend: mean, inv_std and params in backend memory, in the model
+  // file's order (valid while the backend lives); else empty.
+  OwnedBuffer resident;
+  ResidentModel Resident() const {
+    const size_t F = shape.inputs;
+    return ResidentModel{shape, resident.get().Slice(0, F), resident.get().Slice(F, F),
+                         resident.get().Slice(2 * F, shape.parameter_count())};
+  }
 };
 
 // Trains on data rows `split.train`, evaluating on `split.val` (may be empty) after each
