@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <span>
+#include <string_view>
 
 #include "enclave/attest/tpm_alg.h"
 
@@ -88,87 +91,285 @@ Result<UefiVariable> ParseUefiVariable(ByteSpan data) {
   return v;
 }
 
+bool IsSignatureListSequence(ByteSpan data) {
+  size_t off = 0;
+  while (off < data.size()) {
+    const size_t rest = data.size() - off;
+    if (rest < 28) return false;
+    const uint8_t* p = data.data() + off + 16;
+    auto le32 = [](const uint8_t* q) {
+      return static_cast<uint32_t>(q[0] | (q[1] << 8) | (q[2] << 16)) | (static_cast<uint32_t>(q[3]) << 24);
+    };
+    const uint64_t list_size = le32(p), header_size = le32(p + 4), sig_size = le32(p + 8);
+    if (list_size > rest || list_size < 28 + header_size || sig_size < 16) return false;
+    const uint64_t body = list_size - 28 - header_size;
+    if (body == 0 || body % sig_size != 0) return false;
+    off += static_cast<size_t>(list_size);
+  }
+  return true;
+}
+
+bool IsSignatureDataEntry(ByteSpan data) {
+  if (data.size() <= 16) return false;
+  ByteSpan sig = data.subspan(16);  // after the SignatureOwner GUID
+  switch (sig.size()) {
+    case 20: case 32: case 48: case 64:
+      return true;  // an EFI_CERT_SHA1/256/384/512 image digest
+    default:
+      break;
+  }
+  // One DER SEQUENCE (an X.509 certificate) with a definite length that fills it exactly.
+  if (sig.size() < 2 || sig[0] != 0x30) return false;
+  size_t header = 2, length = sig[1];
+  if (sig[1] & 0x80) {
+    const size_t n = sig[1] & 0x7F;
+    if (n == 0 || n > 4 || sig.size() < 2 + n) return false;
+    length = 0;
+    for (size_t i = 0; i < n; ++i) length = (length << 8) | sig[2 + i];
+    header += n;
+  }
+  return header + length == sig.size();
+}
+
+bool IsSecureBootPolicyVariable(const UefiVariable& var) {
+  if (var.guid == kEfiGlobalVariableGuid) return true;
+  if (var.guid == kEfiImageSecurityDatabaseGuid) {
+    if (var.name != "db") return true;
+    return var.data.empty() || IsSignatureListSequence(var.data) || !IsSignatureDataEntry(var.data);
+  }
+  return false;
+}
+
+std::string GrubUnquoteCmdline(std::string_view cmdline) {
+  std::string out;
+  out.reserve(cmdline.size());
+  for (size_t i = 0; i < cmdline.size(); ++i) {
+    const char c = cmdline[i];
+    if (c == '\\' && i + 1 < cmdline.size() &&
+        (cmdline[i + 1] == '\\' || cmdline[i + 1] == '\'' || cmdline[i + 1] == '"')) {
+      out.push_back(cmdline[++i]);
+    } else if (c != '"') {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
 namespace {
+
+// The GRUB string prefixes (grub-core/commands/tpm.c, grub_tpm_verify_string): the event
+// data is prefix + string + NUL, the digest is over the string alone.
+constexpr std::string_view kGrubPrefixes[] = {"grub_cmd: ", kGrubKernelCmdline, "module_cmdline: "};
+// GRUB commands that load a Linux kernel and build its command line from their arguments.
+constexpr std::string_view kLinuxLoaderCommands[] = {"linux", "linux16", "linuxefi"};
+// Other GRUB commands that load a kernel with a command line; the kernel_cmdlines rule does
+// not know how they build it, so it refuses them.
+constexpr std::string_view kOtherLoaderCommands[] = {"multiboot", "multiboot2", "xen_hypervisor"};
+// EV_EFI_ACTION strings (PFP 1.05 section 10.4.4) the rules recognise, per PCR.
+constexpr std::string_view kPcr4Actions[] = {"Calling EFI Application from Boot Option",
+                                             "Returning from EFI Application from Boot Option"};
+constexpr std::string_view kUefiDebugMode = "UEFI Debug Mode";
+
+std::string_view AsText(ByteSpan data) {
+  return {reinterpret_cast<const char*>(data.data()), data.size()};
+}
+
+// Unauthenticated data for a finding: quoted when printable ASCII, else hex (at most 64 bytes).
+std::string Shown(ByteSpan data) {
+  const bool nul = !data.empty() && data.back() == 0;  // GRUB strings end with one
+  ByteSpan body = nul ? data.first(data.size() - 1) : data;
+  ByteSpan head = body.first(std::min<size_t>(body.size(), 64));
+  bool printable = std::all_of(head.begin(), head.end(), [](uint8_t c) { return c >= 0x20 && c < 0x7F; });
+  if (!printable) return HexEncode(data.first(std::min<size_t>(data.size(), 64))) + (data.size() > 64 ? "..." : "");
+  return "\"" + std::string(AsText(head)) + (head.size() < body.size() ? "...\"" : nul ? "\\0\"" : "\"");
+}
 
 template <typename Log>
 Measurements ReadMeasurementsImpl(const Log& log) {
+  using Scope = Measurements::Scope;
   Measurements m;
-  auto problem = [&m](const auto& e, std::string check, std::string expected, std::string got) {
-    m.problems.push_back({e.pcr, {std::move(check), EventWhereT(e), std::move(expected), std::move(got)}});
+  auto problem = [&m](const auto& e, Scope scope, std::string check, std::string expected, std::string got) {
+    m.problems.push_back({e.pcr, {std::move(check), EventWhereT(e), std::move(expected), std::move(got)}, scope});
   };
+  auto unexpected_type = [&](const auto& e, Scope scope, const char* accepted) {
+    problem(e, scope, "eventlog.event_type.unexpected", std::string(accepted) + " in PCR " + std::to_string(e.pcr),
+            EventTypeName(e.type));
+  };
+  // EV_EFI_ACTION: the digest is H(string); the string must be one the rule knows. Returns
+  // the verified string, or nullopt after a problem.
+  auto read_action = [&](const auto& e, Scope scope, std::span<const std::string_view> known,
+                         const std::string& expected) -> std::optional<std::string_view> {
+    std::string bad = DigestsCover(log, e, e.data);
+    if (!bad.empty()) {
+      problem(e, scope, "eventlog.action.digest_mismatch", "digest = H(action string)", bad);
+      return std::nullopt;
+    }
+    std::string_view text = AsText(e.data);
+    for (std::string_view k : known) {
+      if (text == k) return text;
+    }
+    problem(e, scope, "eventlog.action.unexpected", expected, Shown(e.data));
+    return std::nullopt;
+  };
+  // A UEFI_VARIABLE_DATA whose digest is H(data), or nullopt after a problem.
+  auto read_variable = [&](const auto& e, Scope scope, const char* what) -> std::optional<UefiVariable> {
+    auto var = ParseUefiVariable(e.data);
+    if (!var.ok()) {
+      problem(e, scope, std::string("eventlog.") + what + ".malformed", "a UEFI_VARIABLE_DATA", var.status().message());
+      return std::nullopt;
+    }
+    std::string bad = DigestsCover(log, e, e.data);
+    if (!bad.empty()) {
+      problem(e, scope, std::string("eventlog.") + what + ".digest_mismatch", "digest = H(UEFI_VARIABLE_DATA)", bad);
+      return std::nullopt;
+    }
+    return std::move(*var);
+  };
+
   bool pcr7_separated = false;
   for (const auto& e : log.events) {
     if (e.index == 0 && log.format == LogFormat::kCryptoAgile) continue;  // the Spec ID header
     if (!IsKnownEventType(e.type)) {
-      problem(e, "eventlog.event_type.unknown", "an event type of the TCG PC Client PFP", EventTypeName(e.type));
+      problem(e, Scope::kJudgedPcr, "eventlog.event_type.unknown", "an event type of the TCG PC Client PFP",
+              EventTypeName(e.type));
       continue;
     }
-    switch (e.type) {
-      case ev::kSeparator: {
-        std::string bad = DigestsCover(log, e, e.data);
-        if (e.data.size() != 4) {
-          problem(e, "eventlog.separator.malformed", "4 bytes of data", std::to_string(e.data.size()) + " bytes");
-          break;
-        }
-        if (!bad.empty()) {
-          problem(e, "eventlog.separator.digest_mismatch", "digest = H(separator value)", bad);
-          break;
-        }
-        uint32_t value = static_cast<uint32_t>(e.data[0] | (e.data[1] << 8) | (e.data[2] << 16)) |
-                         (static_cast<uint32_t>(e.data[3]) << 24);
-        m.separators[e.pcr].push_back(value);
-        if (e.pcr == 7) {
-          m.secure_boot.separators.push_back(value);
-          pcr7_separated = true;
+    if (e.type == ev::kNoAction) continue;  // never extended: no rule reads it
+    if (e.type == ev::kSeparator) {
+      std::string bad = DigestsCover(log, e, e.data);
+      if (e.data.size() != 4) {
+        problem(e, Scope::kJudgedPcr, "eventlog.separator.malformed", "4 bytes of data",
+                std::to_string(e.data.size()) + " bytes");
+        continue;
+      }
+      if (!bad.empty()) {
+        problem(e, Scope::kJudgedPcr, "eventlog.separator.digest_mismatch", "digest = H(separator value)", bad);
+        continue;
+      }
+      uint32_t value = static_cast<uint32_t>(e.data[0] | (e.data[1] << 8) | (e.data[2] << 16)) |
+                       (static_cast<uint32_t>(e.data[3]) << 24);
+      m.separators[e.pcr].push_back(value);
+      if (e.pcr == 7) {
+        m.secure_boot.separators.push_back(value);
+        pcr7_separated = true;
+      }
+      // The PFP puts separators in PCRs 0-7 only, and GRUB puts none in PCR 8: there, 4
+      // bytes whose hash is the digest could as well be a relabelled 4-character string.
+      if (e.pcr == 8) unexpected_type(e, Scope::kKernelCmdlines, "EV_IPL (GRUB strings) or EV_NO_ACTION");
+      continue;
+    }
+    switch (e.pcr) {
+      case 7: {  // Secure Boot policy (PFP 3.3.4.8)
+        constexpr const char* kAccepted =
+            "EV_EFI_VARIABLE_DRIVER_CONFIG, EV_EFI_VARIABLE_AUTHORITY, EV_EFI_ACTION, EV_SEPARATOR or EV_NO_ACTION";
+        if (e.type == ev::kEfiVariableDriverConfig) {
+          if (pcr7_separated) {
+            m.secure_boot.config_after_separator.push_back({e.index, "EV_EFI_VARIABLE_DRIVER_CONFIG"});
+            break;
+          }
+          auto var = read_variable(e, Scope::kJudgedPcr, "variable");
+          if (var) m.secure_boot.config.push_back({e.index, std::move(*var)});
+        } else if (e.type == ev::kEfiVariableAuthority) {
+          auto var = read_variable(e, Scope::kSecureBoot, "authority");
+          if (!var) break;
+          if (IsSecureBootPolicyVariable(*var)) {
+            // The type is not covered by the digest: a policy variable is configuration,
+            // whatever the log calls it.
+            if (pcr7_separated) {
+              m.secure_boot.config_after_separator.push_back(
+                  {e.index, "Secure Boot variable " + var->name + " logged as EV_EFI_VARIABLE_AUTHORITY"});
+            } else {
+              m.secure_boot.config.push_back({e.index, std::move(*var)});
+            }
+          } else {
+            m.secure_boot.authorities.push_back({e.index, std::move(*var)});
+          }
+        } else if (e.type == ev::kEfiAction) {
+          const std::string_view known[] = {kUefiDebugMode};
+          if (read_action(e, Scope::kSecureBoot, known, "\"UEFI Debug Mode\" (the only EV_EFI_ACTION read in PCR 7)")) {
+            m.secure_boot.debug_mode.push_back(e.index);
+          }
+        } else {
+          unexpected_type(e, Scope::kSecureBoot, kAccepted);
         }
         break;
       }
-      case ev::kEfiVariableDriverConfig: {
-        if (e.pcr != 7) break;  // PCR 1 configuration is judged by digests only
-        if (pcr7_separated) {
-          m.secure_boot.config_after_separator.push_back(e.index);
-          break;
+      case 4: {  // boot manager code and boot attempts (PFP 3.3.4.5)
+        if (e.type == ev::kEfiBootServicesApplication) {
+          BootApplication app;
+          app.event = e.index;
+          for (size_t k = 0; k < DigestCount(log, e); ++k) {
+            auto [alg_id, digest] = DigestAt(log, e, k);
+            app.digests[alg_id].assign(digest.begin(), digest.end());
+          }
+          m.boot_applications.push_back(std::move(app));
+        } else if (e.type == ev::kEfiAction) {
+          (void)read_action(e, Scope::kBootApplications, kPcr4Actions,
+                            "\"Calling EFI Application from Boot Option\" or "
+                            "\"Returning from EFI Application from Boot Option\"");
+        } else {
+          unexpected_type(e, Scope::kBootApplications,
+                          "EV_EFI_BOOT_SERVICES_APPLICATION, EV_EFI_ACTION, EV_SEPARATOR or EV_NO_ACTION");
         }
-        auto var = ParseUefiVariable(e.data);
-        if (!var.ok()) {
-          problem(e, "eventlog.variable.malformed", "a UEFI_VARIABLE_DATA", var.status().message());
-          break;
-        }
-        std::string bad = DigestsCover(log, e, e.data);
-        if (!bad.empty()) {
-          problem(e, "eventlog.variable.digest_mismatch", "digest = H(UEFI_VARIABLE_DATA)", bad);
-          break;
-        }
-        m.secure_boot.config.push_back({e.index, std::move(*var)});
         break;
       }
-      case ev::kEfiBootServicesApplication: {
-        if (e.pcr != 4) break;
-        BootApplication app;
-        app.event = e.index;
-        for (size_t k = 0; k < DigestCount(log, e); ++k) {
-          auto [alg_id, digest] = DigestAt(log, e, k);
-          app.digests[alg_id].assign(digest.begin(), digest.end());
+      case 8: {  // GRUB strings (grub-core/commands/tpm.c)
+        if (e.type != ev::kIpl) {
+          unexpected_type(e, Scope::kKernelCmdlines, "EV_IPL (GRUB strings) or EV_NO_ACTION");
+          break;
         }
-        m.boot_applications.push_back(std::move(app));
-        break;
-      }
-      case ev::kIpl: {
-        if (e.pcr != 8) break;
-        constexpr size_t kPrefix = sizeof(kGrubKernelCmdline) - 1;
-        if (e.data.size() < kPrefix || std::memcmp(e.data.data(), kGrubKernelCmdline, kPrefix) != 0) break;
-        std::string text(e.data.begin() + kPrefix, e.data.end());
+        std::string_view data = AsText(e.data);
+        std::string_view prefix;
+        for (std::string_view p : kGrubPrefixes) {
+          if (data.substr(0, p.size()) == p) prefix = p;
+        }
+        if (prefix.empty()) {
+          problem(e, Scope::kKernelCmdlines, "eventlog.grub_string.malformed",
+                  "\"grub_cmd: \", \"kernel_cmdline: \" or \"module_cmdline: \", a string and a NUL",
+                  Shown(e.data));
+          break;
+        }
+        const bool is_cmdline = prefix == kGrubKernelCmdline;
+        // Command lines keep their historic codes (and scope); the other strings are new.
+        const Scope scope = is_cmdline ? Scope::kJudgedPcr : Scope::kKernelCmdlines;
+        const std::string code = is_cmdline ? "eventlog.cmdline" : "eventlog.grub_string";
+        std::string text(data.substr(prefix.size()));
         if (!text.empty() && text.back() == '\0') text.pop_back();
         if (text.find('\0') != std::string::npos) {
-          problem(e, "eventlog.cmdline.malformed", "one NUL-terminated string", "an embedded NUL");
+          problem(e, scope, code + ".malformed", "one NUL-terminated string", "an embedded NUL");
           break;
         }
         std::string bad = DigestsCover(log, e, AsBytes(text));
         if (!bad.empty()) {
-          problem(e, "eventlog.cmdline.digest_mismatch", "digest = H(command line)", bad);
+          problem(e, scope, code + ".digest_mismatch", "digest = H(string without its prefix)", bad);
           break;
         }
-        m.kernel_cmdlines.push_back({e.index, e.pcr, std::move(text)});
+        // The prefix is not covered by the digest either, so the text decides what a string
+        // is. A loader command is read as one whatever its prefix.
+        std::string_view word = std::string_view(text).substr(0, text.find(' '));
+        for (std::string_view c : kLinuxLoaderCommands) {
+          if (word == c) {
+            m.kernel_load_commands.push_back(
+                {e.index, std::string(c), word.size() < text.size() ? text.substr(word.size() + 1) : ""});
+          }
+        }
+        for (std::string_view c : kOtherLoaderCommands) {
+          if (word == c) {
+            problem(e, Scope::kKernelCmdlines, "cmdline.loader.unsupported",
+                    "a Linux boot (GRUB linux, linux16 or linuxefi)", "GRUB command " + std::string(c));
+          }
+        }
+        if (prefix == "module_cmdline: ") {
+          // Only multiboot and Xen modules have command lines; a Linux boot has none.
+          problem(e, Scope::kKernelCmdlines, "cmdline.loader.unsupported",
+                  "a Linux boot (no module command lines)", "module_cmdline " + Shown(AsBytes(text)));
+          break;
+        }
+        // A kernel command line starts with the kernel's file name, which GRUB only opens when
+        // it starts with '/' or '(' (a device); a GRUB command never does. So such a text is a
+        // kernel command line even when the log calls it a command.
+        const bool looks_like_cmdline = !text.empty() && (text[0] == '/' || text[0] == '(');
+        if (is_cmdline || looks_like_cmdline) m.kernel_cmdlines.push_back({e.index, e.pcr, std::move(text)});
         break;
       }
       default:
@@ -194,9 +395,13 @@ Appraisal CheckSecureBoot(const Measurements& m) {
     a.Fail("secureboot.separator.error", "PCR 7", "separator value 00000000",
            sb.separators[0] == 0xFFFFFFFFu ? "ffffffff (firmware error)" : std::to_string(sb.separators[0]));
   }
-  for (size_t idx : sb.config_after_separator) {
-    a.Fail("secureboot.config.after_separator", "event " + std::to_string(idx),
-           "no EV_EFI_VARIABLE_DRIVER_CONFIG after the PCR 7 separator", "EV_EFI_VARIABLE_DRIVER_CONFIG");
+  for (const LateConfig& late : sb.config_after_separator) {
+    a.Fail("secureboot.config.after_separator", "event " + std::to_string(late.event),
+           "no Secure Boot configuration after the PCR 7 separator", late.what);
+  }
+  for (size_t idx : sb.debug_mode) {
+    a.Fail("secureboot.debug_mode", "event " + std::to_string(idx), "no EV_EFI_ACTION \"UEFI Debug Mode\" in PCR 7",
+           "UEFI Debug Mode");
   }
   struct Required {
     const char* name;

@@ -70,7 +70,22 @@ void CheckEventRules(const Policy& policy, const EventLogView& log, Appraisal* a
   Measurements m = ReadMeasurements(log);
   size_t before = a->failures().size();
   for (const auto& p : m.problems) {
-    if (judged.count(p.pcr)) a->Fail(p.finding.check, p.finding.where, p.finding.expected, p.finding.got);
+    bool counts = false;
+    switch (p.scope) {
+      case Measurements::Scope::kJudgedPcr:
+        counts = judged.count(p.pcr) != 0;
+        break;
+      case Measurements::Scope::kSecureBoot:
+        counts = policy.require_secure_boot;
+        break;
+      case Measurements::Scope::kBootApplications:
+        counts = !policy.boot_applications.empty();
+        break;
+      case Measurements::Scope::kKernelCmdlines:
+        counts = policy.judge_kernel_cmdlines;
+        break;
+    }
+    if (counts) a->Fail(p.finding.check, p.finding.where, p.finding.expected, p.finding.got);
   }
   if (!judged.empty() && a->failures().size() == before) a->Pass("eventlog.events.readable");
 
@@ -133,6 +148,19 @@ void CheckEventRules(const Policy& policy, const EventLogView& log, Appraisal* a
       if (!ok) {
         a->Fail("cmdline.not_allowed", "event " + std::to_string(c.event) + " PCR " + std::to_string(c.pcr),
                 "one of the policy's kernel_cmdlines", c.text);
+      }
+    }
+    // The GRUB command that loaded the kernel carries the same command line (GRUB's quoting
+    // removed, or as is for GRUB builds that do not quote); its prefix, like every GRUB
+    // prefix, is not covered by the digest, so it is judged by its text.
+    for (const KernelLoadCommand& c : m.kernel_load_commands) {
+      bool ok = false;
+      for (const auto& allowed : policy.kernel_cmdlines) {
+        ok |= allowed == c.arguments || GrubUnquoteCmdline(allowed) == c.arguments;
+      }
+      if (!ok) {
+        a->Fail("cmdline.not_allowed", "event " + std::to_string(c.event) + " PCR 8 (GRUB command " + c.command + ")",
+                "one of the policy's kernel_cmdlines", c.arguments);
       }
     }
     if (a->failures().size() == before) a->Pass("cmdline");
@@ -229,7 +257,9 @@ void CheckIma(const Policy& policy, const EvidenceParts& evidence, const PcrValu
   for (const ImaFileRule& rule : policy.ima_files) {
     size_t seen = 0;
     for (const ImaEntry& e : log->entries) {
-      if (e.path != rule.path) continue;
+      // A violation's path and digest are not covered by anything (it is replayed as all
+      // ff whatever the line says): it never counts as a measurement of a file.
+      if (e.violation || e.path != rule.path) continue;
       ++seen;
       if (!rule.digests.count({e.file_digest_alg, e.file_digest})) {
         std::string expected = "one of [";

@@ -60,6 +60,15 @@ inline BootEvent SbVariable(const std::string& name, const Bytes& data) {
   return {7, 0x80000001, UefiVariableData(Guid(db), name, data), std::nullopt, true};
 }
 
+// EV_EFI_VARIABLE_AUTHORITY (PFP 10.4.4): UEFI_VARIABLE_DATA naming db, its VariableData
+// the EFI_SIGNATURE_DATA of the db entry that verified an image: SignatureOwner GUID and
+// the certificate (here a stand-in that starts like DER: SEQUENCE, two length bytes).
+inline Bytes DbAuthorityData(const std::string& cert_text) {
+  Bytes entry = {0x77, 0xFA, 0x9A, 0xBD, 0x03, 0x59, 0xB4, 0x4F, 0x9D, 0xB9, 0x3B, 0x1E, 0x35, 0x4E, 0x3E, 0x2D};
+  Bytes cert = {0x30, 0x82, uint8_t(cert_text.size() >> 8), uint8_t(cert_text.size())};
+  return UefiVariableData(Guid(true), "db", Cat(entry, Cat(cert, StrBytes(cert_text))));
+}
+
 // GRUB (grub-core/commands/tpm.c): EV_IPL in PCR 8, digest over the string, data is the
 // prefixed string with its NUL.
 inline BootEvent GrubString(const std::string& prefix, const std::string& text) {
@@ -81,7 +90,7 @@ inline std::vector<BootEvent> TypicalBoot() {
   ev.push_back({1, 0x80000002, StrBytes("Boot0001 variable"), std::nullopt, true});  // EV_EFI_VARIABLE_BOOT
   ev.push_back({4, 0x80000007, StrBytes("Calling EFI Application from Boot Option"), std::nullopt, true});
   for (uint32_t pcr = 0; pcr <= 7; ++pcr) ev.push_back(Separator(pcr));
-  ev.push_back({7, 0x800000E0, StrBytes("db certificate used"), std::nullopt, true});  // EV_EFI_VARIABLE_AUTHORITY
+  ev.push_back({7, 0x800000E0, DbAuthorityData("db certificate used"), std::nullopt, true});  // EV_EFI_VARIABLE_AUTHORITY
   ev.push_back({4, 0x80000003, StrBytes("shimx64.efi device path"), StrBytes("shim image"), true});
   ev.push_back({4, 0x80000003, StrBytes("grubx64.efi device path"), StrBytes("grub image"), true});
   ev.push_back(GrubString("grub_cmd: ", "linux /vmlinuz-6.1 root=/dev/sda1 ro"));

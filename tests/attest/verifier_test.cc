@@ -357,6 +357,163 @@ TEST_F(VerifierTest, UnknownEventTypeInUnjudgedPcrIsReplayedOnly) {
   EXPECT_TRUE(v.passed()) << v.appraisal.Summary();
 }
 
+// The event type and the data outside the hashed part are not covered by the digest. In
+// a PCR that a rule reads, relabelling an event (or editing its prefix) must not hide it
+// from the rule: each case is first shown failing honestly, then relabelled.
+TEST_F(VerifierTest, BootApplicationRelabelledStillFails) {
+  host_.events.insert(host_.events.begin() + 20,
+                      BootEvent{4, 0x80000003, StrBytes("evil.efi"), StrBytes("evil image"), true});
+  ExpectOnly(Appraise(), "bootapp.digest.not_allowed");
+  host_.events[20].type = 0x80000004;  // EV_EFI_BOOT_SERVICES_DRIVER, same digest
+  ExpectOnly(Appraise(), "eventlog.event_type.unexpected");
+  host_.events[20].type = 0x80000005;  // EV_EFI_RUNTIME_SERVICES_DRIVER
+  ExpectOnly(Appraise(), "eventlog.event_type.unexpected");
+  // EV_EFI_ACTION whose data is the hashed image: the digest verifies, the string is not one.
+  host_.events[20] = BootEvent{4, 0x80000007, StrBytes("evil image"), std::nullopt, true};
+  ExpectOnly(Appraise(), "eventlog.action.unexpected");
+  // A known action string whose digest is not H(string).
+  host_.events[20] = BootEvent{4, 0x80000007, StrBytes("Calling EFI Application from Boot Option"),
+                               StrBytes("evil image"), true};
+  ExpectOnly(Appraise(), "eventlog.action.digest_mismatch");
+  // Honest PFP actions pass.
+  host_.events[20] = BootEvent{4, 0x80000007, StrBytes("Returning from EFI Application from Boot Option"),
+                               std::nullopt, true};
+  EXPECT_TRUE(Appraise().passed()) << Appraise().appraisal.Summary();
+  // Without a boot_applications rule, PCR 4's event types are not restricted.
+  host_.events[20] = BootEvent{4, 0x80000004, StrBytes("evil.efi"), StrBytes("evil image"), true};
+  policy_.erase("boot_applications");
+  EXPECT_TRUE(Appraise().passed()) << Appraise().appraisal.Summary();
+}
+
+TEST_F(VerifierTest, KernelCommandLineRelabelledStillFails) {
+  const std::string evil = "/vmlinuz-6.1 root=/dev/sda1 ro init=/bin/sh";
+  host_.events.push_back(GrubString("kernel_cmdline: ", evil));
+  ExpectOnly(Appraise(), "cmdline.not_allowed");
+  host_.events.back().data[0] = 'K';  // "Kernel_cmdline: ": not a GRUB prefix
+  ExpectOnly(Appraise(), "eventlog.grub_string.malformed");
+  host_.events.back() = GrubString("kernel_cmdline: ", evil);
+  host_.events.back().type = 0x6;  // EV_EVENT_TAG
+  ExpectOnly(Appraise(), "eventlog.event_type.unexpected");
+  host_.events.back().type = 0x80000007;  // EV_EFI_ACTION
+  ExpectOnly(Appraise(), "eventlog.event_type.unexpected");
+  // Another GRUB prefix over the same digest: a command line starts with the kernel's path.
+  host_.events.back() = GrubString("kernel_cmdline: ", evil);
+  host_.events.back().data = GrubString("grub_cmd: ", evil).data;
+  ExpectOnly(Appraise(), "cmdline.not_allowed");
+  host_.events.back().data = GrubString("module_cmdline: ", evil).data;
+  ExpectOnly(Appraise(), "cmdline.loader.unsupported");
+  // A 4-character string relabelled EV_SEPARATOR (digest = H(4 bytes of data)).
+  host_.events.back() = {8, 0x4, StrBytes("/k x"), std::nullopt, true};
+  ExpectOnly(Appraise(), "eventlog.event_type.unexpected");
+  // A GRUB string whose digest is not of its text.
+  host_.events.back() = GrubString("grub_cmd: ", "echo hello");
+  host_.events.back().measured = StrBytes("echo bye");
+  ExpectOnly(Appraise(), "eventlog.grub_string.digest_mismatch");
+  // Without a kernel_cmdlines rule, PCR 8's events are not restricted.
+  host_.events.back() = GrubString("kernel_cmdline: ", evil);
+  host_.events.back().type = 0x6;
+  policy_.erase("kernel_cmdlines");
+  EXPECT_TRUE(Appraise().passed()) << Appraise().appraisal.Summary();
+}
+
+TEST_F(VerifierTest, KernelLoadCommandIsJudgedWhateverItsPrefix) {
+  // GRUB measures the `linux` command as well as the command line it builds.
+  const std::string cmd = "linux /vmlinuz-6.1 root=/dev/sda1 ro init=/bin/sh";
+  host_.events.push_back(GrubString("grub_cmd: ", cmd));
+  ExpectOnly(Appraise(), "cmdline.not_allowed");
+  host_.events.back().data = GrubString("kernel_cmdline: ", cmd).data;
+  ExpectOnly(Appraise(), "cmdline.not_allowed");
+  host_.events.back() = GrubString("grub_cmd: ", "linuxefi /vmlinuz-6.1 root=/dev/sda1 ro");
+  EXPECT_TRUE(Appraise().passed()) << Appraise().appraisal.Summary();
+  // GRUB quotes an argument with a space in the command line, not in the command.
+  policy_["kernel_cmdlines"].push_back("/vmlinuz-6.1 root=/dev/sda1 ro \"dyndbg=file x.c +p\"");
+  host_.events.back() = GrubString("grub_cmd: ", "linux /vmlinuz-6.1 root=/dev/sda1 ro dyndbg=file x.c +p");
+  EXPECT_TRUE(Appraise().passed()) << Appraise().appraisal.Summary();
+  host_.events.back() = GrubString("grub_cmd: ", "multiboot2 /xen.gz dom0_mem=4G");
+  ExpectOnly(Appraise(), "cmdline.loader.unsupported");
+}
+
+TEST_F(VerifierTest, SecureBootConfigRelabelledStillFails) {
+  host_.events.push_back(SbVariable("db", StrBytes("db-list + attacker cert")));
+  ExpectOnly(Appraise(), "secureboot.config.after_separator");
+  host_.events.back().type = 0x800000E0;  // EV_EFI_VARIABLE_AUTHORITY: still the db variable
+  ExpectOnly(Appraise(), "secureboot.config.after_separator");
+  host_.events.back() = SbVariable("KEK", StrBytes("kek-list + attacker key"));
+  host_.events.back().type = 0x800000E0;
+  ExpectOnly(Appraise(), "secureboot.config.after_separator");
+  host_.events.back() = SbVariable("db", StrBytes("db-list + attacker cert"));
+  host_.events.back().type = 0x80000007;  // EV_EFI_ACTION
+  ExpectOnly(Appraise(), "eventlog.action.unexpected");
+  host_.events.back().type = 0x8000000C;  // EV_EFI_VARIABLE_BOOT2
+  ExpectOnly(Appraise(), "eventlog.event_type.unexpected");
+  // Authorities are read as UEFI_VARIABLE_DATA whose digest is H(data).
+  host_.events.back() = {7, 0x800000E0, StrBytes("db certificate used"), std::nullopt, true};
+  ExpectOnly(Appraise(), "eventlog.authority.malformed");
+  host_.events.back() = {7, 0x800000E0, DbAuthorityData("cert"), DbAuthorityData("other cert"), true};
+  ExpectOnly(Appraise(), "eventlog.authority.digest_mismatch");
+  // An honest authority (one EFI_SIGNATURE_DATA of db, or a shim certificate) passes.
+  host_.events.back() = {7, 0x800000E0, DbAuthorityData("second cert"), std::nullopt, true};
+  EXPECT_TRUE(Appraise().passed()) << Appraise().appraisal.Summary();
+  const Bytes shim_guid = {0x50, 0xAB, 0x5D, 0x60, 0x46, 0xE0, 0x00, 0x43,
+                           0xAB, 0xB6, 0x3D, 0xD8, 0x10, 0xDD, 0x8B, 0x23};
+  host_.events.back() = {7, 0x800000E0, UefiVariableData(shim_guid, "SbatLevel", StrBytes("sbat,1,2021030218\n")),
+                         std::nullopt, true};
+  EXPECT_TRUE(Appraise().passed()) << Appraise().appraisal.Summary();
+}
+
+TEST_F(VerifierTest, UefiDebugModeFailsSecureBoot) {
+  host_.events.insert(host_.events.begin() + 2, BootEvent{7, 0x80000007, StrBytes("UEFI Debug Mode"), std::nullopt, true});
+  ExpectOnly(Appraise(), "secureboot.debug_mode");
+  // Any other action string in PCR 7 is not recognised.
+  host_.events[2].data = StrBytes("DMA Protection Disabled");
+  ExpectOnly(Appraise(), "eventlog.action.unexpected");
+  host_.events[2].data = StrBytes("UEFI Debug Mode");
+  policy_["secure_boot"] = false;
+  EXPECT_TRUE(Appraise().passed()) << Appraise().appraisal.Summary();
+}
+
+TEST_F(VerifierTest, ImaViolationNeverSatisfiesAFileRule) {
+  // The trainer was never measured; a violation (ToMToU on another file) happened.
+  host_.ima.erase(host_.ima.begin());
+  policy_["ima"]["allow_violations"] = true;
+  auto with_violation = [&](const std::string& line) {
+    EvidenceParts ev = host_.Evidence();
+    // PCR 10 extended with ff.. for the violation; re-sign the quote over the new value.
+    Bytes pcr10 = Sha256(Cat(ImaPcr10Sha256(host_.ima), Bytes(32, 0xFF)));
+    auto boot = BootPcrs(host_.events, 0x000B);
+    Bytes concat;
+    for (uint32_t i : host_.quoted) {
+      Bytes v = i == 10 ? pcr10 : boot.count(i) ? boot[i] : Bytes(32, 0);
+      ev.quote.pcrs[alg::kSha256][i] = v;
+      concat = Cat(concat, v);
+    }
+    AttestFields f;
+    f.extra = ExpectedQualifyingData(host_.nonce, {});
+    f.sel = {{alg::kSha256, host_.quoted}};
+    f.pcr_digest = Sha256(concat);
+    ev.quote.attest = EncodeAttest(f);
+    ev.quote.signature = SignAttest(host_.key.get(), ev.quote.attest);
+    std::string text = ImaLogText(host_.ima) + line;
+    ev.ima_log.assign(text.begin(), text.end());
+    Policy p = LoadPolicy();
+    auto v = AppraiseEvidence(p, ev, Context());
+    EXPECT_TRUE(v.ok()) << v.status().ToString();
+    return v.ok() ? *v : Verdict{};
+  };
+  const std::string zeros(40, '0');
+  ExpectOnly(with_violation("10 " + zeros + " ima-ng sha256:" + std::string(64, '0') + " /var/log/x\n"),
+             "ima.file.missing");
+  // The same violation line rewritten to name the trainer with its allowed digest.
+  ExpectOnly(with_violation("10 " + zeros + " ima-ng sha256:" + Hex(Sha256(StrBytes("trainer v1"))) +
+                            " /usr/bin/enclave-train\n"),
+             "ima.file.missing");
+  // Nor does a violation naming a file with another digest count against it.
+  host_.ima.insert(host_.ima.begin(), ImaFile{"/usr/bin/enclave-train", Sha256(StrBytes("trainer v1"))});
+  Verdict v = with_violation("10 " + zeros + " ima-ng sha256:" + Hex(Sha256(StrBytes("trainer v2"))) +
+                             " /usr/bin/enclave-train\n");
+  EXPECT_TRUE(v.passed()) << v.appraisal.Summary();
+}
+
 TEST_F(VerifierTest, ImaFileDigestNotAllowed) {
   host_.ima[0].sha256 = Sha256(StrBytes("trainer v2"));
   ExpectOnly(Appraise(), "ima.file.digest_not_allowed");
@@ -475,6 +632,53 @@ TEST(MeasurementsTest, ViewAndEventLogAgree) {
   EXPECT_EQ(a.separators, b.separators);
   EXPECT_TRUE(CheckSecureBoot(a).ok());
   EXPECT_TRUE(CheckSecureBoot(b).ok());
+}
+
+TEST(MeasurementsTest, SecureBootVariableOrAuthority) {
+  // EFI_SIGNATURE_LIST: SignatureType, ListSize, HeaderSize, SignatureSize, entries.
+  auto esl = [](size_t entries, uint32_t sig_size) {
+    Le w;
+    w.raw(Bytes(16, 0xA1)).u32(uint32_t(28 + entries * sig_size)).u32(0).u32(sig_size);
+    for (size_t i = 0; i < entries * sig_size; ++i) w.u8(uint8_t(i));
+    return w.b;
+  };
+  EXPECT_TRUE(IsSignatureListSequence(esl(2, 48)));
+  EXPECT_TRUE(IsSignatureListSequence(Cat(esl(1, 48), esl(3, 20))));
+  EXPECT_TRUE(IsSignatureListSequence({}));
+  Bytes cut = esl(2, 48);
+  cut.pop_back();
+  EXPECT_FALSE(IsSignatureListSequence(cut));
+  EXPECT_FALSE(IsSignatureListSequence(esl(1, 15)));
+  EXPECT_FALSE(IsSignatureListSequence(Cat(esl(1, 48), {0})));
+
+  Bytes owner(16, 7);
+  EXPECT_TRUE(IsSignatureDataEntry(Cat(owner, Bytes(32, 1))));                 // SHA-256 entry
+  EXPECT_TRUE(IsSignatureDataEntry(Cat(owner, {0x30, 0x82, 0x00, 0x02, 5, 6})));  // DER, 2-byte length
+  EXPECT_TRUE(IsSignatureDataEntry(Cat(owner, {0x30, 0x01, 9})));
+  EXPECT_FALSE(IsSignatureDataEntry(Cat(owner, {0x30, 0x82, 0x00, 0x03, 5, 6})));
+  EXPECT_FALSE(IsSignatureDataEntry(Cat(owner, StrBytes("not der"))));
+  EXPECT_FALSE(IsSignatureDataEntry(owner));
+
+  auto var = [](bool image_db, const std::string& name, const Bytes& data) {
+    auto v = ParseUefiVariable(UefiVariableData(Guid(image_db), name, data));
+    EXPECT_TRUE(v.ok());
+    return *v;
+  };
+  EXPECT_TRUE(IsSecureBootPolicyVariable(var(false, "KEK", Cat(owner, Bytes(32, 1)))));
+  EXPECT_TRUE(IsSecureBootPolicyVariable(var(true, "dbx", Cat(owner, Bytes(32, 1)))));
+  EXPECT_TRUE(IsSecureBootPolicyVariable(var(true, "db", esl(1, 48))));
+  EXPECT_TRUE(IsSecureBootPolicyVariable(var(true, "db", {})));
+  EXPECT_TRUE(IsSecureBootPolicyVariable(var(true, "db", StrBytes("db-list"))));
+  EXPECT_FALSE(IsSecureBootPolicyVariable(var(true, "db", Cat(owner, Bytes(32, 1)))));
+  auto authority = ParseUefiVariable(DbAuthorityData("certificate"));
+  ASSERT_TRUE(authority.ok());
+  EXPECT_FALSE(IsSecureBootPolicyVariable(*authority));
+}
+
+TEST(MeasurementsTest, GrubUnquoteCmdline) {
+  EXPECT_EQ(GrubUnquoteCmdline("/vmlinuz root=/dev/sda1 ro"), "/vmlinuz root=/dev/sda1 ro");
+  EXPECT_EQ(GrubUnquoteCmdline("/vmlinuz \"dyndbg=file x.c +p\" a=\\\"q\\\""), "/vmlinuz dyndbg=file x.c +p a=\"q\"");
+  EXPECT_EQ(GrubUnquoteCmdline("/vmlinuz a=\\x41 b=\\\\"), "/vmlinuz a=\\x41 b=\\");
 }
 
 TEST(MeasurementsTest, UefiVariableDataIsExact) {
