@@ -66,6 +66,13 @@ Status Init(const Args& args) {
   return OkStatus();
 }
 
+// The writer cut a crash's unacknowledged tail when it opened the log: say so.
+void ReportRecovery(const char* verb, const LogWriter& writer) {
+  if (writer.recovery().truncated_bytes == 0) return;
+  std::fprintf(stderr, "enclave-audit %s: recovered the log: cut %llu unacknowledged bytes (%s)\n", verb,
+               static_cast<unsigned long long>(writer.recovery().truncated_bytes), writer.recovery().detail.c_str());
+}
+
 Status Append(const Args& args) {
   if (args.Has("event") == args.Has("events-file")) return InvalidInput("give exactly one of --event and --events-file");
   std::vector<std::string> lines;
@@ -98,11 +105,7 @@ Status Append(const Args& args) {
   }
   ASSIGN_OR_RETURN(LogSigningKey key, LogSigningKey::Load(args.Get("signing-key")));
   ASSIGN_OR_RETURN(auto writer, LogWriter::Open(args.Get("log"), std::move(key)));
-  if (writer->recovery().truncated_bytes > 0) {
-    std::fprintf(stderr, "enclave-audit append: recovered the log: cut %llu unacknowledged bytes (%s)\n",
-                 static_cast<unsigned long long>(writer->recovery().truncated_bytes),
-                 writer->recovery().detail.c_str());
-  }
+  ReportRecovery("append", *writer);
   json indexes = json::array();
   for (Event& e : events) {
     ASSIGN_OR_RETURN(uint64_t idx, writer->Append(std::move(e)));
@@ -464,6 +467,7 @@ Status EvidenceRecord(const Args& args) {
   }
   ASSIGN_OR_RETURN(LogSigningKey key, LogSigningKey::Load(args.Get("signing-key")));
   ASSIGN_OR_RETURN(auto writer, LogWriter::Open(args.Get("log"), std::move(key)));
+  ReportRecovery("evidence record", *writer);
   ASSIGN_OR_RETURN(EvidenceArchive archive, EvidenceArchive::Open(args.Get("log"), /*create=*/true));
   ASSIGN_OR_RETURN(RecordedVerdict r, AppraiseAndRecord(*writer, archive, in));
   const std::string verdict = attest::VerdictJson(r.verdict);

@@ -83,6 +83,10 @@ Status Serve(const Args& args) {
   if (!key.ok()) return key.status().Annotate("audit signing key " + config.audit_signing_key);
   auto log = audit::LogWriter::Open(config.audit_dir, std::move(key).value());
   if (!log.ok()) return log.status().Annotate("audit log " + config.audit_dir);
+  if (const audit::RecoveryReport& rec = (*log)->recovery(); rec.truncated_bytes > 0) {
+    std::fprintf(stderr, "enclave-broker: audit log %s: recovered after a crash: cut %llu unacknowledged bytes (%s)\n",
+                 (*log)->path().c_str(), static_cast<unsigned long long>(rec.truncated_bytes), rec.detail.c_str());
+  }
   ASSIGN_OR_RETURN(audit::EvidenceArchive archive, audit::EvidenceArchive::Open(config.audit_dir, /*create=*/true));
   ASSIGN_OR_RETURN(std::vector<uint8_t> policy_bytes,
                    ReadWholeFile(config.attestation_policy, attest::kMaxPolicyBytes));

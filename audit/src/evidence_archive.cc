@@ -475,16 +475,30 @@ Result<VerdictRecord> VerdictRecordFromEntry(const Entry& entry) {
     return FailedPrecondition("entry " + std::to_string(entry.seq) +
                               " archives no evidence (a verdict written without its inputs): nothing to recompute");
   }
+  // The entry schema (event.cc) already fixes every member's type; these checks keep this
+  // reader from throwing on an Entry built some other way (no json::value/at/get on a
+  // member whose type was not checked).
   VerdictRecord r;
-  r.host = f.value("host", "");
-  r.accepted = f.value("verdict", "") == "accepted";
+  const auto string_member = [](const json& o, const char* name) -> const std::string* {
+    auto it = o.find(name);
+    return it != o.end() && it->is_string() ? &it->get_ref<const std::string&>() : nullptr;
+  };
+  const std::string* host = string_member(f, "host");
+  const std::string* verdict = string_member(f, "verdict");
+  if (host == nullptr || verdict == nullptr) return InvalidInput("fields 'host' and 'verdict' must be strings");
+  r.host = *host;
+  r.accepted = *verdict == "accepted";
   ASSIGN_OR_RETURN(r.evidence_sha256, DigestFromField(f, "evidence_sha256"));
   ASSIGN_OR_RETURN(r.enrolment_sha256, DigestFromField(f, "enrolment_sha256"));
   ASSIGN_OR_RETURN(r.policy_sha256, DigestFromField(f, "policy_digest"));
   ASSIGN_OR_RETURN(r.result_sha256, DigestFromField(f, "result_sha256"));
-  for (const json& pf : f.at("policy_files")) {
+  auto files = f.find("policy_files");
+  if (files == f.end() || !files->is_array()) return InvalidInput("field 'policy_files' missing or not an array");
+  for (const json& pf : *files) {
     ArchivedFile a;
-    a.path = pf.at("path").get<std::string>();
+    const std::string* path = pf.is_object() ? string_member(pf, "path") : nullptr;
+    if (path == nullptr) return InvalidInput("policy_files: each item must be {\"path\": string, \"sha256\": digest}");
+    a.path = *path;
     RETURN_IF_ERROR(CheckArchivedPath(a.path));
     ASSIGN_OR_RETURN(a.sha256, DigestFromField(pf, "sha256"));
     for (const ArchivedFile& seen : r.policy_files) {
@@ -492,7 +506,9 @@ Result<VerdictRecord> VerdictRecordFromEntry(const Entry& entry) {
     }
     r.policy_files.push_back(std::move(a));
   }
-  auto nonce = HexDecode(f.at("nonce").get<std::string>());
+  const std::string* nonce_hex = string_member(f, "nonce");
+  if (nonce_hex == nullptr) return InvalidInput("field 'nonce' missing or not a string");
+  auto nonce = HexDecode(*nonce_hex);
   if (!nonce.ok() || nonce->empty() || nonce->size() > 32) return InvalidInput("field 'nonce' is not 1..32 bytes of hex");
   r.context.nonce = std::move(nonce).value();
   if (f.contains("bound_digest")) {
@@ -502,12 +518,22 @@ Result<VerdictRecord> VerdictRecordFromEntry(const Entry& entry) {
   ASSIGN_OR_RETURN(r.context.nonce_issued_at, SecondsFromField(f, "nonce_issued_at"));
   ASSIGN_OR_RETURN(r.context.appraised_at, SecondsFromField(f, "appraised_at"));
   if (f.contains("last_clock")) {
-    const json& c = f["last_clock"];  // ranges checked by the entry schema
+    const json& c = f["last_clock"];
+    uint64_t v[4] = {};
+    const char* names[4] = {"clock", "reset_count", "restart_count", "safe"};
+    const uint64_t max[4] = {UINT64_MAX, UINT32_MAX, UINT32_MAX, 1};  // as the entry schema says
+    for (int i = 0; i < 4; ++i) {
+      auto it = c.is_object() ? c.find(names[i]) : c.end();
+      if (it == c.end() || !it->is_number_unsigned() || it->get<uint64_t>() > max[i]) {
+        return InvalidInput(std::string("field 'last_clock': member '") + names[i] + "' missing or out of range");
+      }
+      v[i] = it->get<uint64_t>();
+    }
     attest::ClockInfo clock;
-    clock.clock = c.at("clock").get<uint64_t>();
-    clock.reset_count = static_cast<uint32_t>(c.at("reset_count").get<uint64_t>());
-    clock.restart_count = static_cast<uint32_t>(c.at("restart_count").get<uint64_t>());
-    clock.safe = static_cast<uint8_t>(c.at("safe").get<uint64_t>());
+    clock.clock = v[0];
+    clock.reset_count = static_cast<uint32_t>(v[1]);
+    clock.restart_count = static_cast<uint32_t>(v[2]);
+    clock.safe = static_cast<uint8_t>(v[3]);
     r.context.last_clock = clock;
   }
   return r;
@@ -644,7 +670,8 @@ Result<RecheckResult> RecheckVerdict(const std::string& dir, const LogPublicKey&
     for (const CheckOutcome& c : ChecksFromVerdict(*recomputed)) {
       expected_checks.push_back({{"check", c.check}, {"ok", c.ok}, {"reason", c.reason}});
     }
-    if (r.entry.event.fields.at("checks") != expected_checks) {
+    const auto checks = r.entry.event.fields.find("checks");  // required by the schema; never throw
+    if (checks == r.entry.event.fields.end() || *checks != expected_checks) {
       r.differences.push_back("the entry's checks are not the checks of the recomputed verdict");
     }
     r.outcome = r.differences.empty() ? RecheckOutcome::kReproduced : RecheckOutcome::kDiffers;

@@ -88,10 +88,22 @@ Status LogWriter::Recover() {
     return PermissionDenied(path_ + ": log was created for log id " + HexEncode(log_id).substr(0, 16) +
                             ", not for this signing key (" + HexEncode(key_.public_key().log_id).substr(0, 16) + ")");
   }
+  // What a crash can leave (docs/formats/audit-log.md, section 9): a batch is one pwrite
+  // after the previous batch's fdatasync returned, so only the last, unacknowledged batch
+  // can be incomplete, and a crash cuts it short: complete records, then at most one record
+  // that the end of the file cuts short. A record that is complete but fails its check, bad
+  // header bytes, or any valid record after the bad one is damage to bytes that may have been
+  // acknowledged: never cut, the operator must look.
   if (!end.clean && end.next_valid_offset != 0) {
     return AuthFailed(path_ + ": record at offset " + std::to_string(end.bad_offset) + " is unreadable (" + end.error +
                       ") but a valid record follows at offset " + std::to_string(end.next_valid_offset) +
                       ": damage inside the log, not a torn tail; refusing to truncate");
+  }
+  if (!end.clean && !end.incomplete) {
+    return AuthFailed(path_ + ": record at offset " + std::to_string(end.bad_offset) + " is damaged (" + end.error +
+                      "), and not merely cut short by the end of the file as a crash leaves it: acknowledged data "
+                      "may be affected; refusing to open or truncate the log (run enclave-audit verify and "
+                      "investigate; see docs/formats/audit-log.md section 9)");
   }
   if (!have_head) return AuthFailed(path_ + ": no readable signed tree head; refusing to write");
   RETURN_IF_ERROR(VerifyTreeHead(key_.public_key(), latest_).Annotate(path_ + ": latest tree head"));
@@ -99,10 +111,10 @@ Status LogWriter::Recover() {
   if (end.file_size > committed_end) {
     recovery_.truncated_bytes = end.file_size - committed_end;
     recovery_.dropped_entries = entries_after_head;
-    recovery_.detail = end.clean ? std::to_string(entries_after_head) + " complete entries without a tree head"
-                                 : std::to_string(entries_after_head) + " complete entries without a tree head, then " +
-                                       (end.incomplete ? "a torn record" : "an unreadable record") + " at offset " +
-                                       std::to_string(end.bad_offset) + " (" + end.error + ")";
+    recovery_.detail = std::to_string(entries_after_head) + " complete entries without a tree head";
+    if (!end.clean) {
+      recovery_.detail += ", then a torn record at offset " + std::to_string(end.bad_offset) + " (" + end.error + ")";
+    }
     if (::ftruncate(fd_, static_cast<off_t>(committed_end)) != 0) {
       return ErrnoStatus("truncating the unacknowledged tail of " + path_, errno);
     }

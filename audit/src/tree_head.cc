@@ -45,6 +45,14 @@ Result<std::array<uint8_t, 32>> Hex32(const nlohmann::json& j, const char* field
   return out;
 }
 
+// The string member `key` of `j`, or "" when j is not an object, or the member is absent or
+// not a string. Never throws (json::value throws on a member of another type).
+std::string StringMember(const nlohmann::json& j, const char* key) {
+  if (!j.is_object()) return std::string();
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 }  // namespace
 
 LogPublicKey LogPublicKey::FromKey(const PublicKeyBytes& key) {
@@ -63,11 +71,14 @@ nlohmann::json LogPublicKey::ToJson() const {
 }
 
 Result<LogPublicKey> LogPublicKey::FromJson(const nlohmann::json& j, const std::string& where) {
-  if (!j.is_object() || j.value("format", "") != "enclave-audit-log-public-key") {
+  if (!j.is_object() || StringMember(j, "format") != "enclave-audit-log-public-key") {
     return InvalidInput(where + ": not an enclave audit log public key (format field)");
   }
   if (!j.contains("version") || j["version"] != 1) return Unsupported(where + ": unsupported key file version");
-  if (j.value("algorithm", "") != "ed25519") return Unsupported(where + ": algorithm must be ed25519");
+  if (!j.contains("algorithm") || !j["algorithm"].is_string()) {
+    return InvalidInput(where + ": field 'algorithm' missing or not a string");
+  }
+  if (StringMember(j, "algorithm") != "ed25519") return Unsupported(where + ": algorithm must be ed25519");
   ASSIGN_OR_RETURN(PublicKeyBytes pk, Hex32(j, "public_key", where));
   ASSIGN_OR_RETURN(Hash id, Hex32(j, "log_id", where));
   LogPublicKey k = FromKey(pk);

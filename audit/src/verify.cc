@@ -1,5 +1,7 @@
 #include "enclave/audit/verify.h"
 
+#include <sys/stat.h>
+
 #include "enclave/audit/record.h"
 #include "enclave/common/files.h"
 #include "strict_json.h"
@@ -25,6 +27,15 @@ Result<Hash> HashFromHex(const json& v, const std::string& what) {
   return h;
 }
 
+// The string member `key` of `j`, or "" when j is not an object, or the member is absent or
+// not a string. Never throws: the files read here are untrusted (json::value throws on a
+// member of another type).
+std::string StringMember(const json& j, const char* key) {
+  if (!j.is_object()) return std::string();
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 }  // namespace
 
 json AuditorState::ToJson() const {
@@ -43,7 +54,7 @@ Result<std::optional<AuditorState>> AuditorState::Load(const std::string& path) 
   ASSIGN_OR_RETURN(json j, ParseStrictJson(std::string_view(reinterpret_cast<const char*>(bytes->data()),
                                                             bytes->size()),
                                            path));
-  if (!j.is_object() || j.value("format", "") != "enclave-audit-auditor-state") {
+  if (!j.is_object() || StringMember(j, "format") != "enclave-audit-auditor-state") {
     return InvalidInput(path + ": not an auditor state file (format field)");
   }
   if (!j.contains("version") || j["version"] != 1) return Unsupported(path + ": unsupported state file version");
@@ -73,6 +84,30 @@ Result<VerifyResult> VerifyLog(const std::string& dir, const LogPublicKey& key, 
   internal::JsonDoc doc;  // reused for every entry
   bool id_checked = false;
   auto where = [&](uint64_t offset) { return path + ": offset " + std::to_string(offset); };
+
+  // The auditor state first: it must be for this key's log and its head must verify.
+  if (options.trusted != nullptr) {
+    const AuditorState& t = *options.trusted;
+    if (t.log_id != key.log_id) {
+      return InvalidInput("the auditor state is for log " + Hex16(t.log_id) + "..., not for this key's log " +
+                          Hex16(key.log_id) + "...");
+    }
+    if (Status s = VerifyTreeHead(key, t.tree_head); !s.ok()) {
+      return AuthFailed("the accepted tree head in the auditor state does not verify: " + s.message());
+    }
+    // A log that holds the accepted tree of size m has at least its header, m entry records
+    // and a tree head. A shorter file was truncated or rolled back, whatever else is wrong
+    // with it (even a header cut short): tampering, not malformed input
+    // (docs/formats/audit-log.md, section 6, step 0).
+    const uint64_t m = t.tree_head.head.tree_size;
+    const uint64_t min_bytes = MinLogBytesForTreeSize(m);
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) < min_bytes) {
+      return AuthFailed(path + ": rollback or truncation: the file is " + std::to_string(st.st_size) +
+                        " bytes, but a log holding the " + std::to_string(m) + " entries this auditor accepted (" +
+                        Describe(t.tree_head) + ") has at least " + std::to_string(min_bytes) + " bytes");
+    }
+  }
 
   Status scan = ScanLogFile(
       path, &log_id,
@@ -162,8 +197,9 @@ Result<VerifyResult> VerifyLog(const std::string& dir, const LogPublicKey& key, 
       msg += "valid records resume at offset " + std::to_string(end.next_valid_offset) +
              ", so this is damage inside the log (altered or removed bytes), not a torn tail";
     } else {
-      msg += std::to_string(end.file_size - end.bad_offset) + " bytes at the end of the log are not a valid record "
-             "(torn by a crash before the writer recovered it, or tampered)";
+      msg += std::to_string(end.file_size - end.bad_offset) + " bytes at the end of the log are not a valid record " +
+             (end.incomplete ? "(cut short: torn by a crash before the writer recovered it, or truncated)"
+                             : "(not a torn write: damaged or tampered; the writer refuses to open such a log)");
     }
     return AuthFailed(msg);
   }
@@ -177,14 +213,7 @@ Result<VerifyResult> VerifyLog(const std::string& dir, const LogPublicKey& key, 
   }
 
   if (options.trusted != nullptr) {
-    const AuditorState& t = *options.trusted;
-    if (t.log_id != key.log_id) {
-      return InvalidInput("the auditor state is for log " + Hex16(t.log_id) + "..., not for this key's log " +
-                          Hex16(key.log_id) + "...");
-    }
-    if (Status s = VerifyTreeHead(key, t.tree_head); !s.ok()) {
-      return AuthFailed("the accepted tree head in the auditor state does not verify: " + s.message());
-    }
+    const AuditorState& t = *options.trusted;  // its log id and signature were checked above
     const uint64_t m = t.tree_head.head.tree_size;
     const uint64_t n = res.latest.head.tree_size;
     if (m > n) {
@@ -228,7 +257,7 @@ json InclusionBundle::ToJson() const {
 }
 
 Result<InclusionBundle> InclusionBundle::FromJson(const json& j, const std::string& where) {
-  if (!j.is_object() || j.value("format", "") != "enclave-audit-inclusion-proof") {
+  if (!j.is_object() || StringMember(j, "format") != "enclave-audit-inclusion-proof") {
     return InvalidInput(where + ": not an inclusion proof (format field)");
   }
   if (!j.contains("version") || j["version"] != 1) return Unsupported(where + ": unsupported proof version");

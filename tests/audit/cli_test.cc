@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -192,6 +193,85 @@ TEST_F(CliTest, UsageAndInputErrors) {
   EXPECT_NE(r.err.find("unknown field 'dek'"), std::string::npos) << r.err;
   EXPECT_EQ(Exec("init --log log --signing-key log.key --public-key log.pub", dir_).rc, 7);
   EXPECT_EQ(Exec("verify --log log --key log.pub", dir_).rc, 0) << "failed commands must leave the log intact";
+}
+
+// Review finding (data loss): after the last byte of the log (the latest tree head's check)
+// changed, `append` cut the acknowledged batch, reused its index and signed a new head, and
+// the rewritten log verified. Now `append` refuses with exit 4, one line naming the offset,
+// and leaves the log as it was, so `verify --state` still has the evidence.
+TEST_F(CliTest, AppendRefusesALogWhoseLastTreeHeadIsDamaged) {
+  ASSERT_EQ(Exec("verify --log log --key log.pub --state st.json", dir_).rc, 0);
+  const std::string path = (dir_ / "log" / kLogFileName).string();
+  std::vector<uint8_t> bytes = ReadBytes(path);
+  const uint64_t head_offset = RawRecords(bytes).back().offset;
+  bytes.back() ^= 0x01;
+  WriteBytes(path, bytes);
+  const std::string event =
+      R"('{"type":"revoked","actor":"admin","subject":"host","subject_id":"gpu-07","reason":"left the pool"}')";
+  CmdResult r = Exec("append --log log --signing-key log.key --event " + event, dir_);
+  EXPECT_EQ(r.rc, 4) << r.err;
+  EXPECT_NE(r.err.find("offset " + std::to_string(head_offset)), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("unacknowledged bytes"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(ReadBytes(path), bytes) << "the damaged log must be left as it was";
+  EXPECT_EQ(Exec("verify --log log --key log.pub --state st.json", dir_).rc, 4);
+  EXPECT_EQ(Exec("verify --log log --key log.pub", dir_).rc, 4);
+  // A torn tail (a crash mid-append) is still recovered, and `append` says so.
+  bytes.back() ^= 0x01;
+  const size_t acked = bytes.size();
+  bytes.insert(bytes.end(), {'E', 'A', 'R', '1', 1, 0, 0, 0, 200, 0, 0, 0, '{', '"'});
+  WriteBytes(path, bytes);
+  r = Exec("append --log log --signing-key log.key --event " + event, dir_);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("recovered the log: cut 14 unacknowledged bytes"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("appended 1 entry ([6])"), std::string::npos) << r.out;
+  EXPECT_GT(ReadBytes(path).size(), acked);
+  EXPECT_EQ(Exec("verify --log log --key log.pub --state st.json", dir_).rc, 0);
+}
+
+// Review finding: members of the wrong JSON type in a key, state or proof file aborted
+// enclave-audit (uncaught nlohmann::json::type_error, exit 134). They are malformed input: 3.
+TEST_F(CliTest, WrongJsonTypesInInputFilesAreInvalidInputNotACrash) {
+  ASSERT_EQ(Exec("prove --log log --key log.pub --entry 3 --out p3.json", dir_).rc, 0);
+  ASSERT_EQ(Exec("verify --log log --key log.pub --state st.json", dir_).rc, 0);
+  std::ofstream(dir_ / "badproof.json") << R"({"format": ["x"]})";
+  std::ofstream(dir_ / "badstate.json") << R"({"format": 1, "version": 1})";
+  std::ofstream(dir_ / "badkey.pub") << R"({"format": 1})";
+  std::ofstream(dir_ / "badalg.pub") << R"({"format": "enclave-audit-log-public-key", "version": 1, "algorithm": {}})";
+  for (const std::string& args : {
+           std::string("verify-proof --proof badproof.json --key log.pub"),
+           std::string("verify --log log --key log.pub --state badstate.json"),
+           std::string("verify --log log --key badkey.pub"),
+           std::string("verify --log log --key badalg.pub"),
+           std::string("verify-proof --proof p3.json --key badkey.pub"),
+           std::string("report --log log --key log.pub --out r.html --state badstate.json"),
+           std::string("evidence verify --log log --key log.pub --entry 2 --state badstate.json"),
+       }) {
+    CmdResult r = Exec(args + " --json", dir_);
+    EXPECT_EQ(r.rc, 3) << args << ": " << r.err;
+    EXPECT_NE(r.err.find("invalid input"), std::string::npos) << args << ": " << r.err;
+  }
+}
+
+// Review finding: a log cut inside its 48-byte header gave exit 3 (malformed input) even
+// with a state that had accepted a larger log. With a state, any log too short to hold the
+// accepted tree is truncation: exit 4, for every length.
+TEST_F(CliTest, LogCutInsideItsHeaderIsTamperingGivenAState) {
+  ASSERT_EQ(Exec("verify --log log --key log.pub --state st.json", dir_).rc, 0);
+  const std::string path = (dir_ / "log" / kLogFileName).string();
+  const std::vector<uint8_t> full = ReadBytes(path);
+  for (size_t len : {size_t{0}, size_t{1}, size_t{20}, size_t{47}, size_t{48}, size_t{100}, full.size() - 1}) {
+    SCOPED_TRACE("cut to " + std::to_string(len) + " bytes");
+    WriteBytes(path, std::vector<uint8_t>(full.begin(), full.begin() + static_cast<long>(len)));
+    CmdResult r = Exec("verify --log log --key log.pub --state st.json --no-update", dir_);
+    EXPECT_EQ(r.rc, 4) << r.err;
+    EXPECT_EQ(Exec("report --log log --key log.pub --out r.html --state st.json", dir_).rc, 4);
+  }
+  WriteBytes(path, std::vector<uint8_t>(full.begin(), full.begin() + 20));
+  CmdResult r = Exec("verify --log log --key log.pub --state st.json", dir_);
+  EXPECT_NE(r.err.find("rollback or truncation: the file is 20 bytes"), std::string::npos) << r.err;
+  // Without a state nothing says how long the log was: a header cut short is malformed input.
+  EXPECT_EQ(Exec("verify --log log --key log.pub", dir_).rc, 3);
 }
 
 }  // namespace

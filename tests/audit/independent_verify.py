@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """An independent verifier of the audit log, written only from docs/formats/audit-log.md
-(sections 2-4 and 8), to check that the document is precise enough and that the C++
+(sections 2-4, 6-8), to check that the document is precise enough and that the C++
 writer follows it. Usage:
 
-    independent_verify.py LOG_DIR LOG.pub [PROOF.json ...]
+    independent_verify.py [--state STATE.json] LOG_DIR LOG.pub [PROOF.json ...]
 
+With --state, also section 6 steps 0 and 6 against the auditor state (never updated).
 Exits 0 when the log and every proof verify, 1 with a message otherwise, 77 when no
 Ed25519 implementation (python3-cryptography or python3-nacl) is installed.
 """
@@ -96,15 +97,40 @@ def verify_inclusion(index, size, leaf, path, root):
     return sn == 0 and r == root
 
 
+def load_state(path, pk, log_id):
+    """Section 7; section 6 step 0: the state must be for this log and its head must verify."""
+    st = json.load(open(path))
+    th = st.get("tree_head") if isinstance(st, dict) else None
+    if (not isinstance(st, dict) or st.get("format") != "enclave-audit-auditor-state" or st.get("version") != 1
+            or not isinstance(th, dict)):
+        fail("state file: not an auditor state (format, version, tree_head)")
+    size, ts = th.get("tree_size"), th.get("timestamp_ms")
+    if type(size) is not int or type(ts) is not int or size < 0 or ts < 0:
+        fail("state file: tree_size/timestamp_ms")
+    if bytes.fromhex(st["log_id"]) != log_id:
+        fail("state file: for another log")
+    root = bytes.fromhex(th["root"])
+    if not ed25519_verify(pk, bytes.fromhex(th["signature"]), signature_input(log_id, size, ts, root)):
+        fail("state file: the accepted tree head's signature does not verify")
+    return size, ts, root
+
+
 def main():
-    log_dir, pub_path, proofs = sys.argv[1], sys.argv[2], sys.argv[3:]
+    args = sys.argv[1:]
+    state_path = None
+    if args[:1] == ["--state"]:
+        state_path, args = args[1], args[2:]
+    log_dir, pub_path, proofs = args[0], args[1], args[2:]
     pub = json.load(open(pub_path))
     pk = bytes.fromhex(pub["public_key"])
     log_id = sha256(pk)
     if bytes.fromhex(pub["log_id"]) != log_id:
         fail("public key file: log_id is not SHA-256(public_key)")
+    accepted = load_state(state_path, pk, log_id) if state_path else None
 
     data = open(log_dir + "/audit.log", "rb").read()
+    if accepted and len(data) < 48 + 21 * accepted[0] + 132:
+        fail("rollback or truncation: %d bytes cannot hold the accepted tree of size %d" % (len(data), accepted[0]))
     if data[:8] != b"EAUDITLG" or struct.unpack("<II", data[8:16]) != (1, 0) or data[16:48] != log_id:
         fail("header")
     pos, leaves, heads = 48, [], []
@@ -138,6 +164,17 @@ def main():
         pos += total
     if not heads or heads[-1][0] != len(leaves):
         fail("entries after the last tree head")
+    if accepted:
+        m, ts, r = accepted
+        if m > heads[-1][0]:
+            fail("rollback or truncation: the latest tree head has %d entries, the state accepted %d"
+                 % (heads[-1][0], m))
+        # Holding every leaf, checking a consistency proof generated from them (step 6) is
+        # checking that the first m leaves hash to the accepted root.
+        if mth(leaves[:m]) != r:
+            fail("fork: the first %d entries do not hash to the accepted root" % m)
+        if heads[-1][1] < ts:
+            fail("the latest tree head is older than the accepted one")
 
     for p in proofs:
         b = json.load(open(p))

@@ -16,6 +16,16 @@ done > events.jsonl
 "$bin" prove --log log --key log.pub --entry 0 --out p0.json >/dev/null
 "$bin" prove --log log --key log.pub --entry 11 --tree-size 12 --out p11.json >/dev/null
 python3 "$py" log log.pub p0.json p11.json
+# With an auditor state (section 6, steps 0 and 6): the state enclave-audit accepted verifies,
+# and a log cut inside its header is truncation for both verifiers (exit 4 for enclave-audit).
+"$bin" verify --log log --key log.pub --state state.json >/dev/null
+python3 "$py" --state state.json log log.pub
+cp log/audit.log full.log
+head -c 20 full.log > log/audit.log
+if python3 "$py" --state state.json log log.pub; then echo "FAIL: the independent verifier accepted a truncated log"; exit 1; fi
+rc=0; "$bin" verify --log log --key log.pub --state state.json --no-update 2>/dev/null || rc=$?
+if [ "$rc" != 4 ]; then echo "FAIL: enclave-audit verify of a log cut inside its header exited $rc, not 4"; exit 1; fi
+cp full.log log/audit.log
 python3 - <<'PY'
 b = bytearray(open("log/audit.log", "rb").read()); b[300] ^= 1; open("log/audit.log", "wb").write(b)
 PY

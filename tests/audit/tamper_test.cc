@@ -119,6 +119,37 @@ TEST_F(TamperTest, TruncationInsideARecord) {
   ExpectDetected({"offset " + std::to_string(records_.back().offset), "not a valid record"});
 }
 
+// Review finding: a log cut inside its 48-byte header was "malformed input" (exit 3) even
+// for an auditor whose state says the log held 8 entries. With a state, every file too short
+// to hold the accepted tree is truncation, whatever its length.
+TEST_F(TamperTest, TruncationAtAnyLengthIsTamperingGivenAState) {
+  const uint64_t min_bytes = MinLogBytesForTreeSize(8);
+  ASSERT_EQ(min_bytes, kFileHeaderSize + 8 * (kRecordOverhead + 1) + kTreeHeadRecordSize);
+  // Every length up to a little past the bound, then a sample.
+  for (size_t len = 0; len < original_.size(); len += len < min_bytes + 64 ? 1 : 41) {
+    SCOPED_TRACE("cut to " + std::to_string(len) + " bytes");
+    WriteBytes(log_.log_path(), std::vector<uint8_t>(original_.begin(), original_.begin() + static_cast<long>(len)));
+    if (len < min_bytes) {
+      ExpectDetected({"rollback or truncation", "the file is " + std::to_string(len) + " bytes", "8 entries"},
+                     /*with_state=*/true);
+    } else {
+      ExpectDetected({}, /*with_state=*/true);
+    }
+    if (HasFatalFailure() || HasNonfatalFailure()) break;
+    if (len < kFileHeaderSize) {
+      auto alone = VerifyLog(log_.dir.string(), log_.pub);
+      EXPECT_EQ(alone.status().code(), Code::kInvalidInput) << "without a state a cut header is malformed input";
+    }
+  }
+  // The state is checked first: one for another log is malformed input, not truncation.
+  WriteBytes(log_.log_path(), std::vector<uint8_t>(original_.begin(), original_.begin() + 20));
+  AuditorState other = state_;
+  other.log_id[0] ^= 1;
+  VerifyOptions opts;
+  opts.trusted = &other;
+  EXPECT_EQ(VerifyLog(log_.dir.string(), log_.pub, opts).status().code(), Code::kInvalidInput);
+}
+
 TEST_F(TamperTest, ForgedAppendedEntry) {
   Event e = SampleEvent(2);
   e.time = "2030-01-01T00:00:00Z";

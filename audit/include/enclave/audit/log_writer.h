@@ -5,11 +5,15 @@
 // batched (group commit): while one batch is being written and synced, the next one
 // collects, and a whole batch costs one write, one signature and one fdatasync.
 //
-// Open() recovers after a crash: bytes after the last complete tree-head record are
-// unacknowledged (a torn record, or entries whose batch never got its head) and are cut
-// off. Damage anywhere before that, or a bad record followed by valid ones, is not a torn
-// tail: Open() refuses to touch the file. An exclusive flock on the log file keeps a second
-// writer (another process, or another LogWriter in this one) out.
+// Open() recovers after a crash by cutting only what a crash can leave after the last
+// tree-head record: complete entries whose batch never got its head, then at most one record
+// that the end of the file cuts short (shorter than its declared length, every header byte
+// present correct). Anything else there -- a complete record that fails its check, bad
+// header bytes, zeros, a damaged record followed by anything valid -- may be damage to
+// acknowledged data: Open() fails with kAuthFailed naming the offset and leaves the file
+// untouched (docs/formats/audit-log.md, section 9). Callers must report recovery() when it
+// cut something. An exclusive flock on the log file keeps a second writer (another
+// process, or another LogWriter in this one) out.
 #pragma once
 
 #include <condition_variable>

@@ -29,6 +29,18 @@ inline constexpr uint32_t kMaxEntryBytes = 65536;
 
 enum class RecordType : uint8_t { kEntry = 1, kTreeHead = 2 };
 
+inline constexpr size_t kTreeHeadRecordSize = kRecordOverhead + 112;
+
+// A lower bound on the size of any log that verifies with a latest tree head of size >= m:
+// the header, m entry records of at least 1 payload byte each, and at least one tree head.
+// Saturates instead of overflowing.
+constexpr uint64_t MinLogBytesForTreeSize(uint64_t m) {
+  constexpr uint64_t base = kFileHeaderSize + kTreeHeadRecordSize;
+  constexpr uint64_t per_entry = kRecordOverhead + 1;
+  if (m > (UINT64_MAX - base) / per_entry) return UINT64_MAX;
+  return base + m * per_entry;
+}
+
 std::vector<uint8_t> EncodeFileHeader(const Hash& log_id);
 // Checks magic and version; returns the log id.
 Result<Hash> ParseFileHeader(ByteSpan header);
