@@ -103,6 +103,8 @@ r = json.load(open(sys.argv[1]))
 m = open(sys.argv[2], "rb").read()
 assert m[:8] == b"ENCLMODL" and hashlib.sha256(m[:-32]).digest() == m[-32:]
 assert r["model_export"]["plaintext_sha256"] == hashlib.sha256(m).hexdigest()
+assert r["model_export"]["plaintext_bytes"] == len(m)
+assert r["model_export"]["sealed_on"] == r["device"], (r["model_export"]["sealed_on"], r["device"])
 PY
 CSV="$SAMPLES/breast_cancer_wisconsin.csv"
 expect_rc 0 "predict (plaintext model)" -- "$TRAIN" predict --model "$T/model.bin" --csv "$CSV" --out "$T/pred1.csv" --json
