@@ -455,6 +455,11 @@ TEST_F(Outputs, TamperedForeignAndTruncatedCheckpointsAreRefused) {
   bad = good;
   std::memcpy(bad.data() + 44, other.data(), 32);
   EXPECT_EQ(code_of(bad, other, *ks_), Code::kAuthFailed);
+  // An older checkpoint renamed as a newer one (LatestCheckpoint goes by the name): refused.
+  const std::string renamed = CheckpointPath((dir_ / "ck").string(), 7);
+  fs::copy_file(path, renamed);
+  EXPECT_EQ(ReadCheckpoint(renamed, *ks_, job.digest).status().code(), Code::kAuthFailed);
+  fs::remove(renamed);
   // Another tenant keystore does not hold the key.
   std::optional<crypto::Keystore> ks2 = MakeKeystore("other.keystore");
   EXPECT_EQ(code_of(good, job.digest, *ks2), Code::kNotFound);

@@ -270,6 +270,13 @@ Result<TrainState> ReadCheckpoint(const std::string& path, const crypto::Keystor
   Result<TrainState> st = DecodeTrainState(plain.ExposeSecret());
   if (!st.ok()) return st.status().Annotate(path);
   if (st->step != step) return InvalidInput(path + ": checkpoint header and state disagree on the step");
+  // LatestCheckpoint picks by name: a name that is not the authenticated step is a file
+  // renamed to pose as another (an older state as the newest).
+  uint64_t named = 0;
+  if (IsCheckpointName(std::filesystem::path(path).filename().string(), &named) && named != step) {
+    return AuthFailed(path + ": named for step " + std::to_string(named) + " but holds the authenticated state of step " +
+                      std::to_string(step) + " (renamed)");
+  }
   return st;
 }
 
