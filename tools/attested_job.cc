@@ -1,5 +1,6 @@
 #include "attested_job.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 #include <cstdio>
@@ -18,6 +19,21 @@ namespace {
 int64_t Now() { return static_cast<int64_t>(std::time(nullptr)); }
 
 }  // namespace
+
+int64_t RenewalSchedule::RenewAt(int64_t granted_at, int64_t reattest_by) {
+  const int64_t left = reattest_by - granted_at;
+  return granted_at + std::max<int64_t>(1, left * 2 / 3);
+}
+
+int64_t RenewalSchedule::RetryAt(int64_t now, int failures, int64_t expires_at) {
+  const int64_t backoff = std::min<int64_t>(30, int64_t{1} << std::clamp(failures - 1, 0, 5));
+  return std::max(now + 1, std::min(now + backoff, expires_at - 1));
+}
+
+bool RenewalSchedule::Final(Code code) {
+  return code == Code::kPermissionDenied || code == Code::kFailedPrecondition || code == Code::kNotFound ||
+         code == Code::kAuthFailed || code == Code::kInvalidInput || code == Code::kUnsupported;
+}
 
 broker::BrokerClient::Quoter AttestedJob::Quoter() {
   return [this](const broker::NonceIssued& n, const crypto::Digest256& bound) -> Result<attest::EvidenceBundle> {
@@ -90,11 +106,11 @@ AttestedJob::~AttestedJob() {
 void AttestedJob::Keep() {
   std::unique_lock<std::mutex> lock(mu_);
   int64_t next_status_check = Now() + kStatusCheckSeconds;
+  // The release was answered just before the keeper started.
+  int64_t next_renewal = RenewalSchedule::RenewAt(Now(), lease_.reattest_by);
+  int failures = 0;
   while (!stopping_ && end_reason_.empty()) {
     const broker::Lease lease = lease_;
-    // Renew when two thirds of the re-attestation interval have passed.
-    const int64_t interval = std::max<int64_t>(lease.reattest_by - lease.issued_at, 3);
-    const int64_t renew_at = lease.reattest_by - interval / 3;
     if (Now() >= lease.expires_at()) {
       end_reason_ = "the lease passed its deadline without a renewal";
       break;
@@ -114,11 +130,8 @@ void AttestedJob::Keep() {
       }
       continue;
     }
-    if (Now() < renew_at) {
-      wake_.wait_for(lock, std::chrono::milliseconds(200));
-      continue;
-    }
-    if (lease.reattest_by >= lease.valid_until) {  // nothing left to renew: wait for the end
+    if (Now() < next_renewal || lease.reattest_by >= lease.valid_until) {
+      // Not yet, or nothing left to renew (wait for the end).
       wake_.wait_for(lock, std::chrono::milliseconds(200));
       continue;
     }
@@ -130,8 +143,16 @@ void AttestedJob::Keep() {
     lock.lock();
     if (renewed.ok()) {
       lease_ = *renewed;
-    } else {
+      failures = 0;
+      next_renewal = RenewalSchedule::RenewAt(Now(), renewed->reattest_by);
+    } else if (RenewalSchedule::Final(renewed.status().code())) {
       end_reason_ = "lease renewal refused: " + renewed.status().ToString();
+    } else {
+      // The broker could not answer: try again while the lease is still valid.
+      ++failures;
+      next_renewal = RenewalSchedule::RetryAt(Now(), failures, lease.expires_at());
+      std::fprintf(stderr, "enclave-train: lease renewal failed (try %d, next in %lld s): %s\n", failures,
+                   static_cast<long long>(next_renewal - Now()), renewed.status().ToString().c_str());
     }
   }
 }

@@ -22,6 +22,22 @@
 
 namespace enclave {
 
+// The keeper's renewal schedule (pure functions, tested in tests/broker).
+struct RenewalSchedule {
+  // When to renew a lease whose release or last renewal was answered at `granted_at` (this
+  // host's clock) with the re-attestation deadline `reattest_by`: two thirds of the way
+  // from the grant to the deadline, at least 1 s after the grant. Relative to the last
+  // grant, so each renewal moves the next one by about two thirds of the interval.
+  static int64_t RenewAt(int64_t granted_at, int64_t reattest_by);
+  // The next try after `failures` (>= 1) failed renewals in a row, the last at `now`:
+  // 1, 2, 4, ... at most 30 s later, and never after 1 s before `expires_at`.
+  static int64_t RetryAt(int64_t now, int failures, int64_t expires_at);
+  // A failure the broker decided (the lease ended or is not this host's, the evidence was
+  // refused, the request is malformed): retrying cannot help. Anything else (broker
+  // unreachable, 503, 500) is retried while the lease is valid.
+  static bool Final(Code code);
+};
+
 class AttestedJob {
  public:
   static constexpr int64_t kStatusCheckSeconds = 5;
@@ -41,10 +57,11 @@ class AttestedJob {
   const broker::Release& release() const { return release_; }
   const std::string& url() const { return url_; }
 
-  // False once the lease has ended: a renewal was refused or failed, its deadline passed,
-  // or the broker answered that it is no longer active (revoked). The keeper renews at two
-  // thirds of each re-attestation interval and asks for the lease's status every
-  // kStatusCheckSeconds in between (an authenticated rendezvous read).
+  // False once the lease has ended: a renewal was refused, its deadline passed, or the
+  // broker answered that it is no longer active (revoked). The keeper renews at two thirds
+  // of each re-attestation interval (RenewalSchedule), retries a renewal that failed
+  // without a refusal with backoff while the lease is valid, and asks for the lease's
+  // status every kStatusCheckSeconds in between (an authenticated rendezvous read).
   bool LeaseHeld() const;
   std::string LeaseEndReason() const;
   broker::Lease CurrentLease() const;

@@ -1,11 +1,17 @@
 // Attested key release, lease renewal and the administrator's revocations and policy
 // activations (docs/protocol.md, "Key release", "Leases", "Administration").
 //
-// Order of effects for a release, so that no key leaves without a durable record:
-//   nonce used up (durable) -> host and job not revoked -> evidence appraised against
-//   ReleaseBinding(request) and the verdict logged (durable) -> data-use policy in force
-//   evaluated (a refusal is logged as release.refused) -> job identity and rank checked ->
-//   one key.released entry per data key (durable) -> lease stored -> keys sealed and sent.
+// Order of effects for a release, so that no key leaves without a durable record and none
+// leaves after a revocation that was acknowledged:
+//   nonce used up (durable) -> host and job not revoked (early refusal) -> evidence
+//   appraised against ReleaseBinding(request) and the verdict logged (durable) -> data-use
+//   policy in force evaluated (a refusal is logged as release.refused) -> job identity and
+//   rank checked -> lease stored in one transaction with the revocation and rank checks
+//   (a refusal there is logged as release.refused) -> one key.released entry per data key
+//   (durable; on failure the lease is ended) -> keys sealed and sent. From the lease's
+//   commit to its last key.released entry the release holds revocation_mu_ shared, so a
+//   revocation is ordered wholly before the lease (refused) or after those entries (and
+//   ends the lease, counted in its leases_ended).
 #include <algorithm>
 #include <chrono>
 #include <iostream>
@@ -13,6 +19,7 @@
 #include <sodium.h>
 
 #include <map>
+#include <shared_mutex>
 
 #include <nlohmann/json.hpp>
 
@@ -52,6 +59,53 @@ std::vector<uint8_t> JobKeyAd(const std::string& job_id, const crypto::Digest256
   ad.insert(ad.end(), digest.begin(), digest.end());
   return ad;
 }
+
+}  // namespace
+
+std::string AuditText(std::string_view text, size_t max_bytes) {
+  // Valid UTF-8 without control characters (what the audit log's text fields take): an
+  // invalid byte becomes '?', a control character a space.
+  std::string clean;
+  clean.reserve(std::min(text.size(), max_bytes + 8));
+  std::vector<size_t> starts;  // where each character of `clean` begins
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    bool ok = n > 0 && i + n <= text.size();
+    for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
+    if (ok && n > 1) {
+      // No overlong forms, surrogates or code points above U+10FFFF.
+      uint32_t cp = c & (0xff >> (n + 1));
+      for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3f);
+      const uint32_t min_cp[] = {0, 0, 0x80, 0x800, 0x10000};
+      ok = cp >= min_cp[n] && cp <= 0x10ffff && !(cp >= 0xd800 && cp <= 0xdfff);
+    }
+    starts.push_back(clean.size());
+    if (!ok) {
+      clean += '?';
+      i += 1;
+    } else if (n == 1 && (c < 0x20 || c == 0x7f)) {
+      clean += ' ';
+      i += 1;
+    } else {
+      clean.append(text.substr(i, n));
+      i += n;
+    }
+  }
+  if (clean.empty()) return "-";
+  if (clean.size() <= max_bytes) return clean;
+  const std::string marker = " [truncated: " + std::to_string(text.size()) + " bytes in all]";
+  const size_t budget = max_bytes > marker.size() ? max_bytes - marker.size() : 0;
+  // Cut at the last character boundary that fits.
+  size_t cut = 0;
+  for (size_t b : starts) {
+    if (b > budget) break;
+    cut = b;
+  }
+  return clean.substr(0, cut) + marker.substr(0, max_bytes - cut);
+}
+
+namespace {
 
 std::string Join(const std::vector<std::string>& parts) {
   std::string s;
@@ -197,8 +251,11 @@ Reply Service::Release(std::string_view body) {
   std::lock_guard<std::mutex> job_guard(*job_lock);
   const int64_t now = Now();
   auto refuse = [&](const std::string& policy_digest, const std::string& reason) -> Reply {
+    // The entry's reason field holds at most kMaxAuditTextBytes: a longer reason (many
+    // keys, many broken rules) is cut at a character boundary and marked as truncated;
+    // the whole reason goes to the broker's log.
     auto index = log_.Append(audit::ReleaseRefused(options_.actor, host->host_id, r.job.job_id, job_digest, r.job.datasets,
-                                                   r.policy_id, policy_digest, reason));
+                                                   r.policy_id, policy_digest, AuditText(reason)));
     if (!index.ok()) return ErrorReply(Unavailable("audit log: " + index.status().ToString()));
     return Refused("release", reason, *index);
   };
@@ -259,7 +316,19 @@ Reply Service::Release(std::string_view body) {
   auto export_key = options_.keystore->FindExportKey(options_.export_key);
   if (!export_key.ok()) return ErrorReply(Unavailable("export key: " + export_key.status().message()));
 
-  // Logged before anything leaves: one entry per data key.
+  // The lease is stored first, in one transaction with the revocation and rank checks:
+  // after a revocation is acknowledged no lease for that host or job is stored, and a
+  // revocation that comes after this commit ends the lease. The shared lock keeps a
+  // revocation from landing between the commit and the key.released entries, so the
+  // audit log never shows a key released after the revocation that ended its lease.
+  std::shared_lock<std::shared_mutex> revocation_guard(revocation_mu_);
+  if (Status s = store_.PutLease(lease, now); !s.ok()) {
+    if (s.code() == Code::kPermissionDenied || s.code() == Code::kAlreadyExists)
+      return refuse(policy_digest, s.message());
+    return ErrorReply(s);
+  }
+  // Logged before anything leaves: one entry per data key. When the log fails, the lease
+  // ends and nothing is sent.
   ReleaseGranted g;
   for (size_t i = 0; i < r.keys.size(); ++i) {
     audit::Event e = audit::KeyReleased(options_.actor, r.keys[i].dataset_id, lease.lease_id, host->host_id, job_digest,
@@ -270,10 +339,15 @@ Reply Service::Release(std::string_view body) {
     e.fields["policy_digest"] = policy_digest;
     e.fields["report_key"] = HexEncode(r.report_key);
     auto index = log_.Append(e);
-    if (!index.ok()) return ErrorReply(Unavailable("audit log: " + index.status().ToString()));
+    if (!index.ok()) {
+      if (Status s = store_.EndLease(lease.lease_id, "audit log unavailable: release not completed", Now()); !s.ok())
+        std::cerr << "enclave-broker: ending lease " << lease.lease_id << " after an audit failure: " << s.ToString()
+                  << "\n";
+      return ErrorReply(Unavailable("audit log: " + index.status().ToString()));
+    }
     if (i == 0) g.audit_index = *index;
   }
-  if (Status s = store_.PutLease(lease, now); !s.ok()) return ErrorReply(s);
+  revocation_guard.unlock();  // logged: a revocation from now on ends this lease
 
   for (size_t i = 0; i < r.keys.size(); ++i) {
     auto dek = options_.keystore->GetDataKey(r.keys[i].dataset_id, r.keys[i].key_id);
@@ -344,11 +418,24 @@ Reply Service::Renew(const std::string& lease_id, std::string_view body) {
   const int64_t reattest_by = std::min(now + policy->reattest_interval_s, lease->valid_until);
   Lease out{lease->lease_id, lease->host_id,   lease->job_id,     lease->policy_id,
             lease->policy_sha256, lease->issued_at, lease->valid_until, reattest_by};
+  // Committed first, in one transaction with the revocation and lease checks; then
+  // logged. A renewal whose entry cannot be written is undone (the deadline goes back).
+  // The shared lock orders a revocation wholly before the commit or after the entry.
+  std::shared_lock<std::shared_mutex> revocation_guard(revocation_mu_);
+  auto previous = store_.RenewLease(lease_id, reattest_by, now);
+  if (!previous.ok()) {
+    if (previous.status().code() == Code::kPermissionDenied) return Refused("renewal", previous.status().message());
+    return ErrorReply(previous.status());
+  }
   audit::Event e = audit::LeaseRenewed(options_.actor, lease_id, host->host_id, Time(out.expires_at()));
   e.fields["reattest_by"] = Time(reattest_by);
   auto index = log_.Append(e);
-  if (!index.ok()) return ErrorReply(Unavailable("audit log: " + index.status().ToString()));
-  if (Status s = store_.RenewLease(lease_id, reattest_by, now); !s.ok()) return ErrorReply(s);
+  if (!index.ok()) {
+    if (Status s = store_.UndoRenewal(lease_id, reattest_by, *previous); !s.ok())
+      std::cerr << "enclave-broker: undoing the renewal of lease " << lease_id << ": " << s.ToString() << "\n";
+    return ErrorReply(Unavailable("audit log: " + index.status().ToString()));
+  }
+  revocation_guard.unlock();
   return {200, EncodeRenewalGranted({out, *index})};
 }
 
@@ -424,6 +511,8 @@ Reply Service::AdminRevoke(std::string_view body) {
   if (!r.ok()) return ErrorReply(r.status());
   const RevokedKind kind = r->kind == "host" ? RevokedKind::kHost : RevokedKind::kJob;
   // In force first (fail closed), then logged; a retry after a log failure logs it.
+  // Exclusive: no release or renewal is between its commit and its audit entries.
+  std::unique_lock<std::shared_mutex> revocation_guard(revocation_mu_);
   auto ended = store_.Revoke(kind, r->id, r->reason, Now());
   if (!ended.ok()) return ErrorReply(ended.status());
   auto index = log_.Append(audit::Revoked(options_.actor, r->kind, r->id, r->reason));

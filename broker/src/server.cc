@@ -2,6 +2,8 @@
 
 #include <openssl/ssl.h>
 
+#include <sys/socket.h>
+
 #include <cctype>
 #include <condition_variable>
 #include <deque>
@@ -75,6 +77,36 @@ void SendError(httplib::Response& res, int status, std::string_view code, std::s
   res.set_content(EncodeError(code, message), "application/json");
 }
 
+// A refusal before the body was read must end the connection: the unread body would
+// otherwise be parsed as the next request (request smuggling). cpp-httplib 0.11 keeps a
+// connection open whatever the response's Connection header says, so the connection is
+// marked (SSL ex_data), the answer says "Connection: close", the logger (which runs once
+// the answer is written) shuts the socket down, and nothing more read on a marked
+// connection (plaintext OpenSSL may already hold) is ever routed.
+int ClosingIndex() {
+  static const int index = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+  return index;
+}
+bool Closing(const httplib::Request& req) {
+  return req.ssl != nullptr && SSL_get_ex_data(req.ssl, ClosingIndex()) != nullptr;
+}
+void RefuseUnread(const httplib::Request& req, httplib::Response& res, int status, std::string_view code,
+                  std::string_view message) {
+  SendError(res, status, code, message);
+  res.set_header("Connection", "close");
+  static char mark;
+  if (req.ssl != nullptr) SSL_set_ex_data(const_cast<SSL*>(req.ssl), ClosingIndex(), &mark);
+}
+
+// httplib's default socket options set SO_REUSEPORT, with which a second broker would bind
+// the same port and take a share of the connections. SO_REUSEADDR only: a restart can bind
+// while old connections are in TIME_WAIT, but a port another process listens on fails
+// with EADDRINUSE (exit 10).
+void ListenSocketOptions(int sock) {
+  int yes = 1;
+  ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+}
+
 // The body limit of a POST route, 0 for an unknown path.
 size_t BodyLimit(const std::string& path, size_t max_body) {
   if (path == "/v1/enrolments") return kMaxEnrolmentBody;
@@ -129,36 +161,45 @@ Result<std::unique_ptr<Server>> Server::Create(const ServerConfig& config, Servi
   // An answer is two TLS records; without TCP_NODELAY the second waits for the client's
   // delayed ACK (about 40 ms on Linux).
   s->http_->set_tcp_nodelay(true);
+  s->http_->set_socket_options(ListenSocketOptions);
   s->Routes(config, service);
 
   s->port_ = config.port == 0 ? s->http_->bind_to_any_port(config.listen.c_str())
                               : (s->http_->bind_to_port(config.listen.c_str(), config.port) ? config.port : -1);
   if (s->port_ <= 0)
-    return Unavailable("cannot listen on " + config.listen + ":" + std::to_string(config.port));
+    return Unavailable("cannot listen on " + config.listen + ":" + std::to_string(config.port) +
+                       " (the port is in use, or the address is not this host's)");
   return s;
 }
 
 void Server::Routes(const ServerConfig& config, Service& service) {
   const size_t max_body = config.max_body_bytes;
-  // Before the body is read: method, length, type.
+  // Before the body is read: method, length, type. Every refusal here leaves the body
+  // unread, so it also closes the connection: the unread body must never be parsed as the
+  // next request on a kept-alive connection (request smuggling).
   http_->set_pre_routing_handler([max_body](const httplib::Request& req, httplib::Response& res) {
     using R = httplib::Server::HandlerResponse;
+    // Bytes that followed a refused head on this connection: never a request.
+    if (Closing(req)) {
+      RefuseUnread(req, res, 400, "bad_request", "the connection is closing");
+      return R::Handled;
+    }
     if (req.method == "GET" && req.path == "/v1/status") return R::Unhandled;
     if (req.method != "POST") {
       if (req.method == "GET" || req.method == "HEAD") {
-        SendError(res, 404, "not_found", "no such endpoint");
+        RefuseUnread(req, res, 404, "not_found", "no such endpoint");
       } else {
-        SendError(res, 405, "method_not_allowed", "the API takes POST (GET only for /v1/status)");
+        RefuseUnread(req, res, 405, "method_not_allowed", "the API takes POST (GET only for /v1/status)");
       }
       return R::Handled;
     }
     const size_t limit = BodyLimit(req.path, max_body);
     if (limit == 0) {
-      SendError(res, 404, "not_found", "no such endpoint");
+      RefuseUnread(req, res, 404, "not_found", "no such endpoint");
       return R::Handled;
     }
     if (!req.has_header("Content-Length") || req.has_header("Transfer-Encoding")) {
-      SendError(res, 411, "length_required", "a POST body needs Content-Length (no chunked transfer)");
+      RefuseUnread(req, res, 411, "length_required", "a POST body needs Content-Length (no chunked transfer)");
       return R::Handled;
     }
     const std::string length = req.get_header_value("Content-Length");
@@ -169,16 +210,17 @@ void Server::Routes(const ServerConfig& config, Service& service) {
       if (ok) n = n * 10 + static_cast<size_t>(c - '0');
     }
     if (!ok) {
-      SendError(res, 400, "invalid_input", "Content-Length is not a decimal number");
+      RefuseUnread(req, res, 400, "invalid_input", "Content-Length is not a decimal number");
       return R::Handled;
     }
     if (n > limit) {
-      SendError(res, 413, "payload_too_large", "body of " + std::to_string(n) + " bytes exceeds this endpoint's " +
-                                                   std::to_string(limit) + "-byte limit");
+      RefuseUnread(req, res, 413, "payload_too_large",
+                   "body of " + std::to_string(n) + " bytes exceeds this endpoint's " + std::to_string(limit) +
+                       "-byte limit");
       return R::Handled;
     }
     if (!IsJsonContentType(req.get_header_value("Content-Type"))) {
-      SendError(res, 415, "unsupported_media_type", "Content-Type must be application/json");
+      RefuseUnread(req, res, 415, "unsupported_media_type", "Content-Type must be application/json");
       return R::Handled;
     }
     return R::Unhandled;
@@ -238,6 +280,11 @@ void Server::Routes(const ServerConfig& config, Service& service) {
   });
   http_->Post("/v1/admin/policies", [&service, authorized](const httplib::Request& req, httplib::Response& res) {
     if (authorized(req, res)) Send(res, service.AdminActivatePolicy(req.body));
+  });
+  // Runs after each answer is written: a connection marked by RefuseUnread is shut down
+  // (the answer already queued is still delivered, then FIN), so nothing more is read.
+  http_->set_logger([](const httplib::Request& req, const httplib::Response&) {
+    if (Closing(req)) ::shutdown(SSL_get_fd(req.ssl), SHUT_RDWR);
   });
   http_->set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (res.body.empty()) {

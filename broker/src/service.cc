@@ -4,6 +4,10 @@
 #include <cstdio>
 #include <iostream>
 
+#include <openssl/x509.h>
+
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "enclave/attest/bundle.h"
@@ -77,6 +81,31 @@ std::string HostIdFor(ByteSpan ek_public) {
   return HexEncode(ByteSpan(d.data(), 16));
 }
 
+std::vector<std::string> TpmKeysOf(const attest::EnrolmentBundle& bundle, const attest::EkTrustStore& trust) {
+  std::vector<std::string> keys;
+  for (const attest::EkCertificateEntry& c : bundle.ek_certificates) {
+    // Chain and DER checks as for the enrolled EK's certificate; the key check is not
+    // wanted here (the certificate is for another EK of the same TPM).
+    auto appraisal = attest::AppraiseEkCertificate(c.der, bundle.ek_public, trust);
+    if (!appraisal.ok()) continue;
+    const auto& passed = appraisal->passed();
+    if (std::find(passed.begin(), passed.end(), "ek.cert.chain") == passed.end() ||
+        std::find(passed.begin(), passed.end(), "ek.cert.der") == passed.end())
+      continue;
+    const unsigned char* p = c.der.data();
+    X509* x = d2i_X509(nullptr, &p, static_cast<long>(c.der.size()));
+    if (x == nullptr) continue;
+    unsigned char* spki = nullptr;
+    const int n = i2d_X509_PUBKEY(X509_get_X509_PUBKEY(x), &spki);
+    if (n > 0) keys.push_back(HexEncode(crypto::Sha256(ByteSpan(spki, static_cast<size_t>(n)))));
+    OPENSSL_free(spki);
+    X509_free(x);
+  }
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  return keys;
+}
+
 Result<std::unique_ptr<Service>> Service::Create(Store& store, audit::LogWriter& log, audit::EvidenceArchive archive,
                                                  std::string policy_text, std::string policy_dir,
                                                  ServiceOptions options) {
@@ -87,6 +116,15 @@ Result<std::unique_ptr<Service>> Service::Create(Store& store, audit::LogWriter&
   // that cannot be archived rather than fail every appraisal later.
   auto files = audit::PolicyReferencedFiles(policy_text, policy_dir);
   if (!files.ok()) return files.status().Annotate("attestation policy (archiving its EK root files)");
+  // Hosts enrolled before the store had tpm_keys (schema v3): link them from their stored
+  // enrolment bundles (idempotent), so that a revocation covers their TPM too.
+  ASSIGN_OR_RETURN(std::vector<HostRecord> hosts, store.ListHosts());
+  for (const HostRecord& h : hosts) {
+    auto bundle = attest::ParseEnrolmentBundle(h.enrolment_bundle);
+    if (!bundle.ok())
+      return Internal("stored enrolment bundle of host " + h.host_id + ": " + bundle.status().message());
+    RETURN_IF_ERROR(store.LinkTpmKeys(h.host_id, TpmKeysOf(*bundle, policy->ek_trust), h.enrolled_at));
+  }
   return std::unique_ptr<Service>(new Service(store, log, std::move(archive), std::move(policy).value(),
                                               std::move(policy_text), std::move(policy_dir), std::move(options)));
 }
@@ -111,9 +149,12 @@ Reply Service::Enrol(std::string_view body) {
   if (!appraisal.ok()) return ErrorReply(appraisal.status());
   if (!appraisal->ok()) return Refuse("enrolment", appraisal->Summary());
   const std::string host_id = HostIdFor(bundle->ek_public);
-  auto revoked = store_.IsRevoked(RevokedKind::kHost, host_id);
+  // Revocation covers the TPM: this EK's host id, and every host id that shares one of the
+  // bundle's certified EK keys (another EK of the same TPM).
+  auto revoked = store_.RevokedTpmLink(host_id, TpmKeysOf(*bundle, policy_.ek_trust));
   if (!revoked.ok()) return ErrorReply(revoked.status());
-  if (*revoked) return Refuse("enrolment", "host " + host_id + " is revoked");
+  if (*revoked)
+    return Refuse("enrolment", "host " + host_id + " is revoked (revoked host of this TPM: " + **revoked + ")");
 
   const int64_t now = Now();
   auto made = attest::MakeChallenge(*bundle, crypto::Sha256(AsBytes(body)), now);
@@ -151,9 +192,13 @@ Reply Service::Activate(const std::string& challenge_id, std::string_view body) 
                                     (name_ok ? "" : "the answer names another AK; ") +
                                     (secret_ok ? "" : "the secret does not match"));
   }
-  auto revoked = store_.IsRevoked(RevokedKind::kHost, pending->host_id);
+  const std::vector<std::string> tpm_keys = TpmKeysOf(*bundle, policy_.ek_trust);
+  auto revoked = store_.RevokedTpmLink(pending->host_id, tpm_keys);
   if (!revoked.ok()) return ErrorReply(revoked.status());
-  if (*revoked) return Refuse("activation", "host " + pending->host_id + " was revoked");
+  if (*revoked) {
+    return Refuse("activation",
+                  "host " + pending->host_id + " was revoked (revoked host of this TPM: " + **revoked + ")");
+  }
   // Checked before the audit entry, so the log never records an enrolment the store refuses.
   auto owner = store_.HostIdForAkName(bundle->ak_name);
   if (!owner.ok()) return ErrorReply(owner.status());
@@ -172,7 +217,11 @@ Reply Service::Activate(const std::string& challenge_id, std::string_view body) 
   host.ak_name = bundle->ak_name;
   host.enrolment_bundle = pending->enrolment_bundle;
   host.enrolled_at = Now();
-  if (Status s = store_.UpsertHost(host); !s.ok()) return ErrorReply(s);
+  // The store checks revocation again in the transaction that stores the host.
+  if (Status s = store_.UpsertHost(host, tpm_keys); !s.ok()) {
+    if (s.code() == Code::kPermissionDenied) return Refuse("activation", s.message());
+    return ErrorReply(s);
+  }
   return JsonReply(201, json{{"host_id", host.host_id},
                              {"ak_name", HexEncode(host.ak_name)},
                              {"enrolled_at", host.enrolled_at},

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "enclave/common/bytes.h"
@@ -215,6 +216,40 @@ CREATE TABLE policies (
 ) STRICT;
 )sql";
 
+// Version 3: the TPM keys each host's enrolment bundles certified (SHA-256 of the
+// SubjectPublicKeyInfo of every trusted EK certificate, hex). One TPM can have several EKs
+// (RSA-2048, P-256, P-384), hence several host ids; a shared certified key ties them.
+constexpr const char* kSchemaV3 = R"sql(
+CREATE TABLE tpm_keys (
+  ek_key TEXT NOT NULL,
+  host_id TEXT NOT NULL,
+  linked_at INTEGER NOT NULL,
+  PRIMARY KEY (ek_key, host_id)
+) STRICT;
+CREATE INDEX tpm_keys_host ON tpm_keys(host_id);
+)sql";
+
+// The hosts linked to ?1 (itself included) through the TPM keys stored for them and the
+// keys of the JSON array ?2, transitively; then the first of them that is revoked.
+constexpr const char* kRevokedLinkSql = R"sql(
+WITH RECURSIVE linked(h) AS (
+  SELECT ?1
+  UNION SELECT host_id FROM tpm_keys WHERE ek_key IN (SELECT value FROM json_each(?2))
+  UNION SELECT b.host_id FROM linked JOIN tpm_keys a ON a.host_id = linked.h JOIN tpm_keys b ON b.ek_key = a.ek_key
+)
+SELECT subject_id FROM revocations WHERE kind = 'host' AND subject_id IN (SELECT h FROM linked)
+ORDER BY subject_id LIMIT 1
+)sql";
+
+// Every host linked to ?1 (itself included), for ending their leases.
+constexpr const char* kEndLinkedLeasesSql = R"sql(
+WITH RECURSIVE linked(h) AS (
+  SELECT ?3
+  UNION SELECT b.host_id FROM linked JOIN tpm_keys a ON a.host_id = linked.h JOIN tpm_keys b ON b.ek_key = a.ek_key
+)
+UPDATE leases SET ended_at = ?1, end_reason = ?2 WHERE host_id IN (SELECT h FROM linked) AND ended_at IS NULL
+)sql";
+
 std::string KindName(RevokedKind kind) { return kind == RevokedKind::kHost ? "host" : "job"; }
 
 Result<sqlite3*> OpenDb(const std::string& path, int flags) {
@@ -310,6 +345,10 @@ Status Store::Migrate() {
     RETURN_IF_ERROR(Exec(kSchemaV2));
     RETURN_IF_ERROR(Stmt(db_, "INSERT INTO schema_migrations VALUES (2, unixepoch())").Run());
   }
+  if (version < 3) {
+    RETURN_IF_ERROR(Exec(kSchemaV3));
+    RETURN_IF_ERROR(Stmt(db_, "INSERT INTO schema_migrations VALUES (3, unixepoch())").Run());
+  }
   return txn.Commit();
 }
 
@@ -358,10 +397,18 @@ Result<PendingChallenge> Store::TakeChallenge(const std::string& challenge_id, i
   return c;
 }
 
-Status Store::UpsertHost(const HostRecord& h) {
+Status Store::UpsertHost(const HostRecord& h, const std::vector<std::string>& tpm_keys) {
   std::lock_guard<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
+  // Revocation is checked in the transaction that stores the host: a revocation of this
+  // TPM committed before it refuses the enrolment.
+  ASSIGN_OR_RETURN(std::optional<std::string> revoked, RevokedLinkLocked(h.host_id, tpm_keys));
+  if (revoked) {
+    return PermissionDenied("host " + h.host_id + (*revoked == h.host_id ? "" : " shares a TPM with host " + *revoked) +
+                            " is revoked");
+  }
+  RETURN_IF_ERROR(LinkTpmKeysLocked(h.host_id, tpm_keys, h.enrolled_at));
   // The AK name is unique: an AK re-enrolled under another host id is refused by the index.
   Stmt s(db_,
          "INSERT INTO hosts (host_id, ek_public, ek_cert_sha256, ak_public, ak_name, enrolment_bundle, clock_state, "
@@ -479,6 +526,37 @@ Result<int64_t> Store::PurgeExpired(int64_t now, int64_t keep_s) {
   return n;
 }
 
+Status Store::LinkTpmKeysLocked(const std::string& host_id, const std::vector<std::string>& tpm_keys, int64_t now) {
+  for (const std::string& k : tpm_keys) {
+    RETURN_IF_ERROR(
+        Stmt(db_, "INSERT OR IGNORE INTO tpm_keys VALUES (?1, ?2, ?3)").Text(1, k).Text(2, host_id).Int(3, now).Run());
+  }
+  return OkStatus();
+}
+
+Status Store::LinkTpmKeys(const std::string& host_id, const std::vector<std::string>& tpm_keys, int64_t now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Txn txn(db_);
+  RETURN_IF_ERROR(txn.status());
+  RETURN_IF_ERROR(LinkTpmKeysLocked(host_id, tpm_keys, now));
+  return txn.Commit();
+}
+
+Result<std::optional<std::string>> Store::RevokedLinkLocked(const std::string& host_id,
+                                                            const std::vector<std::string>& tpm_keys) {
+  Stmt s(db_, kRevokedLinkSql);
+  s.Text(1, host_id).Text(2, nlohmann::json(tpm_keys).dump());
+  ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return std::optional<std::string>();
+  return std::optional<std::string>(s.ColText(0));
+}
+
+Result<std::optional<std::string>> Store::RevokedTpmLink(const std::string& host_id,
+                                                         const std::vector<std::string>& tpm_keys) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return RevokedLinkLocked(host_id, tpm_keys);
+}
+
 Result<int64_t> Store::Revoke(RevokedKind kind, const std::string& id, const std::string& reason, int64_t now) {
   std::lock_guard<std::mutex> lock(mu_);
   Txn txn(db_);
@@ -486,8 +564,9 @@ Result<int64_t> Store::Revoke(RevokedKind kind, const std::string& id, const std
   Stmt s(db_, "INSERT OR IGNORE INTO revocations VALUES (?1, ?2, ?3, ?4)");
   s.Text(1, KindName(kind)).Text(2, id).Text(3, reason).Int(4, now);
   RETURN_IF_ERROR(s.Run());
+  // A host revocation ends the leases of every host id of the same TPM.
   const char* end_sql = kind == RevokedKind::kHost
-                            ? "UPDATE leases SET ended_at = ?1, end_reason = ?2 WHERE host_id = ?3 AND ended_at IS NULL"
+                            ? kEndLinkedLeasesSql
                             : "UPDATE leases SET ended_at = ?1, end_reason = ?2 WHERE job_id = ?3 AND ended_at IS NULL";
   RETURN_IF_ERROR(Stmt(db_, end_sql).Int(1, now).Text(2, KindName(kind) + " revoked: " + reason).Text(3, id).Run());
   const int64_t ended = sqlite3_changes(db_);
@@ -495,11 +574,27 @@ Result<int64_t> Store::Revoke(RevokedKind kind, const std::string& id, const std
   return ended;
 }
 
-Result<bool> Store::IsRevoked(RevokedKind kind, const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+Result<bool> Store::IsRevokedLocked(RevokedKind kind, const std::string& id) {
+  if (kind == RevokedKind::kHost) {
+    ASSIGN_OR_RETURN(std::optional<std::string> revoked, RevokedLinkLocked(id, {}));
+    return revoked.has_value();
+  }
   Stmt s(db_, "SELECT 1 FROM revocations WHERE kind = ?1 AND subject_id = ?2");
   s.Text(1, KindName(kind)).Text(2, id);
   return s.Step();
+}
+
+Result<bool> Store::IsRevoked(RevokedKind kind, const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return IsRevokedLocked(kind, id);
+}
+
+Status Store::CheckNotRevokedLocked(const std::string& host_id, const std::string& job_id) {
+  ASSIGN_OR_RETURN(bool host_revoked, IsRevokedLocked(RevokedKind::kHost, host_id));
+  if (host_revoked) return PermissionDenied("host " + host_id + " is revoked");
+  ASSIGN_OR_RETURN(bool job_revoked, IsRevokedLocked(RevokedKind::kJob, job_id));
+  if (job_revoked) return PermissionDenied("job " + job_id + " is revoked");
+  return OkStatus();
 }
 
 namespace {
@@ -591,6 +686,9 @@ Status Store::PutLease(const LeaseRecord& l, int64_t now) {
   std::lock_guard<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
+  // In the transaction that inserts the lease: a revocation acknowledged before this
+  // commit refuses the lease; one after it ends the lease.
+  RETURN_IF_ERROR(CheckNotRevokedLocked(l.host_id, l.job_id));
   {
     Stmt s(db_,
            "SELECT host_id FROM leases WHERE job_id = ?1 AND rank = ?2 AND ended_at IS NULL AND valid_until > ?3 "
@@ -668,16 +766,34 @@ Result<std::vector<uint32_t>> Store::RanksJoined(const std::string& job_id, int6
   return out;
 }
 
-Status Store::RenewLease(const std::string& lease_id, int64_t reattest_by, int64_t now) {
+Result<int64_t> Store::RenewLease(const std::string& lease_id, int64_t reattest_by, int64_t now) {
   std::lock_guard<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
-  Stmt s(db_,
-         "UPDATE leases SET reattest_by = ?1 WHERE lease_id = ?2 AND ended_at IS NULL AND valid_until > ?3 AND "
-         "reattest_by > ?3");
-  s.Int(1, reattest_by).Text(2, lease_id).Int(3, now);
+  Stmt q(db_,
+         "SELECT host_id, job_id, reattest_by FROM leases WHERE lease_id = ?1 AND ended_at IS NULL AND "
+         "valid_until > ?2 AND reattest_by > ?2");
+  q.Text(1, lease_id).Int(2, now);
+  ASSIGN_OR_RETURN(bool row, q.Step());
+  if (!row) return FailedPrecondition("lease " + lease_id + " is no longer active");
+  const std::string host_id = q.ColText(0), job_id = q.ColText(1);
+  const int64_t previous = q.ColInt(2);
+  RETURN_IF_ERROR(CheckNotRevokedLocked(host_id, job_id));
+  Stmt s(db_, "UPDATE leases SET reattest_by = ?1 WHERE lease_id = ?2");
+  s.Int(1, reattest_by).Text(2, lease_id);
   RETURN_IF_ERROR(s.Run());
   if (sqlite3_changes(db_) != 1) return FailedPrecondition("lease " + lease_id + " is no longer active");
+  RETURN_IF_ERROR(txn.Commit());
+  return previous;
+}
+
+Status Store::UndoRenewal(const std::string& lease_id, int64_t renewed, int64_t previous) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Txn txn(db_);
+  RETURN_IF_ERROR(txn.status());
+  Stmt s(db_, "UPDATE leases SET reattest_by = ?1 WHERE lease_id = ?2 AND reattest_by = ?3");
+  s.Int(1, std::min(previous, renewed)).Text(2, lease_id).Int(3, renewed);
+  RETURN_IF_ERROR(s.Run());
   return txn.Commit();
 }
 

@@ -6,6 +6,7 @@
 // expired and unknown nonces; its state survives a restart.
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <iostream>
 #include <mutex>
 #include <set>
@@ -249,6 +250,102 @@ TEST_F(EnrolAttestTest, ARevokedHostGetsNoNonceNoAppraisalAndCannotReEnrol) {
   EXPECT_EQ(PostEnrolment(state).status, 403);
   EXPECT_EQ(AuditEntries().size(), 1u) << "only the enrolment before the revocation is logged";
   EXPECT_TRUE(HostsJson()["hosts"][0]["revoked"].get<bool>());
+}
+
+// One TPM has up to three certified EKs (RSA-2048, ECC P-256, ECC P-384), so up to three
+// host ids. A revocation covers the TPM: every certified EK key in the bundles the revoked
+// host enrolled with. Here a swtpm of its own gets an ECC P-256 EK certificate at
+// 0x01C0000A (swtpm_setup makes RSA-2048 and P-384 ones), issued by its local CA: the host
+// enrols under its P-256 EK and its RSA EK; revoking the RSA host id also refuses the
+// P-256 one (nonces, re-enrolment), even with a bundle that withholds the other certificates,
+// and also for a host enrolled before the broker kept TPM keys (linked again at start).
+TEST_F(EnrolAttestTest, ARevokedHostCannotComeBackUnderAnotherEkOfItsTpm) {
+  auto own = SwtpmFixture::Start();
+  ASSERT_TRUE(own.ok()) << own.status().ToString();
+  tpm_.reset();
+  const std::string d = work_ + "/p256";
+  std::filesystem::create_directories(d);
+  const std::string script =
+      "set -e; export TPM2TOOLS_TCTI='" + (*own)->tcti() + "'; d='" + d + "'; c='" + (*own)->dir() +
+      "'\n"
+      "tpm2_createek -c $d/ek.ctx -G ecc -u $d/ek.pem -f pem >/dev/null\n"
+      "tpm2_flushcontext -t >/dev/null 2>&1 || true\n"
+      "xy=$(openssl pkey -pubin -in $d/ek.pem -outform DER | tail -c 64 | od -An -tx1 -v | tr -d ' \\n')\n"
+      "swtpm_localca --type ek --ek x=${xy:0:64},y=${xy:64:64},id=secp256r1 --dir $d --configfile "
+      "$c/swtpm-localca.conf --optsfile $c/swtpm-localca.options --tpm2 --tpm-spec-family 2.0 --tpm-spec-revision 164 "
+      "--tpm-spec-level 0 --tpm-manufacturer id:00001014 --tpm-model swtpm --tpm-version id:20191023 --logfile $d/log\n"
+      "tpm2_nvdefine 0x01c0000a -C o -s $(stat -c%s $d/ek.cert) -a 'ownerwrite|ownerread|authread|authwrite|no_da' "
+      ">/dev/null\n"
+      "tpm2_nvwrite 0x01c0000a -C o -i $d/ek.cert\n";
+  testing::WriteText(d + "/add-p256-ek-cert.sh", script);
+  ASSERT_EQ(std::system(("bash '" + d + "/add-p256-ek-cert.sh' >'" + d + "/out' 2>&1").c_str()), 0)
+      << testing::ReadText(d + "/out");
+  auto t = Tpm::Open((*own)->tcti());
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  tpm_ = std::move(t).value();
+  settings_.ek_root_files = {(*own)->ca_root_cert()};
+  settings_.ek_intermediate_files = {(*own)->ca_issuer_cert()};
+  ASSERT_NO_FATAL_FAILURE(StartBroker());
+
+  auto bundle_for = [&](const HostState& state, attest::host::EkType type) {
+    attest::host::EnrollOptions o;
+    o.force = true;
+    o.ek_type = type;
+    auto b = attest::host::Enroll(*tpm_, state, o, Now());
+    EXPECT_TRUE(b.ok()) << b.status().ToString();
+    return *b;
+  };
+  auto enrol = [&](const HostState& state, const attest::EnrolmentBundle& bundle) {
+    auto a = broker_->Post("/v1/enrolments", attest::EncodeEnrolmentBundle(bundle));
+    if (a.status != 201) return a;
+    auto c = ParseEnrolmentChallenge(a.body);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    auto challenge = attest::ParseChallengeBundle(c->challenge_bundle);
+    EXPECT_TRUE(challenge.ok());
+    auto response = attest::host::Activate(*tpm_, state, *challenge);
+    EXPECT_TRUE(response.ok()) << response.status().ToString();
+    return broker_->Post("/v1/enrolments/" + c->challenge_id + "/activation",
+                         attest::EncodeActivationResponse(*response));
+  };
+  HostState p256 = State("host-p256"), rsa = State("host-rsa");
+  const attest::EnrolmentBundle p256_bundle = bundle_for(p256, attest::host::EkType::kEccP256);
+  ASSERT_EQ(p256_bundle.ek_certificates.size(), 3u) << "RSA-2048, P-256 and P-384 EK certificates";
+  auto a = enrol(p256, p256_bundle);
+  ASSERT_EQ(a.status, 201) << a.body;
+  const std::string p256_id = a.json()["host_id"].get<std::string>();
+  auto b = enrol(rsa, bundle_for(rsa, attest::host::EkType::kRsa2048));
+  ASSERT_EQ(b.status, 201) << b.body;
+  const std::string rsa_id = b.json()["host_id"].get<std::string>();
+  ASSERT_NE(p256_id, rsa_id) << "one TPM, two host ids";
+  EXPECT_EQ(broker_->Post("/v1/nonces", EncodeNonceRequest({p256_id})).status, 201);
+  // As if the P-256 host had been enrolled by a broker before schema v3 (no tpm_keys rows):
+  // the restarted broker links it from its stored enrolment bundle.
+  broker_->Stop();
+  const std::string forget = "sqlite3 '" + broker_->Path("state/broker.db") +
+                             "' \"DELETE FROM tpm_keys WHERE host_id = '" + p256_id + "'\"";
+  ASSERT_EQ(std::system(forget.c_str()), 0) << forget;
+  ASSERT_TRUE(broker_->Restart().ok()) << broker_->log();
+
+  {
+    auto store = Store::Open(broker_->Path("state/broker.db"));
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ASSERT_TRUE((*store)->Revoke(RevokedKind::kHost, rsa_id, "test: TPM stolen", Now()).ok());
+  }
+  EXPECT_EQ(broker_->Post("/v1/nonces", EncodeNonceRequest({rsa_id})).status, 403);
+  EXPECT_EQ(broker_->Post("/v1/nonces", EncodeNonceRequest({p256_id})).status, 403)
+      << "the TPM's other EK is revoked with it";
+  // Enrolling again under the P-256 EK: refused, with every certificate or only its own.
+  attest::EnrolmentBundle again = bundle_for(p256, attest::host::EkType::kEccP256);
+  EXPECT_EQ(enrol(p256, again).status, 403);
+  std::erase_if(again.ek_certificates, [](const attest::EkCertificateEntry& c) { return c.nv_index != 0x01C0000Au; });
+  ASSERT_EQ(again.ek_certificates.size(), 1u);
+  EXPECT_EQ(enrol(p256, again).status, 403);
+  auto hosts = HostsJson()["hosts"];
+  ASSERT_EQ(hosts.size(), 2u);
+  EXPECT_TRUE(hosts[0]["revoked"].get<bool>());
+  EXPECT_TRUE(hosts[1]["revoked"].get<bool>());
+  broker_.reset();
+  tpm_.reset();
 }
 
 // SIGKILL while clients are being answered, three times: every nonce the broker had

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -95,6 +96,30 @@ class ReleaseTest : public EnrolAttestTest {
            "\"\npolicy = \"medical\"\nrequester = \"alice@hospital.example\"\njob_id = \"" + job_id +
            "\"\n[[datasets]]\nid = \"wdbc\"\npath = \"" + broker_->Path("wdbc.sealed") +
            "\"\n[training]\nepochs = 20\nvalidation_fraction = 0.25\n";
+  }
+
+  // Keys, and a dataset "wdbc" big enough that 100 epochs of a wide MLP outlast the first
+  // renewal (20 s in) by far: each epoch is about 25 GFLOP (seconds on one core), 100
+  // epochs minutes.
+  Status PrepareKeysAndBigSample(const std::string& dir) {
+    RETURN_IF_ERROR(PrepareKeys(dir));
+    if (std::filesystem::exists(dir + "/wdbc.sealed")) return OkStatus();
+    std::string csv = "a,b,c,d,label\n";
+    for (int i = 0; i < 20000; ++i) {
+      const bool yes = i % 2 == 0;
+      csv += std::to_string(i % 97 + (yes ? 50 : 0)) + "," + std::to_string(i % 13) + "," + std::to_string(i % 7) + "," +
+             std::to_string(i % 5) + "," + (yes ? "yes" : "no") + "\n";
+    }
+    testing::WriteText(dir + "/big.csv", csv);
+    ASSIGN_OR_RETURN(crypto::SecretBytes pass, crypto::SecretBytes::CopyFrom(AsBytes(testing::kPassphrase)));
+    ASSIGN_OR_RETURN(crypto::Keystore ks, crypto::Keystore::Unlock(dir + "/tenant.keystore", pass));
+    dataset::SealOptions o;
+    o.csv_path = dir + "/big.csv";
+    o.out_path = dir + "/wdbc.sealed";
+    o.label.column = "label";
+    o.label.positive = "yes";
+    o.dataset_id = "wdbc";
+    return dataset::SealCsv(o, ks).status();
   }
 
 #ifdef ENCLAVE_ATTEST_BIN
@@ -432,6 +457,150 @@ TEST_F(ReleaseTest, RevokedHostAndJobGetNothingAndTheirLeasesEnd) {
   EXPECT_EQ(CountType(audit::EventType::kRevoked), 2u);
   ASSERT_EQ(BrokerProcess::RunBroker({"leases", "--config", broker_->config(), "--json"}, "", &out), 0) << out;
   EXPECT_EQ(nlohmann::json::parse(out)["leases"].size(), 0u);  // no active lease left
+}
+
+// A revocation that lands while a release or a renewal of its job is in flight (past the
+// early revocation check, during the appraisal): the release is refused, or its lease was
+// stored before and the revocation ends it; the renewal is refused, or was committed and
+// logged before. Never an active lease after a revocation is acknowledged, and the audit
+// log never shows a key released or a lease renewed after the revocation of its job.
+// (Rounds with staggered delays, so that the revocation lands inside the appraisal window.)
+TEST_F(ReleaseTest, ARevocationDuringAReleaseOrRenewalLeavesNoActiveLeaseAndNoLaterEntry) {
+  settings_.threads = 8;
+  HostState state = State("host");
+  const std::string host = Ready(state);
+  auto client = Client();
+  auto keys = ReleaseKeys::Generate();
+  ASSERT_TRUE(keys.ok());
+  // A release body for `job`, quoted now (the quotes are appraised in the order made).
+  auto release_body = [&](const std::string& job) {
+    ReleaseRequest r = Request(job);
+    r.recipient = keys->recipient();
+    r.report_key = keys->report_public();
+    auto n = client->Nonce(host);
+    EXPECT_TRUE(n.ok()) << n.status().ToString();
+    auto ev = Quoter(state)(*n, ReleaseBinding(r));
+    EXPECT_TRUE(ev.ok()) << ev.status().ToString();
+    r.evidence = attest::EncodeEvidenceBundle(*ev);
+    return EncodeReleaseRequest(r);
+  };
+  int released = 0, release_refused = 0, renewed = 0, renewal_refused = 0;
+  for (int round = 0; round < 12; ++round) {
+    const auto delay = std::chrono::milliseconds(4 * round);
+    // A release racing the revocation of its job.
+    const std::string job = "race-rel-" + std::to_string(round);
+    const std::string body = release_body(job);
+    BrokerProcess::Answer rel, rev;
+    std::thread t([&] { rel = broker_->Post("/v1/releases", body); });
+    std::this_thread::sleep_for(delay);
+    rev = PostAdmin("/v1/admin/revocations", EncodeRevocationRequest({"job", job, "race"}));
+    t.join();
+    ASSERT_EQ(rev.status, 200) << rev.body;
+    ASSERT_TRUE(rel.status == 200 || rel.status == 403) << rel.status << " " << rel.body;
+    if (rel.status == 200) {
+      ++released;
+      EXPECT_EQ(rev.json()["leases_ended"], 1) << "a key released before the revocation: its lease must end with it";
+    } else {
+      ++release_refused;
+    }
+    // A renewal racing the revocation of its job.
+    const std::string job2 = "race-ren-" + std::to_string(round);
+    auto rel2 = client->RequestRelease(host, Request(job2), *keys, Quoter(state));
+    ASSERT_TRUE(rel2.ok()) << rel2.status().ToString();
+    auto n = client->Nonce(host);
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    auto ev = Quoter(state)(*n, RenewalBinding(rel2->lease.lease_id, keys->recipient()));
+    ASSERT_TRUE(ev.ok()) << ev.status().ToString();
+    const std::string renew_body = EncodeRenewalRequest({attest::EncodeEvidenceBundle(*ev)});
+    BrokerProcess::Answer ren;
+    std::thread t2([&] { ren = broker_->Post("/v1/leases/" + rel2->lease.lease_id + "/renewals", renew_body); });
+    std::this_thread::sleep_for(delay);
+    rev = PostAdmin("/v1/admin/revocations", EncodeRevocationRequest({"job", job2, "race"}));
+    t2.join();
+    ASSERT_EQ(rev.status, 200) << rev.body;
+    EXPECT_EQ(rev.json()["leases_ended"], 1);
+    if (ren.status == 200) {
+      ++renewed;
+    } else {
+      EXPECT_TRUE(ren.status == 403 || ren.status == 409) << ren.status << " " << ren.body;
+      ++renewal_refused;
+    }
+  }
+  std::cerr << "releases: " << released << " granted, " << release_refused << " refused; renewals: " << renewed
+            << " granted, " << renewal_refused << " refused\n";
+  // No active lease is left.
+  std::string out;
+  ASSERT_EQ(BrokerProcess::RunBroker({"leases", "--config", broker_->config(), "--json"}, "", &out), 0) << out;
+  EXPECT_EQ(nlohmann::json::parse(out)["leases"].size(), 0u) << out;
+  // Nothing is logged for a job after its revocation.
+  std::set<std::string> revoked_jobs;
+  std::map<std::string, std::string> job_of_lease;
+  for (const auto& e : AuditEntries()) {
+    const auto& f = e.event.fields;
+    if (e.event.type == audit::EventType::kRevoked && f["subject"] == "job") revoked_jobs.insert(f["subject_id"]);
+    if (e.event.type == audit::EventType::kKeyReleased) {
+      const std::string job = f["job_id"].get<std::string>();
+      job_of_lease[f["lease_id"].get<std::string>()] = job;
+      EXPECT_EQ(revoked_jobs.count(job), 0u)
+          << "key.released (entry " << e.seq << ") after job " << job << " was revoked";
+    }
+    if (e.event.type == audit::EventType::kLeaseRenewed) {
+      const std::string job = job_of_lease[f["lease_id"].get<std::string>()];
+      EXPECT_EQ(revoked_jobs.count(job), 0u)
+          << "lease.renewed (entry " << e.seq << ") after job " << job << " was revoked";
+    }
+  }
+}
+
+// A refusal whose reasons are longer than the audit log's text field (here: 64 keys the
+// keystore does not have) is still logged, its reason cut to fit and marked, and answered
+// 403 (not 503).
+TEST_F(ReleaseTest, ARefusalWithAVeryLongReasonIsLoggedTruncatedAnd403) {
+  HostState state = State("host");
+  const std::string host = Ready(state);
+  auto keys = ReleaseKeys::Generate();
+  ReleaseRequest r = Request("job-long");
+  r.keys.clear();
+  r.job.datasets.clear();
+  for (size_t i = 0; i < kMaxReleaseKeys; ++i) {
+    KeyRef k;
+    k.dataset_id = "dataset-" + std::to_string(i) + "-" + std::string(100, 'x');
+    k.key_id.fill(static_cast<uint8_t>(i));
+    r.keys.push_back(k);
+    r.job.datasets.push_back(k.dataset_id);
+  }
+  auto rel = Client()->RequestRelease(host, r, *keys, Quoter(state));
+  ASSERT_FALSE(rel.ok());
+  EXPECT_EQ(rel.status().code(), Code::kPermissionDenied) << rel.status().ToString();
+  bool logged = false;
+  for (const auto& e : AuditEntries()) {
+    if (e.event.type != audit::EventType::kReleaseRefused) continue;
+    logged = true;
+    const std::string reason = e.event.fields["reason"].get<std::string>();
+    EXPECT_LE(reason.size(), kMaxAuditTextBytes);
+    EXPECT_NE(reason.find("the keystore has no key"), std::string::npos) << reason;
+    EXPECT_NE(reason.find("[truncated: "), std::string::npos) << reason;
+  }
+  EXPECT_TRUE(logged);
+}
+
+TEST(AuditTextTest, CutsAtACharacterBoundaryMarksTheCutAndCleansWhatTheLogRefuses) {
+  EXPECT_EQ(AuditText("short reason"), "short reason");
+  EXPECT_EQ(AuditText(""), "-");
+  EXPECT_EQ(AuditText("a\nb\x01" "c"), "a b c");
+  EXPECT_EQ(AuditText("bad \xff byte"), "bad ? byte");
+  EXPECT_EQ(AuditText("overlong \xc0\xaf"), "overlong ??");
+  // 3-byte characters across the cut: never half a character.
+  std::string text;
+  for (int i = 0; i < 2000; ++i) text += "\xe2\x82\xac";  // U+20AC
+  const std::string cut = AuditText(text);
+  EXPECT_LE(cut.size(), kMaxAuditTextBytes);
+  const std::string marker = " [truncated: " + std::to_string(text.size()) + " bytes in all]";
+  ASSERT_GT(cut.size(), marker.size());
+  EXPECT_EQ(cut.substr(cut.size() - marker.size()), marker);
+  EXPECT_EQ((cut.size() - marker.size()) % 3, 0u);
+  EXPECT_EQ(AuditText(std::string(kMaxAuditTextBytes, 'a')), std::string(kMaxAuditTextBytes, 'a'));
+  EXPECT_LE(AuditText(std::string(kMaxAuditTextBytes + 1, 'a')).size(), kMaxAuditTextBytes);
 }
 
 TEST_F(ReleaseTest, RenewalMovesTheDeadlineAndSurvivesARestart) {
@@ -828,27 +997,7 @@ TEST_F(ReleaseTest, EnclaveTrainRanksEachAttestAndShareTheReleasedJobKey) {
 // A lease that ends while the trainer trains (here: the job is revoked, so its renewal is
 // refused) stops training: exit 5, no report, no model.
 TEST_F(ReleaseTest, EnclaveTrainStopsWhenItsLeaseEnds) {
-  settings_.before_launch = [this](const std::string& dir) -> Status {
-    RETURN_IF_ERROR(PrepareKeys(dir));
-    // Enough rows that 100 epochs of a wide MLP outlast the first renewal (20 s in) by far:
-    // each epoch is about 25 GFLOP (seconds on one core), 100 epochs minutes.
-    std::string csv = "a,b,c,d,label\n";
-    for (int i = 0; i < 20000; ++i) {
-      const bool yes = i % 2 == 0;
-      csv += std::to_string(i % 97 + (yes ? 50 : 0)) + "," + std::to_string(i % 13) + "," + std::to_string(i % 7) + "," +
-             std::to_string(i % 5) + "," + (yes ? "yes" : "no") + "\n";
-    }
-    testing::WriteText(dir + "/big.csv", csv);
-    ASSIGN_OR_RETURN(crypto::SecretBytes pass, crypto::SecretBytes::CopyFrom(AsBytes(testing::kPassphrase)));
-    ASSIGN_OR_RETURN(crypto::Keystore ks, crypto::Keystore::Unlock(dir + "/tenant.keystore", pass));
-    dataset::SealOptions o;
-    o.csv_path = dir + "/big.csv";
-    o.out_path = dir + "/wdbc.sealed";
-    o.label.column = "label";
-    o.label.positive = "yes";
-    o.dataset_id = "wdbc";
-    return dataset::SealCsv(o, ks).status();
-  };
+  settings_.before_launch = [this](const std::string& dir) -> Status { return PrepareKeysAndBigSample(dir); };
   std::vector<std::string> host;
   ASSERT_NO_FATAL_FAILURE(StartAndRegister("long-host", &host, /*lease_s=*/600, /*reattest_s=*/30));
   std::string out;
@@ -883,6 +1032,59 @@ TEST_F(ReleaseTest, EnclaveTrainStopsWhenItsLeaseEnds) {
   // The keeper asks for the lease's status every 5 s between renewals (the first renewal
   // would come 20 s in): a revocation stops training within seconds.
   EXPECT_LT(seconds, 18) << "training did not stop soon after the revocation";
+}
+
+// The broker is down when the trainer's first renewal is due (20 s into a 30 s interval):
+// the trainer retries with backoff while its lease is valid and renews once the broker is
+// back (one renewal, not one per loop), then stops when the job is revoked.
+TEST_F(ReleaseTest, EnclaveTrainRetriesARenewalWhileTheBrokerIsDown) {
+  settings_.before_launch = [this](const std::string& dir) -> Status { return PrepareKeysAndBigSample(dir); };
+  std::vector<std::string> host;
+  ASSERT_NO_FATAL_FAILURE(StartAndRegister("retry-host", &host, /*lease_s=*/600, /*reattest_s=*/30));
+  // The broker comes back on the same port.
+  std::string toml = testing::ReadText(broker_->config());
+  toml.replace(toml.find("port = 0"), 8, "port = " + std::to_string(broker_->port()));
+  testing::WriteText(broker_->config(), toml);
+  std::string job = JobToml(work_ + "/retry", "retry-job");
+  job.replace(job.find("epochs = 20"), 11, "epochs = 100");
+  job += "batch_size = 16\n[model]\nhidden = [512, 512]\n";
+  testing::WriteText(work_ + "/retry.toml", job);
+  std::vector<std::string> run = {"run",        "--job",    work_ + "/retry.toml", "--event-log=",
+                                  "--ima-log=", "--device", "cpu"};
+  run.insert(run.end(), host.begin(), host.end());
+  int rc = -1;
+  std::string train_out;
+  std::thread trainer([&] { rc = BrokerProcess::RunProgram(ENCLAVE_TRAIN_BIN, run, "", &train_out); });
+  std::string lease_id;
+  for (int i = 0; i < 100 && lease_id.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::string leases;
+    if (BrokerProcess::RunBroker({"leases", "--config", broker_->config(), "--json"}, "", &leases) != 0) continue;
+    auto j = nlohmann::json::parse(leases, nullptr, false);
+    if (j.is_object() && j["leases"].size() == 1) lease_id = j["leases"][0]["lease_id"].get<std::string>();
+  }
+  ASSERT_FALSE(lease_id.empty());
+  const auto released = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::seconds(15));
+  broker_->Stop(SIGKILL);  // down from 15 s to about 23 s: the renewal due at 20 s fails
+  std::this_thread::sleep_for(std::chrono::seconds(7));
+  ASSERT_TRUE(broker_->Restart().ok());
+  // Back: the trainer's retry renews the lease before its deadline (30 s).
+  size_t renewed = 0;
+  for (int i = 0; i < 60 && renewed == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    renewed = CountType(audit::EventType::kLeaseRenewed);
+  }
+  const double at = std::chrono::duration<double>(std::chrono::steady_clock::now() - released).count();
+  EXPECT_EQ(renewed, 1u) << "renewed once after the outage (at " << at << " s)";
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  EXPECT_EQ(CountType(audit::EventType::kLeaseRenewed), 1u) << "no renewal right after a renewal";
+  ASSERT_EQ(PostAdmin("/v1/admin/revocations", EncodeRevocationRequest({"job", "retry-job", "test"})).status, 200);
+  trainer.join();
+  EXPECT_EQ(rc, 5) << train_out;
+  EXPECT_NE(train_out.find("lease renewal failed (try 1"), std::string::npos) << train_out;
+  EXPECT_NE(train_out.find("the lease ended during training"), std::string::npos) << train_out;
+  EXPECT_EQ(train_out.find("lease renewal refused"), std::string::npos) << train_out;
 }
 #endif
 

@@ -624,6 +624,110 @@ TEST_F(AdminServerTest, WithTheTokenMalformedBodiesAre400NamingTheField) {
   }
 }
 
+// A refusal before the body is read (404, 405, 411, 413, 415, bad Content-Length) closes
+// the connection: the unread body, here a whole request for a nonce, must not be parsed as
+// the next request of a kept-alive connection (request smuggling).
+TEST_F(ServerTest, ARefusalBeforeTheBodyClosesTheConnectionSoTheBodyIsNeverASecondRequest) {
+  const std::string inner_body = R"({"host_id":"0123456789abcdef0123456789abcdef"})";
+  const std::string inner = "POST /v1/nonces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+                            std::to_string(inner_body.size()) + "\r\n\r\n" + inner_body;
+  const std::string big = inner + std::string(5000 - inner.size(), ' ');  // over the 4096-byte nonce limit
+  struct Case {
+    std::string name, head, body;
+    int status;
+  };
+  const std::vector<Case> cases = {
+      {"415", Head("/v1/nonces", "Content-Type: text/plain\r\nContent-Length: " + std::to_string(inner.size()) + "\r\n"),
+       inner, 415},
+      {"413", Head("/v1/nonces", "Content-Type: application/json\r\nContent-Length: " + std::to_string(big.size()) + "\r\n"),
+       big, 413},
+      {"404", Head("/v1/nothing", "Content-Type: application/json\r\nContent-Length: " + std::to_string(inner.size()) + "\r\n"),
+       inner, 404},
+      {"405", "PUT /v1/nonces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+                  std::to_string(inner.size()) + "\r\n\r\n",
+       inner, 405},
+      {"404 GET", "GET /v1/nonces HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(inner.size()) + "\r\n\r\n",
+       inner, 404},
+  };
+  for (const Case& c : cases) {
+    for (bool together : {false, true}) {
+      SCOPED_TRACE(c.name + (together ? ", head and body in one write" : ", body after the answer"));
+      RawTls t(broker_->port(), 0);
+      ASSERT_TRUE(t.connected());
+      if (together) {
+        t.Send(c.head + c.body);  // one TLS record: the body is already read into OpenSSL
+      } else {
+        t.Send(c.head);
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the refusal is decided on the head
+        t.Send(c.body);
+      }
+      std::string all = t.ReadAll();
+      // Everything else the broker sends on this connection, until it closes it.
+      for (std::string more = t.ReadAll(); !more.empty(); more = t.ReadAll()) all += more;
+      EXPECT_EQ(all.rfind("HTTP/1.1 " + std::to_string(c.status), 0), 0u) << all;
+      EXPECT_NE(all.find("Connection: close"), std::string::npos) << all;
+      // Exactly one answer: the smuggled nonce request got none (it would be a 404 "not
+      // enrolled", or a 201 for an enrolled host).
+      size_t answers = 0;
+      for (size_t p = all.find("HTTP/1.1 "); p != std::string::npos; p = all.find("HTTP/1.1 ", p + 1)) ++answers;
+      EXPECT_EQ(answers, 1u) << all;
+      EXPECT_EQ(all.find("not enrolled"), std::string::npos) << all;
+    }
+  }
+  // A request that is answered keeps the connection (keep-alive still works).
+  RawTls t(broker_->port(), 0);
+  ASSERT_TRUE(t.connected());
+  t.Send("GET /v1/status HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(t.ReadAll().rfind("HTTP/1.1 200", 0), 0u);
+  t.Send("GET /v1/status HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(t.ReadAll().rfind("HTTP/1.1 200", 0), 0u);
+}
+
+// A second broker on a port another broker listens on does not start (exit 10): without
+// SO_REUSEPORT the bind fails, so two brokers never share a port's connections.
+TEST(ServerStart, ASecondBrokerOnABoundPortExits10) {
+  const std::string dir = std::filesystem::temp_directory_path() / ("broker-port-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(testing::MakeSelfSignedCa(dir, "ek-root"));
+  BrokerSettings s;
+  s.ek_root_files = {dir + "/ek-root.pem"};
+  auto first = BrokerProcess::Start(dir + "/a", s);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  {
+    // Another broker (its own audit log and store), prepared, then pointed at the port.
+    auto other = BrokerProcess::Start(dir + "/b", s);
+    ASSERT_TRUE(other.ok()) << other.status().ToString();
+    EXPECT_EQ((*other)->Stop(SIGTERM), 0);
+  }
+  const std::string config = dir + "/b/broker.toml";
+  std::string toml = testing::ReadText(config);
+  const size_t at = toml.find("port = 0");
+  ASSERT_NE(at, std::string::npos) << toml;
+  toml.replace(at, 8, "port = " + std::to_string((*first)->port()));
+  testing::WriteText(config, toml);
+  std::string out;
+  // timeout(1) ends a second broker that did bind (exit 124) rather than hang the test.
+  const int rc = BrokerProcess::RunProgram("/usr/bin/timeout", {"15", ENCLAVE_BROKER_BIN, "serve", "--config", config,
+                                                                "--passphrase-fd", "3"},
+                                           testing::kPassphrase, &out);
+  EXPECT_EQ(rc, 10) << out;
+  EXPECT_EQ(out.find("listening"), std::string::npos) << out;
+  EXPECT_NE(out.find("cannot listen"), std::string::npos) << out;
+  EXPECT_TRUE((*first)->Alive());
+  // Once the first broker is gone, the port is free again at once (SO_REUSEADDR: its
+  // closed connections in TIME_WAIT do not block a restart); timeout(1) stops it (124).
+  EXPECT_EQ((*first)->Get("/v1/status").status, 200);
+  EXPECT_EQ((*first)->Stop(SIGTERM), 0);
+  EXPECT_EQ(BrokerProcess::RunProgram("/usr/bin/timeout", {"3", ENCLAVE_BROKER_BIN, "serve", "--config", config,
+                                                           "--passphrase-fd", "3"},
+                                      testing::kPassphrase, &out),
+            124)
+      << out;
+  EXPECT_NE(out.find("listening"), std::string::npos) << out;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(ServerStart, AWrongPassphraseABadConfigAndAMissingAuditLogStopTheStartWithDocumentedCodes) {
   const std::string dir = std::filesystem::temp_directory_path() / ("broker-start-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);

@@ -194,6 +194,35 @@ TEST_F(StoreTest, ReEnrolmentReplacesTheAkAndKeepsTheClockStateWhichChangesOnlyB
   EXPECT_FALSE(*store->IsRevoked(RevokedKind::kJob, "aa"));
 }
 
+// One TPM can have several certified EKs, hence several host ids: the hosts that share a
+// certified EK key (tpm_keys) are one TPM, and revoking one revokes all (transitively);
+// an enrolment that presents a key of a revoked TPM is refused in the storing transaction.
+TEST_F(StoreTest, ARevocationCoversEveryHostIdOfTheSameTpm) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  ASSERT_TRUE(store->UpsertHost(Host("rsa", 1), {"k-rsa", "k-p256", "k-p384"}).ok());
+  ASSERT_TRUE(store->UpsertHost(Host("p384", 2), {"k-p384"}).ok());
+  ASSERT_TRUE(store->UpsertHost(Host("other", 3), {"k-other"}).ok());
+  ASSERT_TRUE(store->UpsertHost(Host("chain", 4), {"k-other", "k-chain"}).ok());
+  EXPECT_FALSE(*store->IsRevoked(RevokedKind::kHost, "p384"));
+  ASSERT_TRUE(store->Revoke(RevokedKind::kHost, "rsa", "stolen", 5).ok());
+  EXPECT_TRUE(*store->IsRevoked(RevokedKind::kHost, "rsa"));
+  EXPECT_TRUE(*store->IsRevoked(RevokedKind::kHost, "p384")) << "another EK of the revoked TPM";
+  EXPECT_FALSE(*store->IsRevoked(RevokedKind::kHost, "other"));
+  // A host id never seen, whose bundle certifies a key of the revoked TPM (its P-256 EK).
+  auto link = store->RevokedTpmLink("p256", {"k-p256"});
+  ASSERT_TRUE(link.ok());
+  EXPECT_EQ(link->value_or(""), "rsa");
+  EXPECT_EQ(store->UpsertHost(Host("p256", 6), {"k-p256"}).code(), Code::kPermissionDenied);
+  EXPECT_EQ(store->GetHost("p256").status().code(), Code::kNotFound);
+  EXPECT_FALSE(store->RevokedTpmLink("fresh", {"k-fresh"})->has_value());
+  // Transitive: other -- k-other -- chain -- k-chain -- late.
+  ASSERT_TRUE(store->UpsertHost(Host("late", 7), {"k-chain"}).ok());
+  ASSERT_TRUE(store->Revoke(RevokedKind::kHost, "late", "test", 8).ok());
+  EXPECT_TRUE(*store->IsRevoked(RevokedKind::kHost, "other"));
+  EXPECT_FALSE(*store->IsRevoked(RevokedKind::kJob, "late"));
+}
+
 // The child writes in a loop and reports each acknowledged write on a pipe; the parent
 // kills it at a random moment, then reopens the database and looks for every write the
 // child acknowledged.

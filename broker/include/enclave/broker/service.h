@@ -18,9 +18,11 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 
+#include "enclave/attest/bundle.h"
 #include "enclave/attest/policy.h"
 #include "enclave/audit/evidence_archive.h"
 #include "enclave/audit/log_writer.h"
@@ -105,10 +107,30 @@ class Service {
   std::mutex locks_mu_;
   std::map<std::string, std::shared_ptr<std::mutex>> host_locks_;  // one appraisal per host at a time
   std::map<std::string, std::shared_ptr<std::mutex>> job_locks_;   // one release per job at a time
+  // Shared by a release (renewal) from the commit of its lease (renewal) until its audit
+  // entries are written; exclusive for a revocation. So the audit log never shows a key
+  // released (a lease renewed) after the revocation that ended that lease: a revocation
+  // commits either before the lease (refused in the store's transaction) or after the
+  // release's entries (and ends the lease).
+  std::shared_mutex revocation_mu_;
   crypto::Digest256 policy_sha256_{};  // of policy_text_
 };
 
+// The audit log's limit on a text field (audit/src/event.cc).
+inline constexpr size_t kMaxAuditTextBytes = 2048;
+// `text` as an audit text field: valid UTF-8 without control characters (an invalid byte
+// becomes '?', a control character a space), at most `max_bytes`; a longer text is cut
+// at a character boundary and ends with " [truncated: N bytes in all]". Never empty.
+std::string AuditText(std::string_view text, size_t max_bytes = kMaxAuditTextBytes);
+
 // hex(SHA-256(ek_public)[0..16)).
 std::string HostIdFor(ByteSpan ek_public);
+
+// The TPM keys of an enrolment bundle: hex SHA-256 of the SubjectPublicKeyInfo of every EK
+// certificate in the bundle (any NV index) that is strict DER and chains to a root of
+// `trust`, sorted and distinct. Every EK of one TPM that its manufacturer certified is
+// here when the host sends all its EK certificates (enclave-attest and the host agent
+// read every EK certificate index), so these tie the host ids of one TPM together.
+std::vector<std::string> TpmKeysOf(const attest::EnrolmentBundle& bundle, const attest::EkTrustStore& trust);
 
 }  // namespace enclave::broker

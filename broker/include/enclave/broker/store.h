@@ -8,6 +8,10 @@
 //   challenges     pending enrolment challenges: only SHA-256 of the secret, never the secret
 //   nonces         attestation nonces: single use (used_at), expiry
 //   revocations    revoked hosts and jobs
+//   tpm_keys       (v3) the EK keys each host's enrolment bundles certified: every EK
+//                  certificate in a bundle that chains to a trusted root, by SHA-256 of its
+//                  SubjectPublicKeyInfo. Hosts that share one are the same TPM, and a host
+//                  revocation covers every host linked to it this way (transitively)
 //   jobs           one per job id: its digest, world size, and its communication key
 //                  wrapped (AES-256-GCM) under a key derived from the tenant keystore
 //   leases         key releases: host, job, rank, data-use policy, deadlines, end
@@ -31,7 +35,7 @@ struct sqlite3;
 
 namespace enclave::broker {
 
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 struct HostRecord {
   std::string host_id;                 // hex SHA-256(EK public)[0..16): stable across AK changes
@@ -124,8 +128,17 @@ class Store {
   Result<PendingChallenge> TakeChallenge(const std::string& challenge_id, int64_t now);
 
   // Inserts the host, or replaces its AK and enrolment bundle when its EK is already
-  // enrolled (the clock state is kept: same TPM, same clock).
-  Status UpsertHost(const HostRecord& host);
+  // enrolled (the clock state is kept: same TPM, same clock), and links it to the TPM keys
+  // `tpm_keys` (hex SHA-256 of each certified EK's SubjectPublicKeyInfo), in one
+  // transaction that first checks revocation: PermissionDenied when the host, or any host
+  // sharing one of these keys (or one of its stored keys), is revoked.
+  Status UpsertHost(const HostRecord& host, const std::vector<std::string>& tpm_keys = {});
+  // Links a host to TPM keys (idempotent; used to fill tpm_keys for hosts enrolled before v3).
+  Status LinkTpmKeys(const std::string& host_id, const std::vector<std::string>& tpm_keys, int64_t now);
+  // The revoked host id that `host_id` is, or is linked to through a TPM key (its stored
+  // keys or `tpm_keys`, transitively); nullopt when none is revoked.
+  Result<std::optional<std::string>> RevokedTpmLink(const std::string& host_id,
+                                                    const std::vector<std::string>& tpm_keys = {});
   Result<HostRecord> GetHost(const std::string& host_id);
   Result<std::vector<HostRecord>> ListHosts();
   // The host enrolled with this AK name, if any.
@@ -140,9 +153,11 @@ class Store {
   // Deletes expired challenges and nonces that expired more than `keep_s` ago.
   Result<int64_t> PurgeExpired(int64_t now, int64_t keep_s);
 
-  // Records the revocation and ends every lease of that host or job, in one transaction;
-  // the number of leases ended.
+  // Records the revocation and ends every lease of that job, or of that host and of every
+  // host linked to it through a TPM key, in one transaction; the number of leases ended.
   Result<int64_t> Revoke(RevokedKind kind, const std::string& id, const std::string& reason, int64_t now);
+  // A job: revoked by id. A host: revoked by id or through a TPM key it shares with a
+  // revoked host (RevokedTpmLink).
   Result<bool> IsRevoked(RevokedKind kind, const std::string& id);
 
   // The job with this id, inserting `candidate` when there is none (one transaction). A
@@ -150,8 +165,11 @@ class Store {
   Result<JobRecord> GetOrCreateJob(const JobRecord& candidate);
   Result<std::optional<JobRecord>> GetJob(const std::string& job_id);
 
-  // Inserts the lease unless another host holds an active lease for the same job and rank
-  // (AlreadyExists), in one transaction.
+  // Inserts the lease, in one transaction that first checks that neither its host (nor a
+  // host linked to it, see IsRevoked) nor its job is revoked (PermissionDenied) and that
+  // no other host holds an active lease for the same job and rank (AlreadyExists). A
+  // revocation therefore either commits before the lease (which is refused) or after it
+  // (and ends it).
   Status PutLease(const LeaseRecord& lease, int64_t now);
   Result<LeaseRecord> GetLease(const std::string& lease_id);
   // Active leases only unless `all`.
@@ -160,8 +178,13 @@ class Store {
   Result<std::vector<LeaseRecord>> ActiveLeasesOfJob(const std::string& job_id, int64_t now);
   // Ranks of the job with an active lease, ascending.
   Result<std::vector<uint32_t>> RanksJoined(const std::string& job_id, int64_t now);
-  // Moves the re-attestation deadline of an active lease (FailedPrecondition otherwise).
-  Status RenewLease(const std::string& lease_id, int64_t reattest_by, int64_t now);
+  // Moves the re-attestation deadline of an active lease (FailedPrecondition otherwise),
+  // in one transaction that first checks that neither the lease's host (nor a linked
+  // host) nor its job is revoked (PermissionDenied). Returns the previous deadline.
+  Result<int64_t> RenewLease(const std::string& lease_id, int64_t reattest_by, int64_t now);
+  // Undoes a renewal whose audit entry could not be written: sets the deadline back to
+  // `previous` only while it is still `renewed` (fail closed: never extends).
+  Status UndoRenewal(const std::string& lease_id, int64_t renewed, int64_t previous);
   Status EndLease(const std::string& lease_id, const std::string& reason, int64_t now);
   // Marks the lease's job report as logged; FailedPrecondition when it already was.
   Status MarkReported(const std::string& lease_id, int64_t now);
@@ -180,6 +203,13 @@ class Store {
   static Result<std::unique_ptr<Store>> OpenReadWrite(const std::string& path);
   Status Exec(const char* sql);
   Status Migrate();
+  // With mu_ held (inside a transaction where it matters).
+  Status LinkTpmKeysLocked(const std::string& host_id, const std::vector<std::string>& tpm_keys, int64_t now);
+  Result<std::optional<std::string>> RevokedLinkLocked(const std::string& host_id,
+                                                       const std::vector<std::string>& tpm_keys);
+  Result<bool> IsRevokedLocked(RevokedKind kind, const std::string& id);
+  // PermissionDenied when the host (or a host linked to it) or the job is revoked.
+  Status CheckNotRevokedLocked(const std::string& host_id, const std::string& job_id);
   sqlite3* db_ = nullptr;
   std::mutex mu_;  // one connection, one transaction at a time
 };
