@@ -93,8 +93,14 @@ void PrintVerbHelp(const Program& p, const Verb& v) {
 
 }  // namespace
 
-void PrintJson(const nlohmann::json& doc) { std::cout << doc.dump(2) << std::endl; }
-void PrintJsonLine(const nlohmann::json& doc) { std::cout << doc.dump() << std::endl; }
+std::string DumpJson(const nlohmann::json& doc, int indent) {
+  // Names from a file (column and class names, possibly from an unauthenticated header) need
+  // not be UTF-8; the strict default would throw. Each ill-formed sequence becomes U+FFFD.
+  return doc.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+void PrintJson(const nlohmann::json& doc) { std::cout << DumpJson(doc, 2) << std::endl; }
+void PrintJsonLine(const nlohmann::json& doc) { std::cout << DumpJson(doc) << std::endl; }
 
 int Main(const Program& program, int argc, char** argv) {
   if (program.holds_keys) {
@@ -139,7 +145,12 @@ int Main(const Program& program, int argc, char** argv) {
                  args.status().message().c_str());
     return kExitUsage;
   }
-  Status s = verb->run(*args);
+  Status s;
+  try {
+    s = verb->run(*args);
+  } catch (const std::exception& e) {  // a bug: report it as one line and exit 1, never abort
+    s = Internal(std::string("unexpected exception: ") + e.what());
+  }
   if (!s.ok()) {
     std::fprintf(stderr, "%s %s: error: %s\n", program.name.c_str(), verb->name.c_str(), s.ToString().c_str());
     if (args->json()) {
@@ -155,7 +166,8 @@ FlagSpec PassphraseFdFlag() {
 }
 
 Result<crypto::SecretBytes> ReadPassphrase(int fd, const std::string& prompt, bool confirm) {
-  constexpr size_t kMax = 1024;
+  // keystore.md: the bytes before the first LF (a CR before it is kept), 1 .. 1023 of them.
+  constexpr size_t kMax = 1023;
   ASSIGN_OR_RETURN(crypto::SecretBytes buf, crypto::SecretBytes::Create(kMax));
   auto read_line = [&](int from, size_t* len) -> Status {
     *len = 0;
@@ -166,10 +178,9 @@ Result<crypto::SecretBytes> ReadPassphrase(int fd, const std::string& prompt, bo
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return ErrnoStatus("reading passphrase", errno);
       if (n == 0 || c == '\n') break;
-      if (*len == kMax) return InvalidInput("passphrase longer than 1024 bytes");
+      if (*len == kMax) return InvalidInput("passphrase longer than 1023 bytes");
       b[(*len)++] = static_cast<uint8_t>(c);
     }
-    if (*len > 0 && b[*len - 1] == '\r') --*len;  // a passphrase file written with CRLF
     return OkStatus();
   };
   size_t len = 0;

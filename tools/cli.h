@@ -56,6 +56,9 @@ struct Program {
 
 int Main(const Program& program, int argc, char** argv);
 
+// Serializes JSON for output: bytes that are not valid UTF-8 in a string (names from a
+// file) become U+FFFD instead of throwing. Every JSON output goes through here.
+std::string DumpJson(const nlohmann::json& doc, int indent = -1);
 // Prints a JSON document on stdout.
 void PrintJson(const nlohmann::json& doc);
 // One compact line (error objects, JSON lines).

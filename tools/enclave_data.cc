@@ -303,15 +303,19 @@ Status OpenModel(const Args& args) {
   return OkStatus();
 }
 
+// --classes (sealed-dataset.md, "Labels"): split at commas, items not trimmed, a trailing
+// empty item dropped ("x,z," is x and z). Other empty items stay and are refused by the
+// schema's rules (no empty class names).
 std::vector<std::string> SplitComma(const std::string& s) {
   std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
-    out.push_back(b == std::string::npos ? std::string() : item.substr(b, e - b + 1));
+  size_t start = 0;
+  while (true) {
+    const size_t comma = s.find(',', start);
+    out.push_back(s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
   }
-  if (!s.empty() && s.back() == ',') out.push_back("");  // an empty last class, refused by validation
+  if (out.back().empty()) out.pop_back();
   return out;
 }
 
@@ -321,7 +325,12 @@ Status Seal(const Args& args) {
   o.out_path = args.Get("out");
   o.label.column = args.Get("label");
   if (args.Has("positive")) o.label.positive = args.Get("positive");
-  if (args.Has("classes")) o.label.classes = SplitComma(args.Get("classes"));
+  if (args.Has("classes")) {
+    o.label.classes = SplitComma(args.Get("classes"));
+    if (o.label.classes.size() < 2) {
+      return InvalidInput("--classes needs at least 2 class names, got '" + args.Get("classes") + "'");
+    }
+  }
   if (o.label.positive && !o.label.classes.empty()) return InvalidInput("--positive and --classes exclude each other");
   ASSIGN_OR_RETURN(o.suite, crypto::ParseSuite(args.Get("suite")));
   o.dataset_id = args.Get("dataset-id");

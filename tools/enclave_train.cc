@@ -292,9 +292,14 @@ json ReportHeader(const Args& args, const Session& s, const char* verb) {
 }
 
 void EmitLine(const json& j) {
-  std::cout << j.dump() << "\n";
+  std::cout << cli::DumpJson(j) << "\n";
   std::cout.flush();
 }
+
+// The report's text: column and class names need not be UTF-8 (sealed-dataset.md), so
+// ill-formed bytes become U+FFFD instead of throwing after the model and plot are written.
+// The signed text (attested mode) is this same text.
+std::string ReportText(const json& report) { return cli::DumpJson(report, 2) + "\n"; }
 
 Result<AtomicOutputFile> OpenReport(const Session& s, const std::string& name, bool force) {
   std::error_code ec;
@@ -304,7 +309,7 @@ Result<AtomicOutputFile> OpenReport(const Session& s, const std::string& name, b
 }
 
 Status WriteReport(AtomicOutputFile& out, const json& report) {
-  const std::string text = report.dump(2) + "\n";
+  const std::string text = ReportText(report);
   RETURN_IF_ERROR(out.Write(text.data(), text.size()));
   return out.Commit();
 }
@@ -678,7 +683,7 @@ Status Run(const Args& args) {
 #ifdef ENCLAVE_HAVE_ATTESTED_MODE
   if (s.attested) {
     // The signature file first, then the report it signs (the report names it).
-    const std::string text = report.dump(2) + "\n";
+    const std::string text = ReportText(report);
     ASSIGN_OR_RETURN(std::string sig, s.attested->SignReport(text));
     ASSIGN_OR_RETURN(AtomicOutputFile sig_out, AtomicOutputFile::Create(path + ".sig", force));
     RETURN_IF_ERROR(sig_out.Write(sig.data(), sig.size()));
@@ -691,7 +696,7 @@ Status Run(const Args& args) {
   if (s.attested) {
     // The broker logs job.finished from the signed report. The outputs are complete
     // already, so a broker that cannot be reached now is a warning, not a failure.
-    auto index = s.attested->ReportFinished(report.dump(2) + "\n");
+    auto index = s.attested->ReportFinished(ReportText(report));
     if (index.ok()) {
       finished = *index;
     } else {
@@ -725,7 +730,7 @@ Status Run(const Args& args) {
       std::printf("model: not written (no export key)\n");
     }
     std::printf("report: %s\nplot: %s\n", path.c_str(), plot_out->path().c_str());
-    if (!finished.is_null()) std::printf("job.finished logged by the broker: audit entry %s\n", finished.dump().c_str());
+    if (!finished.is_null()) std::printf("job.finished logged by the broker: audit entry %s\n", cli::DumpJson(finished).c_str());
   }
   return OkStatus();
 }
@@ -871,7 +876,7 @@ Status Cv(const Args& args) {
   if (s.attested) {
     // Signed like run's report (docs/training.md, "Signed report"); the broker's job report
     // endpoint takes only run reports (it logs the exported model), so this one stays local.
-    const std::string text = report.dump(2) + "\n";
+    const std::string text = ReportText(report);
     ASSIGN_OR_RETURN(std::string sig, s.attested->SignReport(text));
     ASSIGN_OR_RETURN(AtomicOutputFile sig_out, AtomicOutputFile::Create(path + ".sig", args.Has("force")));
     RETURN_IF_ERROR(sig_out.Write(sig.data(), sig.size()));

@@ -1,16 +1,86 @@
 #include "enclave/common/files.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <random>
 
 namespace enclave {
 namespace {
+
+// --- Temporary files removed on SIGINT, SIGTERM and SIGHUP -------------------------------
+// An uncommitted output (often decrypted plaintext: `enclave-data open`, `open-model`,
+// `enclave-train predict --out`) is removed by ~AtomicOutputFile, which a signal that kills
+// the process never runs. So every temporary is also entered in this fixed table, which the
+// handler walks with async-signal-safe calls only (atomic loads, unlink, sigaction, raise).
+
+constexpr int kTempSlots = 128;
+constexpr int kCleanupSignals[] = {SIGINT, SIGTERM, SIGHUP};
+
+struct TempSlot {
+  std::atomic<int> state{0};  // 0 free, 1 being filled or emptied, 2 holds a live temporary
+  char path[PATH_MAX];
+};
+TempSlot g_temp_slots[kTempSlots];
+static_assert(std::atomic<int>::is_always_lock_free, "the signal handler reads the slot states");
+
+extern "C" void RemoveTempsAndDie(int sig) {
+  const int saved = errno;
+  for (TempSlot& slot : g_temp_slots) {
+    if (slot.state.load(std::memory_order_acquire) == 2) ::unlink(slot.path);
+  }
+  // Then die of the signal as if there were no handler (the parent sees the usual status).
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(sig, &dfl, nullptr);
+  ::raise(sig);  // delivered when the handler returns (the signal is blocked until then)
+  errno = saved;
+}
+
+// Installs the handler for each signal whose disposition is still the default: a signal the
+// parent ignores (nohup) stays ignored, and a handler the program installed (enclave-train's
+// stop-after-this-step during training) is left alone.
+void InstallCleanupHandlers() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (int sig : kCleanupSignals) {
+      struct sigaction old {};
+      if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO)) continue;
+      struct sigaction sa {};
+      sa.sa_handler = RemoveTempsAndDie;
+      sigemptyset(&sa.sa_mask);
+      for (int other : kCleanupSignals) sigaddset(&sa.sa_mask, other);
+      ::sigaction(sig, &sa, nullptr);
+    }
+  });
+}
+
+// The slot index, or -1 when the path does not fit or the table is full.
+int RegisterTemp(const std::string& temp) {
+  if (temp.size() >= PATH_MAX) return -1;
+  InstallCleanupHandlers();
+  for (int i = 0; i < kTempSlots; ++i) {
+    int expected = 0;
+    if (!g_temp_slots[i].state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) continue;
+    std::memcpy(g_temp_slots[i].path, temp.c_str(), temp.size() + 1);
+    g_temp_slots[i].state.store(2, std::memory_order_release);
+    return i;
+  }
+  return -1;
+}
+
+void UnregisterTemp(int slot) {
+  if (slot >= 0) g_temp_slots[slot].state.store(0, std::memory_order_release);
+}
 
 constexpr size_t kWriteBuffer = 1 << 20;
 
@@ -54,8 +124,14 @@ Result<AtomicOutputFile> AtomicOutputFile::Create(const std::string& path, bool 
   for (int attempt = 0; attempt < 16; ++attempt) {
     std::string temp = DirectoryOf(path) + "/." + std::filesystem::path(path).filename().string() +
                        ".tmp-" + std::to_string(rd());
+    // Registered before it exists, so that no signal can leave it behind.
+    const int slot = RegisterTemp(temp);
+    if (slot < 0) return Internal("more than 128 output files open at once, or a path too long: " + temp);
     int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd >= 0) return AtomicOutputFile(path, temp, fd, allow_overwrite);
+    if (fd >= 0) return AtomicOutputFile(path, temp, fd, allow_overwrite, slot);
+    const int err = errno;
+    UnregisterTemp(slot);
+    errno = err;
     if (errno != EEXIST) return ErrnoStatus("creating temporary file for " + path, errno);
   }
   return IoError("could not create a temporary file beside " + path);
@@ -66,6 +142,7 @@ AtomicOutputFile::AtomicOutputFile(AtomicOutputFile&& other) noexcept
       temp_(std::move(other.temp_)),
       fd_(std::exchange(other.fd_, -1)),
       allow_overwrite_(other.allow_overwrite_),
+      slot_(std::exchange(other.slot_, -1)),
       buffer_(std::move(other.buffer_)) {
   other.temp_.clear();
 }
@@ -73,6 +150,7 @@ AtomicOutputFile::AtomicOutputFile(AtomicOutputFile&& other) noexcept
 AtomicOutputFile::~AtomicOutputFile() {
   if (fd_ >= 0) ::close(fd_);
   if (!temp_.empty()) ::unlink(temp_.c_str());
+  UnregisterTemp(slot_);
 }
 
 Status AtomicOutputFile::FlushBuffer() {
@@ -106,6 +184,7 @@ Status AtomicOutputFile::Commit() {
     ::unlink(temp_.c_str());
   }
   temp_.clear();
+  UnregisterTemp(std::exchange(slot_, -1));
   int dir = ::open(DirectoryOf(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir >= 0) {
     int rc = ::fsync(dir);

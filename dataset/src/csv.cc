@@ -1,6 +1,44 @@
 #include "enclave/dataset/csv.h"
 
+#include <charconv>
+#include <cmath>
+
 namespace enclave::dataset {
+
+bool ParseCsvNumber(std::string_view cell, float* out) {
+  const size_t b = cell.find_first_not_of(" \t");
+  if (b == std::string_view::npos) return false;
+  const size_t e = cell.find_last_not_of(" \t");
+  const char* begin = cell.data() + b;
+  const char* end = cell.data() + e + 1;
+  if (*begin == '+') {  // from_chars rejects a leading plus; accept one, not "+-1"
+    ++begin;
+    if (begin == end || *begin == '-' || *begin == '+') return false;
+  }
+  float value = 0;
+  auto [ptr, ec] = std::from_chars(begin, end, value);
+  if (ptr != end) return false;
+  if (ec == std::errc::result_out_of_range) {
+    // Below float32's range: a subnormal is kept, a value that would round to zero is not
+    // (nor is an overflow, or anything beyond double's range).
+    double wide = 0;
+    auto [wptr, wec] = std::from_chars(begin, end, wide);
+    if (wec != std::errc() || wptr != end || !(std::fabs(wide) < 1.0) || wide == 0.0) return false;
+    value = static_cast<float>(wide);
+    if (value == 0.0f) return false;
+    *out = value;
+    return true;
+  }
+  if (ec != std::errc() || !std::isfinite(value)) return false;
+  // An implementation may also round an underflow to zero without reporting it.
+  if (value == 0.0f) {
+    double wide = 0;
+    auto [wptr, wec] = std::from_chars(begin, end, wide);
+    if (wec != std::errc() || wptr != end || wide != 0.0) return false;
+  }
+  *out = value;
+  return true;
+}
 
 Result<CsvReader> CsvReader::Open(const std::string& path) {
   ASSIGN_OR_RETURN(FileReader file, FileReader::Open(path));
@@ -12,6 +50,7 @@ Result<CsvReader> CsvReader::Open(const std::string& path) {
 Status CsvReader::Fill() {
   size_t got = 0;
   RETURN_IF_ERROR(file_.Read(buf_.data(), buf_.size(), &got));
+  if (hasher_ && got > 0) hasher_->Update({reinterpret_cast<const uint8_t*>(buf_.data()), got});
   pos_ = 0;
   end_ = got;
   if (got == 0) eof_ = true;

@@ -8,6 +8,8 @@
 #include <map>
 #include <set>
 
+#include <unistd.h>
+
 #include "enclave/common/files.h"
 #include "enclave/dataset/csv.h"
 
@@ -39,27 +41,7 @@ int YesNo(const std::string& cell) {
   return -1;
 }
 
-bool ParseFloat(const std::string& cell, float* out) {
-  std::string v = Trim(cell);
-  if (v.empty()) return false;
-  const char* begin = v.data();
-  const char* end = v.data() + v.size();
-  if (*begin == '+') {  // from_chars rejects a leading plus; accept one, not "+-1"
-    ++begin;
-    if (begin == end || *begin == '-' || *begin == '+') return false;
-  }
-  auto [ptr, ec] = std::from_chars(begin, end, *out);
-  if (ptr != end) return false;
-  if (ec == std::errc::result_out_of_range) {
-    // Underflow rounds to zero or a subnormal, as a float conversion does; overflow is an error.
-    double wide = 0;
-    auto [wptr, wec] = std::from_chars(begin, end, wide);
-    if (wec != std::errc() || wptr != end || std::fabs(wide) >= 1.0) return false;
-    *out = static_cast<float>(wide);
-    return true;
-  }
-  return ec == std::errc() && std::isfinite(*out);
-}
+bool ParseFloat(const std::string& cell, float* out) { return ParseCsvNumber(cell, out); }
 
 std::string CellError(const CsvReader& csv, const std::string& column, const std::string& what,
                       const std::string& cell) {
@@ -180,6 +162,7 @@ std::string FormatFloat(float v) {
 
 Result<CsvScan> ScanCsv(const std::string& csv_path, const LabelSpec& spec, const ProgressFn& progress) {
   ASSIGN_OR_RETURN(CsvReader csv, CsvReader::Open(csv_path));
+  csv.HashContent();
   ASSIGN_OR_RETURN(Header header, ReadHeader(csv, spec));
   const size_t n = header.names.size();
   CsvScan scan;
@@ -224,6 +207,8 @@ Result<CsvScan> ScanCsv(const std::string& csv_path, const LabelSpec& spec, cons
     if (progress && scan.rows % 4096 == 0) progress(csv.bytes_read(), csv.file_size());
   }
   if (scan.rows == 0) return InvalidInput(csv_path + ": no data rows after the header");
+  scan.csv_digest = csv.ContentDigest();
+  scan.csv_bytes = csv.bytes_read();
   if (!spec.classes.empty()) {
     scan.schema.classes = spec.classes;
   } else if (spec.positive) {
@@ -269,8 +254,8 @@ Result<DatasetInfo> SealCsv(const SealOptions& options, crypto::Keystore& keysto
   params.chunk_size = records_per_chunk * record_bytes;
   params.payload_length = scan.rows * record_bytes;
   params.metadata = EncodeSchema(schema);
-  // The key enters the keystore only once the sealed file is complete, just before the
-  // file is committed: a failed seal leaves neither a file nor an orphan key.
+  // The key enters the keystore only once the sealed file is complete and committed: a
+  // failed seal leaves neither a file nor an orphan key.
   ASSIGN_OR_RETURN(crypto::PendingDataKey key, keystore.NewDataKey(options.dataset_id, options.suite));
   params.key_id = key.entry.key_id;
   const crypto::SecretBytes& dek = key.dek;
@@ -279,12 +264,18 @@ Result<DatasetInfo> SealCsv(const SealOptions& options, crypto::Keystore& keysto
   HashingSink sink(&file_sink);
   ASSIGN_OR_RETURN(auto writer, crypto::SealedFileWriter::Create(params, dek, &sink));
 
-  // Pass two: encode and seal. The file is re-validated; if it changed since pass one,
-  // the row count or a cell no longer fits and sealing fails.
+  // Pass two: encode and seal. It must read the very bytes pass one checked: the same
+  // header, the same number of rows and, at the end, the same SHA-256 of the whole file.
+  const std::string changed = options.csv_path + ": changed while sealing (";
   ASSIGN_OR_RETURN(CsvReader csv, CsvReader::Open(options.csv_path));
+  csv.HashContent();
   std::vector<std::string> row;
   ASSIGN_OR_RETURN(bool have_header, csv.Next(&row));
-  if (!have_header) return InvalidInput(options.csv_path + ": changed while sealing");
+  if (!have_header) return InvalidInput(changed + "no header)");
+  if (row.size() != schema.columns.size()) return InvalidInput(changed + "header)");
+  for (size_t i = 0; i < row.size(); ++i) {
+    if (Trim(row[i]) != schema.columns[i].name) return InvalidInput(changed + "header)");
+  }
   auto classes = IndexOf(schema.classes);
   ASSIGN_OR_RETURN(crypto::SecretBytes record_buf, crypto::SecretBytes::Create(record_bytes));
   float* record = reinterpret_cast<float*>(record_buf.ExposeSecretMutable().data());
@@ -292,17 +283,25 @@ Result<DatasetInfo> SealCsv(const SealOptions& options, crypto::Keystore& keysto
   while (true) {
     ASSIGN_OR_RETURN(bool have, csv.Next(&row));
     if (!have) break;
-    if (++rows > scan.rows) return InvalidInput(options.csv_path + ": changed while sealing (more rows)");
+    if (++rows > scan.rows) return InvalidInput(changed + "more rows)");
     RETURN_IF_ERROR(EncodeRow(csv, schema, classes, row, record));
     RETURN_IF_ERROR(writer->Append(record_buf.ExposeSecret()));
     if (options.progress && rows % 4096 == 0) {
       options.progress(csv.file_size() / 2 + csv.bytes_read() / 2, csv.file_size());
     }
   }
-  if (rows != scan.rows) return InvalidInput(options.csv_path + ": changed while sealing (fewer rows)");
+  if (rows != scan.rows) return InvalidInput(changed + "fewer rows)");
+  if (csv.bytes_read() != scan.csv_bytes || csv.ContentDigest() != scan.csv_digest) {
+    return InvalidInput(changed + "its SHA-256 differs from the first pass)");
+  }
   RETURN_IF_ERROR(writer->Finish());
-  RETURN_IF_ERROR(keystore.AddDataKey(key));
+  // The file first: committing refuses a file that appeared meanwhile (no --force), and then
+  // no key has been added. Should adding the key fail, the committed file goes again.
   RETURN_IF_ERROR(out.Commit());
+  if (Status added = keystore.AddDataKey(key); !added.ok()) {
+    ::unlink(options.out_path.c_str());
+    return added;
+  }
   if (options.progress) options.progress(csv.file_size(), csv.file_size());
   DatasetInfo info;
   info.header = writer->header();

@@ -1,6 +1,8 @@
 #include "enclave/common/files.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -57,6 +59,38 @@ TEST(AtomicOutputFile, RefusesToOverwriteUnlessAllowed) {
   ASSERT_TRUE(forced->Commit().ok());
   EXPECT_EQ(fs::file_size(out), 2u);
 }
+
+// A signal that ends the process never runs ~AtomicOutputFile; the handler installed by
+// Create() removes the uncommitted temporaries (decrypted plaintext, for `enclave-data open`)
+// and the process still dies of the signal. Committed outputs stay.
+void ExpectSignalRemovesTemporaries(int sig) {
+  fs::path dir = TempDir() / ("signal-" + std::to_string(sig));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto done = AtomicOutputFile::Create((dir / "done.txt").string(), false);
+    auto a = AtomicOutputFile::Create((dir / "a.csv").string(), false);
+    auto b = AtomicOutputFile::Create((dir / "b.csv").string(), true);
+    if (!done.ok() || !a.ok() || !b.ok() || !done->Write("x", 1).ok() || !done->Commit().ok()) ::_exit(2);
+    std::string rows(3 << 20, 'r');  // past the write buffer: really on disk
+    if (!a->Write(rows.data(), rows.size()).ok() || !b->Write("row\n", 4).ok()) ::_exit(3);
+    ::raise(sig);
+    ::_exit(4);  // not reached
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "exit status " << status;
+  EXPECT_EQ(WTERMSIG(status), sig);
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir)) left.push_back(e.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{"done.txt"});
+}
+
+TEST(AtomicOutputFile, SigtermRemovesTemporaries) { ExpectSignalRemovesTemporaries(SIGTERM); }
+TEST(AtomicOutputFile, SigintRemovesTemporaries) { ExpectSignalRemovesTemporaries(SIGINT); }
+TEST(AtomicOutputFile, SighupRemovesTemporaries) { ExpectSignalRemovesTemporaries(SIGHUP); }
 
 TEST(FileReader, ReadAtPastEndIsAnError) {
   fs::path p = TempDir() / "d.txt";

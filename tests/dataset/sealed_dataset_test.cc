@@ -1,8 +1,10 @@
 #include "enclave/dataset/sealed_dataset.h"
+#include "enclave/dataset/csv.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <limits>
 
 #include "test_files.h"
 
@@ -200,13 +202,126 @@ namespace enclave::dataset {
 namespace {
 
 TEST_F(SealedDatasetTest, NumberEdgeCases) {
-  SealOptions ok = Options("f,y\n+1.5,a\n1e-50,b\n-0,a\n", "y");
+  SealOptions ok = Options("f,y\n+1.5,a\n1e-40,b\n-0,a\n0e-50,b\n", "y");
   ok.out_path = (dir_ / "ok.sealed").string();
   auto info = SealCsv(ok, *keystore_);
-  ASSERT_TRUE(info.ok()) << info.status().ToString();  // underflow rounds to zero, as in a float cast
+  ASSERT_TRUE(info.ok()) << info.status().ToString();  // a subnormal is kept; zero is zero
+  // Non-zero but rounds to zero (sealed-dataset.md, "Numbers"): refused, not sealed as 0.
+  ExpectRejected(Options("f,y\n1,a\n1e-50,b\n", "y"), "in.csv:3: column 'f': non-numeric or out-of-range");
+  ExpectRejected(Options("f,y\n1,a\n-1e-50,b\n", "y"), "in.csv:3: column 'f': non-numeric or out-of-range");
   ExpectRejected(Options("f,y\n1,a\n+-1,b\n", "y"), "in.csv:3: column 'f': non-numeric");
   ExpectRejected(Options("f,y\n1,a\n++1,b\n", "y"), "in.csv:3: column 'f': non-numeric");
   ExpectRejected(Options("f,y\n1,a\n1e39,b\n", "y"), "in.csv:3: column 'f': non-numeric or out-of-range");
+}
+
+// The one number parser of the sealer and of enclave-train's CSV datasets.
+TEST(ParseCsvNumber, UnderflowToZeroIsRefusedSubnormalsKept) {
+  float v = 1;
+  EXPECT_FALSE(ParseCsvNumber("1e-50", &v));
+  EXPECT_FALSE(ParseCsvNumber("-1e-50", &v));
+  EXPECT_FALSE(ParseCsvNumber("7e-46", &v));  // below half the smallest subnormal
+  EXPECT_FALSE(ParseCsvNumber("1e-400", &v));  // below double's range too
+  EXPECT_FALSE(ParseCsvNumber("1e39", &v));
+  ASSERT_TRUE(ParseCsvNumber("8e-46", &v));  // rounds up to the smallest subnormal
+  EXPECT_EQ(v, std::numeric_limits<float>::denorm_min());
+  ASSERT_TRUE(ParseCsvNumber(" 1e-40\t", &v));
+  EXPECT_GT(v, 0.0f);
+  EXPECT_LT(v, std::numeric_limits<float>::min());
+  ASSERT_TRUE(ParseCsvNumber("0e-999", &v));
+  EXPECT_EQ(v, 0.0f);
+  ASSERT_TRUE(ParseCsvNumber("-0.000", &v));
+  EXPECT_EQ(v, 0.0f);
+  ASSERT_TRUE(ParseCsvNumber("+2.5", &v));
+  EXPECT_EQ(v, 2.5f);
+  EXPECT_FALSE(ParseCsvNumber("+-1", &v));
+  EXPECT_FALSE(ParseCsvNumber("  ", &v));
+}
+
+// Pass two must read what pass one checked. The progress callback runs between the two
+// passes (its last pass-one call reports half of the file), so it can change the CSV there.
+class ChangedCsvTest : public SealedDatasetTest {
+ protected:
+  // Seals `before`, replacing the file by `after` between the passes; expects the seal to
+  // fail naming `what`, with no output, no temporary and no key.
+  void ExpectChangedRejected(const std::string& before, const std::string& after, const std::string& what) {
+    SealOptions o = Options(before, "y");
+    bool changed = false;
+    o.progress = [&](uint64_t done, uint64_t total) {
+      if (!changed && total > 0 && done * 2 >= total - 1) {
+        testing::WriteFile(o.csv_path, after);
+        changed = true;
+      }
+    };
+    auto r = SealCsv(o, *keystore_);
+    ASSERT_TRUE(changed);
+    ASSERT_FALSE(r.ok()) << "a CSV changed between the passes was sealed";
+    EXPECT_EQ(r.status().code(), Code::kInvalidInput) << r.status().ToString();
+    EXPECT_NE(r.status().message().find("changed while sealing (" + what), std::string::npos) << r.status().message();
+    EXPECT_FALSE(fs::exists(o.out_path));
+    for (auto& e : fs::directory_iterator(dir_)) {
+      EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << "temporary left: " << e.path();
+    }
+    auto reopened = crypto::Keystore::Unlock(keystore_path_, Passphrase());
+    ASSERT_TRUE(reopened.ok());
+    EXPECT_TRUE(reopened->entries().empty()) << "a failed seal added a key";
+  }
+};
+
+TEST_F(ChangedCsvTest, HeaderRenamed) {
+  // Same size, same rows: without the header check the file is sealed under the old names.
+  ExpectChangedRejected("f,g,y\n1,2,a\n3,4,b\n", "g,f,y\n1,2,a\n3,4,b\n", "header)");
+}
+
+TEST_F(ChangedCsvTest, CellChanged) {
+  // Every row still valid, same count: only the digest of the whole file notices.
+  ExpectChangedRejected("f,g,y\n1,2,a\n3,4,b\n", "f,g,y\n1,2,a\n3,5,b\n", "its SHA-256 differs");
+}
+
+TEST_F(ChangedCsvTest, RowsAddedOrRemoved) {
+  ExpectChangedRejected("f,y\n1,a\n2,b\n", "f,y\n1,a\n2,b\n3,a\n", "more rows)");
+  ExpectChangedRejected("f,y\n1,a\n2,b\n3,a\n", "f,y\n1,a\n2,b\n", "fewer rows)");
+}
+
+TEST_F(SealedDatasetTest, UnchangedCsvSealsWithProgress) {
+  SealOptions o = Options("f,g,y\n1,2,a\n3,4,b\n", "y");
+  int calls = 0;
+  o.progress = [&](uint64_t, uint64_t) { ++calls; };
+  auto r = SealCsv(o, *keystore_);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_GT(calls, 0);
+}
+
+// Output that appears during the seal (no --force): the commit fails with *already exists*
+// and, since the key is added only after the commit, the keystore is unchanged.
+TEST_F(SealedDatasetTest, OutputAppearingDuringSealLeavesNoKey) {
+  SealOptions o = Options("f,y\n1,a\n2,b\n", "y");
+  o.progress = [&](uint64_t, uint64_t) {
+    if (!fs::exists(o.out_path)) testing::WriteFile(o.out_path, "someone else's file");
+  };
+  auto r = SealCsv(o, *keystore_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kAlreadyExists) << r.status().ToString();
+  EXPECT_EQ(testing::ReadFile(o.out_path), "someone else's file");
+  auto reopened = crypto::Keystore::Unlock(keystore_path_, Passphrase());
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_TRUE(reopened->entries().empty()) << "orphan key left by a failed seal";
+}
+
+// Adding the key fails after the file was committed (the keystore was replaced during the
+// seal): the committed file is removed again, so no sealed file is left without its key.
+TEST_F(SealedDatasetTest, KeyThatCannotBeAddedRemovesTheCommittedFile) {
+  SealOptions o = Options("f,y\n1,a\n2,b\n", "y");
+  const std::string other = (dir_ / "other.json").string();
+  ASSERT_TRUE(Keystore::Init(other, Passphrase(), {2, 19ull << 20}).ok());
+  bool replaced = false;
+  o.progress = [&](uint64_t, uint64_t) {
+    if (!replaced) fs::rename(other, keystore_path_);
+    replaced = true;
+  };
+  auto r = SealCsv(o, *keystore_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kFailedPrecondition) << r.status().ToString();
+  EXPECT_FALSE(fs::exists(o.out_path)) << "a sealed file without its key was left";
 }
 
 TEST_F(SealedDatasetTest, FailedSealLeavesNoKeyInKeystore) {

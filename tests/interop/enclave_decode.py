@@ -208,6 +208,13 @@ class Keystore:
                 raise auth_failed("data key of '%s' failed to unwrap" % dataset_id) from None
         raise DecodeError(EXIT_NOT_FOUND, "no data key for dataset '%s' with key id %s" % (dataset_id, key_id.hex()))
 
+    def data_key_suite(self, dataset_id, key_id):
+        """The suite id the entry (dataset_id, key_id) was made for (bound into its DEK_AAD)."""
+        for e in self.entries:
+            if e['dataset_id'] == dataset_id and e['key_id'] == key_id:
+                return SUITE_NAMES[e['suite']]
+        raise DecodeError(EXIT_NOT_FOUND, "no data key for dataset '%s' with key id %s" % (dataset_id, key_id.hex()))
+
     def export_private_key(self, key_id):
         """(private, public) of export key `key_id`: unwrapped, and checked against each other."""
         for e in self.export_keys:
@@ -441,7 +448,7 @@ def decode_schema(meta):
     if sum(1 for c in columns if c[1] == 2) != 1:
         raise invalid('schema must have exactly one label column')
     if not 2 <= k <= (1 << 16) or len(set(classes)) != k or \
-            any(len(c.encode('utf-8', 'surrogateescape')) > 1024 for c in classes):
+            any(not 1 <= len(c.encode('utf-8', 'surrogateescape')) <= 1024 for c in classes):
         raise invalid('bad class list')
     return columns, classes
 
@@ -564,6 +571,10 @@ def decode_to_csv(data, keystore):
     if h['keystore_id'] != keystore.id:
         raise DecodeError(EXIT_NOT_FOUND, 'sealed with another keystore')
     dek = keystore.data_key(h['object_id'], h['key_id'])
+    entry_suite = keystore.data_key_suite(h['object_id'], h['key_id'])
+    if entry_suite != h['suite']:
+        raise auth_failed('header says suite %s, the keystore entry says %s'
+                          % (SUITE_BY_ID[h['suite']], SUITE_BY_ID[entry_suite]))
     keys = authenticate_header(h, dek)
     columns, classes = decode_schema(h['metadata'])
     width = len(columns)
@@ -600,12 +611,21 @@ def decode_to_csv(data, keystore):
     return ''.join(out), h, keys, dek
 
 
-def read_passphrase_bytes(raw):
-    """A passphrase file's content: everything before the first newline."""
-    p = raw.split(b'\n', 1)[0]
+MAX_PASSPHRASE = 1023
+
+
+def check_passphrase(p):
+    """keystore.md: the bytes before the first LF (a CR before it is part of them), 1..1023."""
     if not p:
         raise invalid('empty passphrase')
+    if len(p) > MAX_PASSPHRASE:
+        raise invalid('passphrase longer than %d bytes' % MAX_PASSPHRASE)
     return p
+
+
+def read_passphrase_bytes(raw):
+    """A passphrase file's content: everything before the first newline."""
+    return check_passphrase(raw.split(b'\n', 1)[0])
 
 
 def read_passphrase(fd):
@@ -615,14 +635,21 @@ def read_passphrase(fd):
         if not c or c == b'\n':
             break
         chunks.append(c)
-    p = b''.join(chunks)
-    if not p:
-        raise invalid('empty passphrase')
-    return p
+        if len(chunks) > MAX_PASSPHRASE:
+            break
+    return check_passphrase(b''.join(chunks))
+
+
+def json_text(s):
+    """A name as enclave-data's JSON shows it: bytes that are not UTF-8 become U+FFFD, one for
+    each maximal ill-formed subsequence (sealed-dataset.md, "The dataset digest")."""
+    return s.encode('utf-8', 'surrogateescape').decode('utf-8', 'replace')
 
 
 def header_json(h):
     columns, classes = decode_schema(h['metadata'])
+    columns = [(json_text(n), k) for n, k in columns]
+    classes = [json_text(c) for c in classes]
     return {
         'format_version': h['version'], 'suite': SUITE_BY_ID[h['suite']], 'dataset_id': h['object_id'],
         'keystore_id': h['keystore_id'].hex(), 'key_id': h['key_id'].hex(), 'chunk_bytes': h['chunk_size'],

@@ -8,7 +8,11 @@ tests/interop/CMakeLists.txt; each subcommand is one test:
   tamper   one flipped byte anywhere in a header, in ciphertext and in tags; truncation,
            extension, chunk swap, wrong passphrase: the Python decoder rejects each, with the
            same exit code as `enclave-data verify`
-  fixture  the worked example under tests/data/dataset/ reads with both implementations
+  fixture  the worked example under tests/data/dataset/ reads with both implementations;
+           re-sealed with another header suite than its keystore entry, or with an empty
+           class name, both refuse it alike (4, 3); passphrase files with a CR before the LF,
+           with 1024 bytes, with text after the LF: the same exit code from both; a CSV
+           whose names are not UTF-8: the same CSV and the same inspect --json from both
   docs     every value quoted in the documents' worked examples matches the fixture
   model    exported models (docs/formats/model-export.md): export key and public key file,
            seal-to with enclave-data and open in Python and vice versa, byte for byte;
@@ -223,6 +227,82 @@ def cmd_fixture(a, work):
     listing = json.loads(tool.run('keystore', 'list', '--keystore', ks, '--json').stdout)
     check([k['dataset_id'] for k in listing['data_keys']] == ['example:credit-mini'],
           'enclave-data keystore list shows the example data key')
+
+    # The example re-sealed with suite 2 under its own DEK (a correct header tag and key
+    # commitment), while its keystore entry says suite 1: both readers refuse it with 4
+    # (keystore.md, "Finding the data key of a sealed file", step 3).
+    other = os.path.join(work, 'example.suite2.sealed')
+    passphrase = dec.read_passphrase_bytes(read(fixture + '.passphrase'))
+    write(other, reseal(read(sealed), passphrase, ks, suite=2))
+    p = py_decode(other, ks, fixture + '.passphrase', os.path.join(work, 'example.suite2.csv'))
+    c = tool.run('verify', other, '--keystore', ks, expect=None).returncode
+    check(p == c == dec.EXIT_AUTH_FAILED,
+          'suite in the header differs from the keystore entry: exit 4 in both (python %d, C++ %d)' % (p, c))
+    # An authenticated schema with an empty class name (class 0 "no" -> ""): invalid input (3)
+    # in both (sealed-dataset.md: class names are 1..1024 bytes).
+    meta = dec.inspect(read(sealed))['metadata']
+    assert meta.endswith(b'\x02\x00no\x03\x00yes')
+    empty = os.path.join(work, 'example.empty-class.sealed')
+    write(empty, reseal(read(sealed), passphrase, ks, metadata=meta[:-9] + b'\x00\x00\x03\x00yes'))
+    p = py_decode(empty, ks, fixture + '.passphrase', os.path.join(work, 'example.empty-class.csv'))
+    c = tool.run('verify', empty, '--keystore', ks, expect=None).returncode
+    check(p == c == dec.EXIT_INVALID_INPUT, 'an empty class name: exit 3 in both (python %d, C++ %d)' % (p, c))
+
+    # Passphrases (keystore.md): the bytes before the first LF, a CR kept, 1..1023 bytes.
+    for name, content, expect in [('cr', passphrase + b'\r\n', dec.EXIT_PERMISSION_DENIED),
+                                  ('long', b'p' * 1024 + b'\n', dec.EXIT_INVALID_INPUT),
+                                  ('lf', passphrase + b'\nignored', 0)]:
+        passfile = os.path.join(work, 'pass.' + name)
+        write(passfile, content)
+        p = py_decode(sealed, ks, passfile, os.path.join(work, 'example.%s.csv' % name))
+        c = Tool(a.enclave_data, passfile).run('verify', sealed, '--keystore', ks, expect=None).returncode
+        check(p == c == expect, 'passphrase file %r...: exit %d in both (python %d, C++ %d)'
+              % (content[-12:], expect, p, c))
+
+    # Names that are not UTF-8: the same CSV from both decoders, byte for byte, and the same
+    # inspect JSON (each ill-formed sequence shown as U+FFFD).
+    passfile = os.path.join(work, 'pass')
+    write(passfile, PASSPHRASE + b'\n')
+    own = Tool(a.enclave_data, passfile)
+    own_ks = make_keystore(own, work)
+    csv = os.path.join(work, 'names.csv')
+    write(csv, b'f\xff,g\xe2\x82,y\n1,2,x\xfe\n3,4,z\xc3\xa9\n5,6,x\xfe\n')
+    names = os.path.join(work, 'names.sealed')
+    own.run('seal', '--csv', csv, '--label', 'y', '--suite', 'aes-256-gcm', '--dataset-id', 'names',
+            '--keystore', own_ks, '--out', names)
+    compare_inspect(own, names, 'non-UTF-8 names')
+    ref, out = os.path.join(work, 'names.ref.csv'), os.path.join(work, 'names.py.csv')
+    own.run('open', names, '--keystore', own_ks, '--out', ref)
+    rc = py_decode(names, own_ks, passfile, out)
+    check(rc == 0 and read(out) == read(ref) == read(csv),
+          'non-UTF-8 names: both decoders give back the CSV byte for byte')
+
+
+def reseal(data, passphrase, keystore_path, suite=None, metadata=None):
+    """The sealed file `data` with another header suite and/or metadata, rebuilt and
+    re-encrypted under its own DEK: a correct key commitment, header tag and chunks."""
+    import hashlib
+    import hmac
+    import struct
+    h = dec.inspect(data)
+    ks = dec.Keystore(keystore_path, passphrase)
+    dek = ks.data_key(h['object_id'], h['key_id'])
+    plain = b''.join(dec.open_chunks(data, h, dec.authenticate_header(h, dek)['payload_key']))
+    suite = h['suite'] if suite is None else suite
+    meta = h['metadata'] if metadata is None else metadata
+    oid = h['object_id'].encode('latin-1')
+    body = (dec.MAGIC + struct.pack('<HHHHI', 1, suite, h['content_type'], 0, 174 + len(oid) + len(meta)) +
+            h['keystore_id'] + h['key_id'] + h['salt'] +
+            struct.pack('<IQQH', h['chunk_size'], h['payload_length'], h['chunk_count'], len(oid)) + oid +
+            struct.pack('<I', len(meta)) + meta)
+    k = dec.derive_subkeys(dek, h['salt'])
+    header = body + k['commitment']
+    header += hmac.new(k['header_key'], header, hashlib.sha256).digest()
+    digest = hashlib.sha256(header).digest()
+    aead = dec.make_aead(suite, k['payload_key'])
+    n, size = h['chunk_count'], h['chunk_size']
+    return header + b''.join(aead.encrypt(dec.chunk_nonce(i, i + 1 == n), plain[i * size:(i + 1) * size], digest)
+                             for i in range(n))
 
 
 # ------------------------------------------------------------------------------- docs

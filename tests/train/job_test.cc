@@ -205,6 +205,33 @@ TEST(Job, ExamplesParse) {
   }
 }
 
+// toml++ limits the nesting of arrays and inline tables but not the parts of a dotted key
+// or a table header; 100 000 of them overflowed its recursive walk (a segfault). The parser
+// refuses more than 32 parts, or more than 32 open brackets, before toml++ sees the text.
+TEST(Job, DeepDottedKeysAndHeadersAreRefusedBeforeParsing) {
+  const std::string base = "output_dir = \"o\"\n[[datasets]]\nid = \"d\"\npath = \"p\"\n";
+  std::string deep_key = "a", deep_header = "[a";
+  for (int i = 0; i < 100000; ++i) deep_key += ".a", deep_header += ".a";
+  ExpectError(base + deep_key + " = 1\n", "job.toml:5: a dotted key or table header has more than 32 parts");
+  ExpectError(base + deep_header + "]\n", "job.toml:5: a dotted key or table header has more than 32 parts");
+  ExpectError(deep_key + " = 1\n", "job.toml:1: a dotted key or table header has more than 32 parts");
+  std::string quoted = "\"a\"";
+  for (int i = 0; i < 100000; ++i) quoted += " . 'a'";
+  ExpectError(base + "[model]\n" + quoted + " = 1\n",
+              "job.toml:6: a dotted key or table header has more than 32 parts");
+  ExpectError(base + "x = " + std::string(33, '[') + std::string(33, ']') + "\n",
+              "job.toml:5: arrays, inline tables and table headers nested more than 32 deep");
+  // 32 parts pass the scan (and are then an unknown key); dots in strings and comments,
+  // floats and dates are not counted.
+  std::string parts32 = "a";
+  for (int i = 1; i < 32; ++i) parts32 += ".a";
+  ExpectError(base + parts32 + " = 1\n", "unknown key");
+  std::string dotted_string(1000, '.');
+  auto r = Parse("name = \"" + dotted_string + "\" # " + dotted_string + "\nseed = 1\n" + base +
+                 "[optimizer]\nlr = 1.5e-3\n");
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+}
+
 // The fuzz seeds double as parser tests: valid-* must parse, invalid-* must not.
 TEST(Job, FuzzSeeds) {
   size_t valid = 0, invalid = 0;

@@ -30,26 +30,8 @@ int YesNo(const std::string& cell) {
   return -1;
 }
 
-bool ParseFloat(const std::string& cell, float* out) {
-  std::string v = Trim(cell);
-  if (v.empty()) return false;
-  const char* begin = v.data();
-  const char* end = v.data() + v.size();
-  if (*begin == '+') {
-    ++begin;
-    if (begin == end || *begin == '-' || *begin == '+') return false;
-  }
-  auto [ptr, ec] = std::from_chars(begin, end, *out);
-  if (ptr != end) return false;
-  if (ec == std::errc::result_out_of_range) {
-    double wide = 0;
-    auto [wptr, wec] = std::from_chars(begin, end, wide);
-    if (wec != std::errc() || wptr != end || std::fabs(wide) >= 1.0) return false;
-    *out = static_cast<float>(wide);
-    return true;
-  }
-  return ec == std::errc() && std::isfinite(*out);
-}
+// The number rules of enclave-data seal, from the one parser both use.
+bool ParseFloat(const std::string& cell, float* out) { return dataset::ParseCsvNumber(cell, out); }
 
 namespace {
 

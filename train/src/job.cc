@@ -226,7 +226,103 @@ const char* ScheduleName(int kind) {
   }
 }
 
+namespace {
+
+// toml++ bounds the nesting of arrays and inline tables, but not the parts of a dotted key
+// or table header (`a.a.a… = 1`, `[a.a.a…]`): 100 000 of them overflow its recursive walk.
+// So before parsing, outside strings and comments (docs/formats/job.md, "Limits"): at most
+// kMaxKeyParts parts in any dotted chain, at most kMaxBrackets arrays, inline tables and
+// header brackets open at once.
+constexpr int kMaxKeyParts = 32;
+constexpr int kMaxBrackets = 32;
+
+Status CheckNesting(std::string_view text, const std::string& source) {
+  uint64_t line = 1;
+  int parts = 0, brackets = 0;
+  bool after_part = false, after_dot = false;
+  auto where = [&] { return source + ":" + std::to_string(line) + ": "; };
+  auto part = [&]() -> Status {
+    parts = after_dot ? parts + 1 : 1;
+    after_part = true;
+    after_dot = false;
+    if (parts > kMaxKeyParts) {
+      return InvalidInput(where() + "a dotted key or table header has more than " + std::to_string(kMaxKeyParts) +
+                          " parts");
+    }
+    return OkStatus();
+  };
+  auto bare = [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+  };
+  size_t i = 0;
+  const size_t n = text.size();
+  // Skips the string that starts at i, counting its newlines. An unterminated one ends the
+  // scan; toml++ reports it.
+  auto skip_string = [&]() {
+    const char q = text[i];
+    const std::string_view triple = q == '"' ? std::string_view("\"\"\"") : std::string_view("'''");
+    const bool multi = text.substr(i, 3) == triple;
+    i += multi ? 3 : 1;
+    while (i < n) {
+      const char c = text[i];
+      if (c == '\\' && q == '"') {
+        if (i + 1 < n && text[i + 1] == '\n') ++line;
+        i += 2;
+        continue;
+      }
+      if (c == '\n') {
+        ++line;
+        if (!multi) return;
+      }
+      if (c == q && (!multi || text.substr(i, 3) == triple)) {
+        i += multi ? 3 : 1;
+        while (multi && i < n && text[i] == q) ++i;  // up to two more quotes end the content
+        return;
+      }
+      ++i;
+    }
+  };
+  while (i < n) {
+    const char c = text[i];
+    if (c == '"' || c == '\'') {
+      RETURN_IF_ERROR(part());
+      skip_string();
+      continue;
+    }
+    if (bare(c)) {
+      RETURN_IF_ERROR(part());
+      while (i < n && bare(text[i])) ++i;
+      continue;
+    }
+    if (c == '.' && after_part) {
+      after_part = false;
+      after_dot = true;
+    } else if (c != ' ' && c != '\t') {  // spaces and tabs may surround the dots of a key
+      parts = 0;
+      after_part = after_dot = false;
+      if (c == '#') {
+        while (i < n && text[i] != '\n') ++i;
+        continue;
+      }
+      if (c == '\n') ++line;
+      if (c == '[' || c == '{') {
+        if (++brackets > kMaxBrackets) {
+          return InvalidInput(where() + "arrays, inline tables and table headers nested more than " +
+                              std::to_string(kMaxBrackets) + " deep");
+        }
+      } else if ((c == ']' || c == '}') && brackets > 0) {
+        --brackets;
+      }
+    }
+    ++i;
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
 Result<JobSpec> ParseJob(std::string_view text, const std::string& source, const std::string& base_dir) {
+  RETURN_IF_ERROR(CheckNesting(text, source));
   toml::table root;
   try {
     root = toml::parse(text, source);

@@ -3,11 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "enclave/common/files.h"
 #include "enclave/common/status.h"
+#include "enclave/crypto/hash.h"
 
 namespace enclave::dataset {
 
@@ -25,6 +28,10 @@ class CsvReader {
   uint64_t bytes_read() const { return consumed_; }
   uint64_t file_size() const { return file_.size(); }
   const std::string& path() const { return file_.path(); }
+  // Call before the first Next(): every byte read from the file is hashed; ContentDigest()
+  // after Next() returned false is the SHA-256 of the whole file as read.
+  void HashContent() { hasher_ = std::make_unique<crypto::Sha256Hasher>(); }
+  crypto::Digest256 ContentDigest() { return hasher_ ? hasher_->Final() : crypto::Digest256{}; }
 
  private:
   explicit CsvReader(FileReader file) : file_(std::move(file)) {}
@@ -38,7 +45,15 @@ class CsvReader {
   uint64_t consumed_ = 0;
   uint64_t line_ = 1, record_line_ = 0;
   bool eof_ = false, started_ = false;
+  std::unique_ptr<crypto::Sha256Hasher> hasher_;
 };
+
+// A numeric cell (docs/formats/sealed-dataset.md, "Numbers"), trimmed of ASCII spaces and
+// tabs: std::from_chars general format, one leading '+' allowed, rounded to the nearest
+// float32. False for anything else, for a value that overflows float32 and for a non-zero
+// value that rounds to zero (1e-50); subnormals are kept. The one parser of the sealer and
+// of the trainer's CSV path, so that both encode a CSV to the same bits.
+bool ParseCsvNumber(std::string_view cell, float* out);
 
 // Quotes a cell for CSV output when it needs quoting.
 std::string CsvEscape(const std::string& cell);

@@ -28,6 +28,8 @@ struct LabelSpec {
 struct CsvScan {
   DatasetSchema schema;
   uint64_t rows = 0;
+  crypto::Digest256 csv_digest{};  // SHA-256 of the CSV file's bytes as pass one read them
+  uint64_t csv_bytes = 0;
 };
 
 // Pass one: checks every row and infers the schema. Rules (docs/formats/sealed-dataset.md):
@@ -54,7 +56,10 @@ struct DatasetInfo {
 };
 
 // Seals `csv_path` under a fresh DEK that is stored in `keystore`. Output appears only
-// when complete.
+// when complete. Pass two must read exactly the bytes pass one read (same header, same row
+// count, same SHA-256 of the whole file), else nothing is written and no key is added.
+// The file is committed first and the key added after; should adding the key fail, the
+// committed file is removed again, so a failed seal leaves neither a file nor an orphan key.
 Result<DatasetInfo> SealCsv(const SealOptions& options, crypto::Keystore& keystore);
 
 // Header, schema and digest; needs no key.
