@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -98,23 +99,20 @@ class Directory final : public HandleExchange {
   std::string dir_, tag_;
 };
 
-// After a failed connect: true once `rank` has published a handle other than *handle
-// (stored there); false when its handle disappeared or the deadline passed.
-Result<bool> WaitForNewHandle(HandleExchange& exchange, int rank, RingHandle* handle, Clock::time_point deadline) {
-  for (;;) {
-    Result<RingHandle> now = exchange.Fetch(rank, Clock::now());
-    if (!now.ok()) {
-      if (now.status().code() == Code::kUnavailable) return false;  // withdrawn: it failed
-      return now.status();
-    }
-    if (*now != *handle) {
-      *handle = *now;
-      return true;
-    }
-    if (Clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+// The bytes of a listen handle that listen() writes and the exchange carries
+// (docs/formats/net-transport.md, "The listen handle"): connect() keeps its token in
+// bytes 64..71 of its own copy, so two handles name the same listener when these agree.
+constexpr size_t kPublishedHandleBytes = 64;
+bool SameListener(const RingHandle& a, const RingHandle& b) {
+  return std::memcmp(a.data(), b.data(), kPublishedHandleBytes) == 0;
 }
+
+// Between the polls for a fresh handle after a failed connect, and so between two
+// connect attempts: 100 ms, doubling, at most 1 s. The ring's own "retrying" line is
+// printed at most every kRetryLogInterval.
+constexpr auto kFirstRetryDelay = std::chrono::milliseconds(100);
+constexpr auto kMaxRetryDelay = std::chrono::seconds(1);
+constexpr auto kRetryLogInterval = std::chrono::seconds(5);
 
 // "ADDR:PORT" of a listen handle (docs/formats/net-transport.md, "The listen handle"), for
 // the log line that says which interface the ring uses.
@@ -184,32 +182,75 @@ Result<std::unique_ptr<Ring>> Ring::Connect(const crypto::SecretBytes& job_key, 
   } withdraw{exchange, r};
   const auto deadline = Clock::now() + options.timeout;
   const int to = (r + 1) % n, from = (r + n - 1) % n;
-  ASSIGN_OR_RETURN(next, exchange.Fetch(to, deadline));
+  ASSIGN_OR_RETURN(RingHandle published, exchange.Fetch(to, deadline));
+  next = published;  // connect() writes its token into next; published stays as fetched
   // NCCL's loop: connect() and accept() retried until both comms exist; neither blocks.
+  // After a failed connect (a stale handle left by a crashed run names a dead port, or
+  // the listener refused us) rank `to` must publish a fresh handle: we poll for one with
+  // backoff and keep accepting meanwhile. A neighbour that withdrew its handle has
+  // failed. The deadline is checked on every pass.
   int spins = 0;
+  bool waiting = false;  // for a handle other than `published`
+  int failed_connects = 0;
+  ncclResult_t last_rc = ncclSuccess;
+  auto retry_delay = std::chrono::duration_cast<Clock::duration>(kFirstRetryDelay);
+  Clock::time_point retry_at{}, next_log{};
+  auto connect_failed = [&](const std::string& why) {
+    return FromNccl(last_rc, "connecting to rank " + std::to_string(to) + " at " + HandleAddress(published))
+        .Annotate("ring of " + std::to_string(n) + ": " + why + " after " + std::to_string(failed_connects) +
+                  (failed_connects == 1 ? " attempt" : " attempts"));
+  };
   while (comms->send == nullptr || comms->recv == nullptr) {
-    if (comms->send == nullptr) {
+    const auto now = Clock::now();
+    if (now > deadline) {
+      if (comms->send == nullptr && waiting) {
+        return connect_failed("rank " + std::to_string(to) + " published no fresh handle in time");
+      }
+      return Unavailable(std::string("ring of ") + std::to_string(n) + ": " +
+                         (comms->send == nullptr ? "rank " + std::to_string(to) + " did not accept"
+                                                 : "rank " + std::to_string(from) + " did not connect") +
+                         " in time");
+    }
+    if (comms->send == nullptr && waiting && now >= retry_at) {
+      Result<RingHandle> fresh = exchange.Fetch(to, now);  // looks once, does not wait
+      if (!fresh.ok()) {
+        if (fresh.status().code() == Code::kUnavailable) {
+          return connect_failed("rank " + std::to_string(to) + " withdrew its handle");
+        }
+        return fresh.status();
+      }
+      if (!SameListener(*fresh, published)) {
+        published = *fresh;
+        next = published;
+        waiting = false;
+      } else {
+        retry_at = now + retry_delay;
+        retry_delay = std::min<Clock::duration>(retry_delay * 2, kMaxRetryDelay);
+      }
+    }
+    if (comms->send == nullptr && !waiting) {
       const ncclResult_t rc = net->connect(comms->ctx, 0, next.data(), &comms->send, nullptr);
       if (rc != ncclSuccess) {
-        // A stale handle (left by a crashed run) points at a dead port: wait for rank
-        // to+1 to publish a fresh one. A neighbour that withdrew its handle has failed.
-        ASSIGN_OR_RETURN(bool fresh, WaitForNewHandle(exchange, to, &next, deadline));
-        if (!fresh) return FromNccl(rc, "connecting to rank " + std::to_string(to));
         comms->send = nullptr;
-        continue;
+        last_rc = rc;
+        ++failed_connects;
+        waiting = true;
+        retry_at = now + retry_delay;
+        retry_delay = std::min<Clock::duration>(retry_delay * 2, kMaxRetryDelay);
+        if (now >= next_log) {
+          std::fprintf(stderr,
+                       "enclave-train: ring: rank %d could not connect to rank %d at %s (attempt %d, see the line "
+                       "above); waiting for it to publish a fresh handle\n",
+                       r, to, HandleAddress(published).c_str(), failed_connects);
+          next_log = now + kRetryLogInterval;
+        }
       }
     }
     if (comms->recv == nullptr) {
       RETURN_IF_ERROR(FromNccl(net->accept(comms->listen, &comms->recv, nullptr),
                                "accepting rank " + std::to_string(from)));
     }
-    if (Clock::now() > deadline) {
-      return Unavailable(std::string("ring of ") + std::to_string(n) + ": " +
-                         (comms->send == nullptr ? "rank " + std::to_string(to) + " did not accept"
-                                                 : "rank " + std::to_string(from) + " did not connect") +
-                         " in time");
-    }
-    Backoff(&spins);
+    if (comms->send == nullptr || comms->recv == nullptr) Backoff(&spins);
   }
   // Rank r-1 read our handle before connecting to us: the file is no longer needed.
   exchange.Withdraw(r);
@@ -267,8 +308,26 @@ Status Ring::SendRecv(const void* send, size_t send_bytes, void* recv, size_t re
   return OkStatus();
 }
 
+// A failed exchange leaves the ring unusable: an irecv may still be posted into the
+// caller's buffer (or into staging_), and the ranks' message streams no longer line up.
+// So the comms are closed before the error is returned (closing joins the plugin's
+// worker threads: nothing lands in the caller's buffer afterwards), and every later call
+// fails at once with the first error.
 template <typename T>
 Status Ring::AllReduce(T* data, size_t n) {
+  if (!failed_.ok()) {
+    return Status(failed_.code(), "the ring failed earlier and is closed (start a new one): " + failed_.message());
+  }
+  Status st = AllReduceSteps(data, n);
+  if (!st.ok()) {
+    failed_ = st;
+    comms_.reset();
+  }
+  return st;
+}
+
+template <typename T>
+Status Ring::AllReduceSteps(T* data, size_t n) {
   const size_t N = static_cast<size_t>(options_.world_size), r = static_cast<size_t>(options_.rank);
   if (N == 1) return OkStatus();
   auto begin = [&](size_t c) { return n * c / N; };

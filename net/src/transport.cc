@@ -672,13 +672,28 @@ Result<std::unique_ptr<ListenComm>> Context::Listen(std::span<uint8_t, kHandleBy
   return std::make_unique<ListenComm>(this, fd, h.listen_id);
 }
 
+// Every failure of connect() and accept() is logged once, where it happens, with what
+// and where: plugin.cc returns them to NCCL without logging again.
+namespace {
+Status LogFailure(Status st) {
+  Log(st.code() == Code::kAuthFailed ? LogLevel::kSecurity : LogLevel::kWarn, st.message());
+  return st;
+}
+}  // namespace
+
 Result<std::unique_ptr<DataComm>> Context::Connect(std::span<uint8_t, kHandleBytes> handle) {
-  ASSIGN_OR_RETURN(ListenHandle h, DecodeHandle(handle));
+  auto decoded = DecodeHandle(handle);
+  if (!decoded.ok()) return LogFailure(decoded.status().Annotate("connect(): refused the listen handle"));
+  ListenHandle h = *decoded;
   std::unique_lock<std::mutex> lock(mu_);
   PendingConnect* pc = nullptr;
   if (h.connect_token != 0) {
     auto it = pending_.find(h.connect_token);
-    if (it == pending_.end()) return FailedPrecondition("connect(): the handle carries an unknown connect token");
+    if (it == pending_.end()) {
+      return LogFailure(FailedPrecondition(
+          "connect(): the handle carries an unknown connect token (not from this context, or its attempt has "
+          "ended; a new attempt needs the handle as listen() wrote it)"));
+    }
     pc = it->second.get();
   } else {
     auto fresh = std::make_unique<PendingConnect>();
@@ -707,11 +722,13 @@ Result<std::unique_ptr<DataComm>> Context::Connect(std::span<uint8_t, kHandleByt
       ClientSock& s = fresh->socks[static_cast<size_t>(i)];
       ch.socket_index = static_cast<uint16_t>(i);
       s.hello = EncodeClientHello(ch);
+      // On a failure, fresh closes the sockets made so far.
+      const std::string where = "connect to " + AddrString(fresh->addr) + ": socket " + std::to_string(i);
       s.fd = socket(fresh->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-      if (s.fd < 0) return ErrnoStatus("socket", errno);
+      if (s.fd < 0) return LogFailure(ErrnoStatus(where + ": socket()", errno));
       SetNoDelay(s.fd);
       if (connect(s.fd, reinterpret_cast<sockaddr*>(&fresh->addr), fresh->addr_len) != 0 && errno != EINPROGRESS) {
-        return ErrnoStatus("connect to " + AddrString(fresh->addr), errno);
+        return LogFailure(ErrnoStatus(where + ": connect()", errno));
       }
     }
     uint64_t token = 0;
@@ -728,19 +745,20 @@ Result<std::unique_ptr<DataComm>> Context::Connect(std::span<uint8_t, kHandleByt
     pending_.erase(h.connect_token);
     lock.unlock();
     const std::string peer = AddrString(owned->addr);
-    if (!st.ok()) {
-      Status out = st.Annotate("connect to " + peer);
-      Log(out.code() == Code::kAuthFailed ? LogLevel::kSecurity : LogLevel::kWarn, out.message());
-      return out;
+    if (!st.ok()) return LogFailure(st.Annotate("connect to " + peer));
+    // Every socket gets its record layer before any is handed over: on a failure (the
+    // record layer's memory, say), owned closes them all.
+    std::vector<std::unique_ptr<RecordSender>> senders;
+    for (size_t i = 0; i < owned->socks.size(); ++i) {
+      ClientSock& s = owned->socks[i];
+      const std::string where = "connect to " + peer + ": socket " + std::to_string(i);
+      if (Status b = SetBlocking(s.fd, true); !b.ok()) return LogFailure(b.Annotate(where));
+      auto sender = protection_.MakeSender(s.data_key);
+      if (!sender.ok()) return LogFailure(sender.status().Annotate(where + ": record layer (MakeSender)"));
+      senders.push_back(std::move(sender).value());
     }
     std::vector<int> fds;
-    std::vector<std::unique_ptr<RecordSender>> senders;
-    for (auto& s : owned->socks) {
-      RETURN_IF_ERROR(SetBlocking(s.fd, true));
-      ASSIGN_OR_RETURN(auto sender, protection_.MakeSender(s.data_key));
-      senders.push_back(std::move(sender));
-      fds.push_back(std::exchange(s.fd, -1));
-    }
+    for (auto& s : owned->socks) fds.push_back(std::exchange(s.fd, -1));
     Log(LogLevel::kInfo, "connected to " + peer + " with " + std::to_string(fds.size()) + " sockets");
     return std::make_unique<DataComm>(DataComm::Role::kSend, std::move(fds), std::move(senders),
                                       std::vector<std::unique_ptr<RecordReceiver>>{}, peer, options_.stall_timeout_s);
@@ -772,7 +790,9 @@ Status Context::Progress(PendingConnect& pc, bool* done) {
     if (s.state == ClientSock::kReadServerHello) {
       auto got = ReadSome(s.fd, s.server.data(), s.server.size(), &s.io);
       if (!got.ok()) {
-        return got.status().Annotate(where + ": the listener refused us (wrong job key?) or went away");
+        return got.status().Annotate(where + ": the listener closed the connection before its ServerHello (a listen "
+                                     "id or communicator it does not serve, our handshake passed its deadline, "
+                                     "or it went away)");
       }
       if (!*got) { *done = false; continue; }
       auto sh = ParseServerHello(s.server);
@@ -810,6 +830,9 @@ Status Context::Progress(PendingConnect& pc, bool* done) {
 struct ServerSock {
   int fd = -1;
   std::string peer;
+  // Closed if the handshake is not done by then: kHandshakeTimeout after accept, and
+  // again after the ServerHello went out (the connector's time to answer).
+  std::chrono::steady_clock::time_point deadline{};
   enum State { kReadHello, kSendHello, kReadFinished, kDone } state = kReadHello;
   std::array<uint8_t, kClientHelloBytes> hello{};
   std::array<uint8_t, kServerHelloBytes> server{};
@@ -874,6 +897,7 @@ Status ListenComm::Progress(ServerSock& s, bool* stray) {
     if (!sent) return OkStatus();
     s.state = ServerSock::kReadFinished;
     s.io = 0;
+    s.deadline = std::chrono::steady_clock::now() + kHandshakeTimeout;
   }
   if (s.state == ServerSock::kReadFinished) {
     auto got = ReadSome(s.fd, s.finished.data(), s.finished.size(), &s.io);
@@ -890,27 +914,48 @@ Status ListenComm::Progress(ServerSock& s, bool* stray) {
 }
 
 Result<std::unique_ptr<DataComm>> ListenComm::Accept() {
-  constexpr size_t kMaxPending = 4 * kMaxSockets;
-  for (;;) {
+  using Clock = std::chrono::steady_clock;
+  const auto handshake_s = std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kHandshakeTimeout).count());
+  // New connections are taken from the listen backlog only while fewer than
+  // kMaxPendingHandshakes are in their handshake; the others wait in the backlog (nothing
+  // is refused) until a handshake finishes, fails or passes its deadline.
+  while (pending_.size() < kMaxPendingHandshakes) {
     sockaddr_storage ss{};
     socklen_t len = sizeof(ss);
     int fd = accept4(fd_, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      return ErrnoStatus("accept", errno);
-    }
-    if (pending_.size() >= kMaxPending) {
-      Log(LogLevel::kWarn, "too many unauthenticated connections pending; closed one from " + AddrString(ss));
-      close(fd);
-      continue;
+      return LogFailure(ErrnoStatus("accept(): accept4 on the listening socket", errno));
     }
     SetNoDelay(fd);
     auto s = std::make_unique<ServerSock>();
     s->fd = fd;
     s->peer = AddrString(ss);
+    s->deadline = Clock::now() + kHandshakeTimeout;
     pending_.push_back(std::move(s));
   }
+  if (pending_.size() >= kMaxPendingHandshakes) {
+    const auto now = Clock::now();
+    if (now >= next_limit_log_) {
+      Log(LogLevel::kWarn, "accept(): pending-handshake limit reached: " + std::to_string(pending_.size()) +
+                               " connections are in their handshake, not authenticated yet; new connections wait "
+                               "in the listen backlog until one finishes, fails or passes its " + handshake_s +
+                               " s deadline (many idle connections to this port: someone may be holding the slots)");
+      next_limit_log_ = now + kLimitLogInterval;
+    }
+  }
+  const auto now = pending_.empty() ? Clock::time_point{} : Clock::now();
+  size_t expired = 0;
+  std::string expired_line;
+  struct LogExpired {  // on every way out of the loop below
+    const size_t& n;
+    const std::string& line;
+    ~LogExpired() {
+      if (n == 1) Log(LogLevel::kWarn, line);
+      if (n > 1) Log(LogLevel::kWarn, line + ", and " + std::to_string(n - 1) + " more the same way");
+    }
+  } log_expired{expired, expired_line};
   for (size_t i = 0; i < pending_.size();) {
     ServerSock& s = *pending_[i];
     bool stray = false;
@@ -927,6 +972,20 @@ Result<std::unique_ptr<DataComm>> ListenComm::Accept() {
       return out;
     }
     if (s.state != ServerSock::kDone) {
+      if (now > s.deadline) {
+        // Checked after Progress read what had arrived, so a listener that was not
+        // called for a while does not drop a connector that did its part. One line per
+        // call names the first (idle connections tend to expire together).
+        if (expired++ == 0) {
+          expired_line = "closed a connection from " + s.peer + ": its handshake did not finish within " +
+                         handshake_s + " s (" +
+                         (s.state == ServerSock::kReadHello ? "no complete ClientHello"
+                                                            : "no ClientFinished after our ServerHello") +
+                         ")";
+        }
+        pending_.erase(pending_.begin() + static_cast<long>(i));
+        continue;
+      }
       ++i;
       continue;
     }
@@ -952,15 +1011,27 @@ Result<std::unique_ptr<DataComm>> ListenComm::Accept() {
     bool complete = true;
     for (auto& s : g.socks) complete = complete && s != nullptr;
     if (!complete) continue;
-    std::vector<int> fds;
-    std::vector<std::unique_ptr<RecordReceiver>> receivers;
     const std::string peer = g.socks[0]->peer;
-    for (auto& s : g.socks) {
-      RETURN_IF_ERROR(SetBlocking(s->fd, true));
-      ASSIGN_OR_RETURN(auto rx, ctx_->protection().MakeReceiver(s->data_key));
-      receivers.push_back(std::move(rx));
-      fds.push_back(std::exchange(s->fd, -1));
+    // Every socket gets its record layer (locked staging memory: RLIMIT_MEMLOCK) before
+    // any is handed over. On a failure the group is dropped, which closes its sockets.
+    std::vector<std::unique_ptr<RecordReceiver>> receivers;
+    for (size_t i = 0; i < g.socks.size(); ++i) {
+      ServerSock& s = *g.socks[i];
+      const std::string where = "accept from " + peer + ": socket " + std::to_string(i);
+      Status st = SetBlocking(s.fd, true);
+      if (st.ok()) {
+        auto rx = ctx_->protection().MakeReceiver(s.data_key);
+        if (rx.ok()) {
+          receivers.push_back(std::move(rx).value());
+          continue;
+        }
+        st = rx.status().Annotate("record layer (MakeReceiver)");
+      }
+      groups_.erase(it);
+      return LogFailure(st.Annotate(where));
     }
+    std::vector<int> fds;
+    for (auto& s : g.socks) fds.push_back(std::exchange(s->fd, -1));
     groups_.erase(it);
     Log(LogLevel::kInfo, "accepted " + std::to_string(fds.size()) + " sockets from " + peer);
     return std::make_unique<DataComm>(DataComm::Role::kRecv, std::move(fds),

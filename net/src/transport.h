@@ -230,6 +230,13 @@ class Context {
 
 struct ServerSock;
 
+// The listener's unauthenticated connections: at most kMaxPendingHandshakes at a time in
+// their handshake (more wait in the kernel's listen backlog), and each is closed if its
+// handshake does not finish within kHandshakeTimeout after accept (and again after its
+// ServerHello was sent), so idle connections cannot hold the slots.
+inline constexpr size_t kMaxPendingHandshakes = 4 * kMaxSockets;
+inline constexpr std::chrono::seconds kHandshakeTimeout{5};
+
 class ListenComm {
  public:
   ListenComm(Context* ctx, int fd, Id listen_id);
@@ -249,6 +256,9 @@ class ListenComm {
   Id listen_id_;
   std::vector<std::unique_ptr<ServerSock>> pending_;
   std::map<Random, std::unique_ptr<Group>> groups_;
+  // The "pending-handshake limit reached" line: at most once per kLimitLogInterval.
+  static constexpr std::chrono::seconds kLimitLogInterval{5};
+  std::chrono::steady_clock::time_point next_limit_log_{};
 };
 
 }  // namespace enclave::net

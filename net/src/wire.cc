@@ -98,6 +98,22 @@ Result<ListenHandle> DecodeHandle(std::span<const uint8_t, kHandleBytes> in) {
   if (version != kProtocolVersion) return Unsupported("listen handle: version " + std::to_string(version));
   if (h.family != 4 && h.family != 6) return InvalidInput("listen handle: address family " + std::to_string(h.family));
   if (h.port == 0) return InvalidInput("listen handle: port 0");
+  // Every byte the format says is zero: the IPv4 address's padding, and all but the
+  // connect token after the listen id. A handle with anything else there is not what
+  // listen() wrote (and not a handle of this protocol version).
+  struct ZeroRange {
+    size_t from, to;
+    const char* what;
+  };
+  const size_t pad_from = h.family == 4 ? kHandleAddrOffset + 4 : kHandleAddrOffset + 16;
+  const ZeroRange zero[] = {{pad_from, kHandleAddrOffset + 16, "padding after the IPv4 address"},
+                            {kHandleListenIdOffset + kIdBytes, kHandleTokenOffset, "reserved"},
+                            {kHandleTokenOffset + 8, kHandleBytes, "reserved"}};
+  for (const ZeroRange& z : zero) {
+    for (size_t i = z.from; i < z.to; ++i) {
+      if (in[i] != 0) return InvalidInput("listen handle: byte " + std::to_string(i) + " (" + z.what + ") is not zero");
+    }
+  }
   for (int i = 0; i < 8; ++i) h.connect_token |= static_cast<uint64_t>(in[kHandleTokenOffset + i]) << (8 * i);
   return h;
 }

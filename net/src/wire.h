@@ -41,6 +41,12 @@ struct ListenHandle {
   // passes the same handle again). Never dereferenced: a key into the context's table.
   uint64_t connect_token = 0;
 };
+// Offsets in the 128-byte handle (docs/formats/net-transport.md, "The listen handle").
+// DecodeHandle refuses a handle with a non-zero byte where the table says zero: the
+// IPv4 padding (addr bytes 4..15), bytes 40..63 and 72..127. Only the connector's token
+// (64..71) may change after listen().
+inline constexpr size_t kHandleAddrOffset = 8;
+inline constexpr size_t kHandleListenIdOffset = 24;
 inline constexpr size_t kHandleTokenOffset = 64;
 void EncodeHandle(const ListenHandle& h, std::span<uint8_t, kHandleBytes> out);
 Result<ListenHandle> DecodeHandle(std::span<const uint8_t, kHandleBytes> in);

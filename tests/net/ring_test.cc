@@ -3,17 +3,26 @@
 // key or die mid-run.
 #include "enclave/net/ring.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <thread>
 #include <vector>
+
+#include "enclave/net/plugin.h"
+#include "nccl_net_v11.h"
+
+extern "C" ncclNet_v11_t ncclNetPlugin_v11;  // libnccl-net-enclave.so, which the ring uses
 
 namespace enclave::net {
 namespace {
@@ -246,6 +255,151 @@ TEST(RingTest, RefusesBadArguments) {
   }
   EXPECT_EQ((*ex)->Fetch(1, std::chrono::steady_clock::now()).status().code(), Code::kInvalidInput);
   EXPECT_EQ((*ex)->Fetch(2, std::chrono::steady_clock::now()).status().code(), Code::kUnavailable);
+}
+
+// A handle whose listener is closed again (what a crashed run leaves): a dead port.
+RingHandle DeadHandle() {
+  ncclNet_v11_t* net = &ncclNetPlugin_v11;
+  uint8_t key[32];
+  std::memset(key, 7, sizeof(key));
+  EXPECT_EQ(enclave_net_set_job_key(key, sizeof(key)), 0);
+  void* ctx = nullptr;
+  ncclNetCommConfig_v11_t config{};
+  EXPECT_EQ(net->init(&ctx, 0x1234, &config, nullptr, nullptr), ncclSuccess);
+  RingHandle h{};
+  void* listen = nullptr;
+  EXPECT_EQ(net->listen(ctx, 0, h.data(), &listen), ncclSuccess);
+  net->closeListen(listen);
+  net->finalize(ctx);
+  return h;
+}
+
+// A stale handle that nobody replaces: connect() writes its token into the handle, which
+// must not look like a fresh one. Rank 0 fails within its timeout (2 s) after a few
+// attempts and log lines, instead of retrying the dead port forever at full speed.
+TEST(RingTest, AStaleHandleNeverReplacedFailsInTimeWithFewLogLines) {
+  TempDir dir, logs;
+  {
+    auto ex = DirectoryExchange(dir.path(), "job-ring-test");
+    ASSERT_TRUE(ex.ok());
+    ASSERT_TRUE((*ex)->Publish(1, DeadHandle()).ok());
+  }
+  const std::string log = logs.path() + "/stderr.txt";
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || dup2(fd, 2) < 0) _exit(9);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto ring = Join(dir.path(), 2, 0, 7, seconds(2));
+    const auto took = std::chrono::steady_clock::now() - t0;
+    std::fprintf(stderr, "RESULT %s\n", ring.ok() ? "ok" : ring.status().ToString().c_str());
+    if (ring.ok()) _exit(3);
+    if (ring.status().code() != Code::kUnavailable) _exit(4);
+    _exit(took < std::chrono::milliseconds(4000) ? 0 : 5);
+  }
+  int wstatus = 0;
+  bool exited = false;
+  for (int i = 0; i < 200 && !exited; ++i) {  // 20 s for a 2 s timeout
+    exited = waitpid(pid, &wstatus, WNOHANG) == pid;
+    if (!exited) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (!exited) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &wstatus, 0);
+  }
+  std::ifstream in(log);
+  std::string line, text;
+  size_t lines = 0;
+  while (std::getline(in, line)) {
+    if (++lines <= 12) text += line + "\n";
+  }
+  ASSERT_TRUE(exited) << "Ring::Connect did not return within 20 s (timeout 2 s); " << lines
+                      << " lines on stderr, the first:\n" << text;
+  ASSERT_TRUE(WIFEXITED(wstatus));
+  EXPECT_EQ(WEXITSTATUS(wstatus), 0) << "3: connected, 4: not kUnavailable, 5: took 4 s or more\n" << text;
+  EXPECT_GE(lines, 2u) << text;  // the plugin's refused connect, the ring's retry line
+  EXPECT_LE(lines, 12u) << text;
+  EXPECT_NE(text.find("could not connect to rank 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("published no fresh handle in time"), std::string::npos) << text;
+}
+
+// Rank 1 (raw ABI) answers the reduce-scatter at once but sends its all-gather message
+// 4 s late; rank 0's AllReduceSum times out after 2 s. Nothing may land in rank 0's
+// buffer after the call returned (the trainer frees it), and the ring stays failed.
+TEST(RingTest, AFailedAllReduceWritesNothingLaterAndTheRingStaysFailed) {
+  TempDir dir;
+  const size_t n = 1000;  // two chunks of 500 floats
+  std::vector<float> data(n, 1.0f);
+  std::atomic<bool> rank0_done{false};
+  std::thread r1([&] {
+    ncclNet_v11_t* net = &ncclNetPlugin_v11;
+    auto ex = DirectoryExchange(dir.path(), "job-ring-test");
+    ASSERT_TRUE(ex.ok());
+    uint8_t key[32];
+    std::memset(key, 7, sizeof(key));
+    ASSERT_EQ(enclave_net_set_job_key(key, sizeof(key)), 0);
+    void* ctx = nullptr;
+    ncclNetCommConfig_v11_t config{};
+    ASSERT_EQ(net->init(&ctx, 0x1234, &config, nullptr, nullptr), ncclSuccess);
+    RingHandle mine{};
+    void* lc = nullptr;
+    ASSERT_EQ(net->listen(ctx, 0, mine.data(), &lc), ncclSuccess);
+    ASSERT_TRUE((*ex)->Publish(1, mine).ok());
+    auto h0 = (*ex)->Fetch(0, std::chrono::steady_clock::now() + seconds(20));
+    ASSERT_TRUE(h0.ok());
+    void *sc = nullptr, *rc = nullptr;
+    const auto deadline = std::chrono::steady_clock::now() + seconds(20);
+    while ((sc == nullptr || rc == nullptr) && std::chrono::steady_clock::now() < deadline) {
+      if (sc == nullptr) {
+        ASSERT_EQ(net->connect(ctx, 0, h0->data(), &sc, nullptr), ncclSuccess);
+      }
+      if (rc == nullptr) {
+        ASSERT_EQ(net->accept(lc, &rc, nullptr), ncclSuccess);
+      }
+    }
+    ASSERT_TRUE(sc != nullptr && rc != nullptr);
+    auto wait = [&](void* req) {
+      int done = 0, size = 0;
+      while (done == 0 && net->test(req, &done, &size) == ncclSuccess) std::this_thread::yield();
+    };
+    std::vector<float> chunk(500, 2.0f), in(500), late(500, 12345.0f);
+    void* p = in.data();
+    size_t size = 2000;
+    int tag = 0;
+    void *rq = nullptr, *sq = nullptr;
+    ASSERT_EQ(net->irecv(rc, 1, &p, &size, &tag, nullptr, nullptr, &rq), ncclSuccess);
+    ASSERT_EQ(net->isend(sc, chunk.data(), 2000, 0, nullptr, nullptr, &sq), ncclSuccess);
+    wait(rq);
+    wait(sq);  // the reduce-scatter is done
+    ASSERT_EQ(net->irecv(rc, 1, &p, &size, &tag, nullptr, nullptr, &rq), ncclSuccess);
+    wait(rq);  // rank 0's all-gather message
+    std::this_thread::sleep_for(std::chrono::seconds(4));
+    if (net->isend(sc, late.data(), 2000, 0, nullptr, nullptr, &sq) == ncclSuccess) wait(sq);
+    for (int i = 0; i < 100 && !rank0_done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    net->closeSend(sc);
+    net->closeRecv(rc);
+    net->closeListen(lc);
+    net->finalize(ctx);
+  });
+  auto ring = Join(dir.path(), 2, 0, 7, seconds(2));
+  EXPECT_TRUE(ring.ok()) << ring.status().ToString();
+  if (ring.ok()) {
+    Status st = (*ring)->AllReduceSum(data.data(), n);
+    EXPECT_EQ(st.code(), Code::kUnavailable) << st.ToString();
+    std::fill(data.begin(), data.end(), -1.0f);  // the caller owns its buffer again
+    std::this_thread::sleep_for(std::chrono::milliseconds(3500));  // rank 1's late message: 2 s after the error
+    EXPECT_EQ(std::count(data.begin(), data.end(), -1.0f), static_cast<long>(n))
+        << "written after AllReduceSum returned: data[0] = " << data[0];
+    const auto t0 = std::chrono::steady_clock::now();
+    Status again = (*ring)->AllReduceSum(data.data(), n);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(200));
+    EXPECT_EQ(again.code(), Code::kUnavailable) << again.ToString();
+    EXPECT_NE(again.message().find("failed earlier"), std::string::npos) << again.ToString();
+    EXPECT_EQ(std::count(data.begin(), data.end(), -1.0f), static_cast<long>(n));
+  }
+  rank0_done = true;
+  r1.join();
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // plan covers each message exactly once.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -145,6 +146,37 @@ TEST(NetWire, HandleRoundTripKeepsTokenApart) {
   EXPECT_EQ(back->connect_token, h.connect_token);
   buf[0] = 'X';
   EXPECT_FALSE(DecodeHandle(buf).ok());
+}
+
+// The bytes the format table says are zero are checked; the connect token's are not.
+TEST(NetWire, HandleRefusesNonZeroReservedBytes) {
+  for (uint8_t family : {uint8_t{4}, uint8_t{6}}) {
+    ListenHandle h;
+    h.family = family;
+    h.port = 4242;
+    h.addr.fill(0xa5);
+    if (family == 4) std::fill(h.addr.begin() + 4, h.addr.end(), 0);
+    h.listen_id.fill(9);
+    std::array<uint8_t, kHandleBytes> good{};
+    EncodeHandle(h, good);
+    ASSERT_TRUE(DecodeHandle(good).ok());
+    for (size_t i = 8; i < kHandleBytes; ++i) {
+      const bool addr_byte = i < 8 + (family == 4 ? 4u : 16u);
+      const bool listen_id = i >= 24 && i < 40;
+      const bool token = i >= 64 && i < 72;
+      std::array<uint8_t, kHandleBytes> b = good;
+      b[i] ^= 0x01;
+      auto back = DecodeHandle(b);
+      if (addr_byte || listen_id || token) {
+        EXPECT_TRUE(back.ok()) << "family " << int{family} << " byte " << i << ": " << back.status().ToString();
+      } else {
+        ASSERT_FALSE(back.ok()) << "family " << int{family} << " byte " << i << " is reserved";
+        EXPECT_EQ(back.status().code(), Code::kInvalidInput);
+        EXPECT_NE(back.status().message().find("byte " + std::to_string(i) + " "), std::string::npos)
+            << back.status().message();
+      }
+    }
+  }
 }
 
 }  // namespace

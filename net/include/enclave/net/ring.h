@@ -62,7 +62,10 @@ class Ring {
 
   int rank() const { return options_.rank; }
   int world_size() const { return options_.world_size; }
-  // In place: data[i] = the sum of data[i] over every rank.
+  // In place: data[i] = the sum of data[i] over every rank. On an error (a peer that
+  // failed or timed out, ranks that disagree on the size) the ring closes its connections
+  // before returning, so nothing is written into data after the call returned, and every
+  // later call fails at once with that first error.
   Status AllReduceSum(float* data, size_t n);
   Status AllReduceSum(double* data, size_t n);
   // The bytes this ring sent (payload, before encryption): for the report and tests.
@@ -75,11 +78,14 @@ class Ring {
   explicit Ring(RingOptions options);
   template <typename T>
   Status AllReduce(T* data, size_t n);
+  template <typename T>
+  Status AllReduceSteps(T* data, size_t n);
   Status SendRecv(const void* send, size_t send_bytes, void* recv, size_t recv_bytes, const char* phase);
 
   RingOptions options_;
   std::unique_ptr<Comms> comms_;
   uint64_t bytes_sent_ = 0;
+  Status failed_;  // the first failed all-reduce's error; the comms are closed then
   std::string listen_address_;
   // Receives the previous rank's partial sums (plaintext gradients): locked memory, kept
   // between calls and grown as needed.
