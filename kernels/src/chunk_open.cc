@@ -112,6 +112,18 @@ Status SealChunks(const crypto::SecretBytes& payload_key, const ChunkBatch& batc
 }
 
 #if ENCLAVE_HAVE_CUDA
+namespace {
+
+// The batch as the CUDA translation unit takes it.
+gpu::ChunkGeometry GeometryOf(const ChunkBatch& batch) {
+  gpu::ChunkGeometry g{batch.first_index, batch.count, batch.file_chunk_count, batch.payload_length,
+                       batch.chunk_size, {}};
+  std::memcpy(g.aad, batch.header_digest.data(), 32);
+  return g;
+}
+
+}  // namespace
+
 bool GpuAvailable() { return gpu::DeviceAvailable(); }
 
 Status OpenChunksOnGpu(const crypto::SecretBytes& payload_key, const ChunkBatch& batch, const uint8_t* device_in,
@@ -119,9 +131,7 @@ Status OpenChunksOnGpu(const crypto::SecretBytes& payload_key, const ChunkBatch&
   RETURN_IF_ERROR(batch.Validate());
   KeysHolder holder;
   RETURN_IF_ERROR(MakeChunkKeys(payload_key, batch.suite, &holder.keys));
-  gpu::ChunkGeometry g{batch.first_index, batch.count, batch.file_chunk_count, batch.payload_length,
-                       batch.chunk_size, {}};
-  std::memcpy(g.aad, batch.header_digest.data(), 32);
+  const gpu::ChunkGeometry g = GeometryOf(batch);
   char error[256] = "";
   switch (gpu::OpenChunks(holder.keys, g, device_in, device_out, error, sizeof error)) {
     case gpu::OpenResult::kOk: return OkStatus();
@@ -132,14 +142,13 @@ Status OpenChunksOnGpu(const crypto::SecretBytes& payload_key, const ChunkBatch&
   }
   return Internal("unreachable");
 }
+
 Status SealChunksOnGpu(const crypto::SecretBytes& payload_key, const ChunkBatch& batch, const uint8_t* device_in,
                        uint8_t* device_out) {
   RETURN_IF_ERROR(batch.Validate());
   KeysHolder holder;
   RETURN_IF_ERROR(MakeChunkKeys(payload_key, batch.suite, &holder.keys));
-  gpu::ChunkGeometry g{batch.first_index, batch.count, batch.file_chunk_count, batch.payload_length,
-                       batch.chunk_size, {}};
-  std::memcpy(g.aad, batch.header_digest.data(), 32);
+  const gpu::ChunkGeometry g = GeometryOf(batch);
   char error[256] = "";
   if (!gpu::SealChunks(holder.keys, g, device_in, device_out, error, sizeof error)) return Unavailable(error);
   return OkStatus();
