@@ -2,10 +2,13 @@
 // in one run; GPU times from CUDA events, end-to-end file times from the host clock.
 //
 //   gpu_resident/<suite>   ciphertext already in pinned host memory -> device plaintext:
-//                          H2D copies and the decrypt kernels pipelined over 3 streams
-//                          (64 MiB batches), against one pinned H2D copy of the same
-//                          bytes (pinned_h2d_GBps). Counter ratio = sealed / copy (target
-//                          >= 0.95: decryption hides behind the copy).
+//                          H2D copies on one stream, the decrypt kernels on another, 3
+//                          batches in flight (as GpuSealedStream), against one pinned H2D
+//                          copy of the same bytes (pinned_h2d_GBps). Counter ratio =
+//                          sealed / copy (target >= 0.95: decryption hides behind the
+//                          copy). Batches of 16, 64 (GpuSealedStream's default) and 256
+//                          MiB. ratio_per_stream, ratio_copies_only and the copies_ms_*
+//                          counters: the other layouts measured beside it (see Resident).
 //   gpu_file/<suite>       a sealed file (page cache) -> device plaintext through
 //                          kernels::GpuSealedStream, against the same staging pipeline
 //                          reading the plaintext file of the same payload and only copying
@@ -251,29 +254,97 @@ void Resident(benchmark::State& state, Suite suite) {
   auto opener = Must(enclave::kernels::GpuChunkOpener::Create(f.payload_key, suite), "opener");
   cudaStream_t streams[kDepth];
   uint8_t* staging[kDepth];
-  const uint64_t stored = kChunk + 16, per_batch = kBatchBytes / stored;
+  const uint64_t stored = kChunk + 16, per_batch = (static_cast<uint64_t>(state.range(0)) << 20) / stored;
   for (int i = 0; i < kDepth; ++i) {
     Cuda(cudaStreamCreate(&streams[i]), "stream");
     Cuda(cudaMalloc(&staging[i], per_batch * stored), "staging");
   }
   StreamTimer timer(streams);
-  double sealed_ms = 0, copy_ms = 0;
-  for (auto _ : state) {
-    copy_ms += PinnedCopyMs(f, streams[0]);
+  // The pipeline as GpuSealedStream runs it (kCopyStream: every copy on one stream, every
+  // batch's kernels on another, joined by events), and variants that show why:
+  // kPerStream, each batch's copy and kernels on one of kDepth streams (the layout before
+  // 2026-11-30: its copies ran about 4% slower); kCopiesOnly, the same copies without
+  // kernels; kCopiesBesideKernels, those copies while the kernels open the device-resident
+  // chunks on a fourth stream (kernel work beside the copies did not slow them).
+  enum Mode { kCopyStream, kPerStream, kCopiesOnly, kCopiesBesideKernels };
+  cudaStream_t side;
+  Cuda(cudaStreamCreate(&side), "stream");
+  cudaEvent_t copied[kDepth], consumed[kDepth], first_in, last_out;
+  for (int i = 0; i < kDepth; ++i) {
+    Cuda(cudaEventCreateWithFlags(&copied[i], cudaEventDisableTiming), "event");
+    Cuda(cudaEventCreateWithFlags(&consumed[i], cudaEventDisableTiming), "event");
+  }
+  Cuda(cudaEventCreate(&first_in), "event");  // around the copies: how long they took
+  Cuda(cudaEventCreate(&last_out), "event");
+  struct Times {
+    double total = 0, copies = 0;
+  };
+  auto pipeline = [&](Mode mode, Times* t) {
     timer.Begin();
+    if (mode == kCopiesBesideKernels) Cuda(cudaStreamWaitEvent(side, timer.start, 0), "wait");
+    const uint64_t batches = (f.header.chunk_count + per_batch - 1) / per_batch;
     uint64_t k = 0;
     for (uint64_t first = 0; first < f.header.chunk_count; first += per_batch, ++k) {
       const int slot = static_cast<int>(k % kDepth);
       auto batch = f.Batch(first, std::min(per_batch, f.header.chunk_count - first));
+      cudaStream_t copy = mode == kCopyStream ? streams[0] : streams[slot];
+      cudaStream_t compute = mode == kCopyStream ? streams[1] : streams[slot];
+      if (mode == kCopyStream && k >= kDepth) Cuda(cudaStreamWaitEvent(copy, consumed[slot], 0), "wait");
+      if (k == 0) Cuda(cudaEventRecord(first_in, copy), "record");
       Cuda(cudaMemcpyAsync(staging[slot], f.Chunks() + batch.first_index * stored, batch.InputBytes(),
-                           cudaMemcpyHostToDevice, streams[slot]),
+                           cudaMemcpyHostToDevice, copy),
            "copy");
-      Must(opener->Enqueue(batch, staging[slot], f.d_out + first * kChunk, streams[slot]), "enqueue");
+      if (k + 1 == batches) Cuda(cudaEventRecord(last_out, copy), "record");
+      if (mode == kCopyStream) {
+        Cuda(cudaEventRecord(copied[slot], copy), "record");
+        Cuda(cudaStreamWaitEvent(compute, copied[slot], 0), "wait");
+      }
+      if (mode == kCopyStream || mode == kPerStream) {
+        Must(opener->Enqueue(batch, staging[slot], f.d_out + first * kChunk, compute), "enqueue");
+      }
+      if (mode == kCopyStream) Cuda(cudaEventRecord(consumed[slot], compute), "record");
+      if (mode == kCopiesBesideKernels) {
+        Must(opener->Enqueue(batch, f.d_in + first * stored, f.d_out + first * kChunk, side), "enqueue");
+      }
+    }
+    if (mode == kCopiesBesideKernels) {  // the timer's end waits for the side stream too
+      Cuda(cudaEventRecord(consumed[0], side), "record");
+      Cuda(cudaStreamWaitEvent(streams[0], consumed[0], 0), "wait");
     }
     const double ms = timer.EndMs();
-    state.SetIterationTime(ms * 1e-3);
-    sealed_ms += ms;
-    Must(opener->Check(), "authentication");
+    float copies = 0;
+    Cuda(cudaEventElapsedTime(&copies, first_in, last_out), "elapsed");
+    t->total += ms;
+    t->copies += copies;
+    if (mode != kCopiesOnly) Must(opener->Check(), "authentication");
+    return ms;
+  };
+  double copy_ms = 0;
+  Times sealed, per_stream, copies_only, beside;
+  for (auto _ : state) {
+    copy_ms += PinnedCopyMs(f, streams[0]);
+    pipeline(kCopiesOnly, &copies_only);
+    pipeline(kCopiesBesideKernels, &beside);
+    pipeline(kPerStream, &per_stream);
+    state.SetIterationTime(pipeline(kCopyStream, &sealed) * 1e-3);  // last: its output is checked below
+  }
+  cudaStreamDestroy(side);
+  for (int i = 0; i < kDepth; ++i) {
+    cudaEventDestroy(copied[i]);
+    cudaEventDestroy(consumed[i]);
+  }
+  cudaEventDestroy(first_in);
+  cudaEventDestroy(last_out);
+  const double sealed_ms = sealed.total;
+  {
+    const double n = static_cast<double>(state.iterations());
+    state.counters["ratio_per_stream"] = copy_ms / per_stream.total;
+    state.counters["ratio_copies_only"] = copy_ms / copies_only.total;
+    // The copies' own time (first copy's start to last copy's end), in each layout.
+    state.counters["copies_ms"] = sealed.copies / n;
+    state.counters["copies_ms_per_stream"] = per_stream.copies / n;
+    state.counters["copies_ms_alone"] = copies_only.copies / n;
+    state.counters["copies_ms_beside_kernels"] = beside.copies / n;
   }
   if (!OutputMatches(f)) state.SkipWithError("device plaintext differs from the payload");
   const double n = static_cast<double>(state.iterations());
@@ -417,6 +488,10 @@ void Register() {
         ->Unit(benchmark::kMillisecond)
         ->Iterations(5);
     benchmark::RegisterBenchmark(("gpu_resident/" + name).c_str(), [s](benchmark::State& st) { Resident(st, s); })
+        ->ArgName("batch_MiB")
+        ->Arg(16)
+        ->Arg(64)
+        ->Arg(256)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond)
         ->Iterations(5);

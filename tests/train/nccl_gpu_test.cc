@@ -153,6 +153,7 @@ class NcclGpuTraining : public ::testing::Test {
     if (!r.ok()) die(r.status().ToString());
     std::ofstream out(tag + ".params", std::ios::binary);
     out.write(reinterpret_cast<const char*>(r->params.data()), static_cast<std::streamsize>(r->params.size() * 4));
+    out.close();  // _exit runs no destructors: an unclosed stream would never reach the file
     collective.reset();
     _exit(out ? 0 : 1);
   }

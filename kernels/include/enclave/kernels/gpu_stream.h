@@ -60,7 +60,7 @@ class GpuChunkOpener {
 
 struct GpuStreamOptions {
   uint64_t batch_bytes = 64ull << 20;  // ciphertext bytes per batch (rounded to whole chunks)
-  int depth = 3;                       // batches in flight: pinned buffers, device buffers, streams
+  int depth = 3;                       // batches in flight: pinned and device staging buffers
   int read_threads = 4;                // parallel preads per batch
 };
 
@@ -94,6 +94,8 @@ class GpuSealedStream {
   GpuStreamOptions options_;
   uint64_t chunks_per_batch_ = 0;
   std::unique_ptr<Slot[]> slots_;
+  CUstream_st* copy_stream_ = nullptr;     // every host-to-device copy, in order
+  CUstream_st* compute_stream_ = nullptr;  // every batch's kernels, in order
 };
 
 }  // namespace enclave::kernels
