@@ -177,15 +177,8 @@ struct Session {
 };
 
 // `checkpoints`: the run writes or reads checkpoints, whose key is in the keystore.
-// The job's backend; a streaming job on "auto" takes the CPU (the GPU streaming path is not
-// built yet), an explicit "gpu" is refused by Train.
-Result<std::unique_ptr<Backend>> MakeJobBackend(const JobSpec& job) {
-  if (job.streaming.enabled && job.device == Device::kAuto) {
-    std::fprintf(stderr, "enclave-train: note: [streaming] runs on the CPU backend (GPU streaming is not built yet)\n");
-    return MakeBackend(Device::kCpu);
-  }
-  return MakeBackend(job.device);
-}
+// The job's backend.
+Result<std::unique_ptr<Backend>> MakeJobBackend(const JobSpec& job) { return MakeBackend(job.device); }
 
 Result<Session> Prepare(const Args& args, bool checkpoints, const std::string& kind, uint32_t rank = 0,
                         uint32_t world_size = 1) {
@@ -349,15 +342,16 @@ Result<double> AllRowsAccuracy(Backend& backend, const ResidentModel& model, con
   }
   const size_t F = data.features, width = data.table->width(), piece = 64 * kEvalBatch;
   const size_t most = static_cast<size_t>(std::min<uint64_t>(piece, data.rows));  // rows in the largest piece
-  ASSIGN_OR_RETURN(LockedArray<float> records, LockedArray<float>::Create(most * width));
-  ASSIGN_OR_RETURN(LockedArray<float> x, LockedArray<float>::Create(most * F));
+  // The table writes backend memory (on the GPU: device memory): split there.
+  ASSIGN_OR_RETURN(OwnedBuffer records, AllocOwned(backend, most * width));
   ASSIGN_OR_RETURN(OwnedBuffer xd, AllocOwned(backend, most * F));
+  ASSIGN_OR_RETURN(OwnedBuffer yd, AllocOwned(backend, most));
+  RETURN_IF_ERROR(backend.Synchronize());
   uint64_t correct = 0;
   for (uint64_t first = 0; first < data.rows; first += piece) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(piece, data.rows - first));
-    RETURN_IF_ERROR(data.table->Read(first, n, records.data()));
-    for (size_t r = 0; r < n; ++r) std::copy_n(records.data() + r * width, F, x.data() + r * F);
-    RETURN_IF_ERROR(backend.Upload(xd, x.data(), n * F));
+    RETURN_IF_ERROR(data.table->Read(first, n, records.get().data));
+    RETURN_IF_ERROR(backend.SplitRecords(records, n, F, xd, yd));
     ASSIGN_OR_RETURN(LockedArray<float> probs, PredictResident(backend, model, xd, n));
     const double acc = Accuracy(probs.data(), data.labels.data() + first, n, classes);
     correct += static_cast<uint64_t>(std::llround(acc * static_cast<double>(n)));

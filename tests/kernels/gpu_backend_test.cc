@@ -30,6 +30,7 @@
 #include "enclave/train/model_seal.h"
 #include "enclave/train/predict.h"
 #include "enclave/train/trainer.h"
+#include "../train/train_state_copy.h"
 
 namespace enclave::train {
 namespace {
@@ -167,6 +168,40 @@ TEST_F(GpuBackendTest, ColumnMomentsAndStandardize) {
   ASSERT_TRUE(cpu_->Standardize(x.cpu, rows, cols, mean.cpu, inv.cpu).ok());
   ASSERT_TRUE(gpu_->Standardize(x.gpu, rows, cols, mean.gpu, inv.gpu).ok());
   ExpectClose(x, {1e-5, 1e-5}, "Standardize");
+}
+
+// The streamed moments (ShiftedColumnSums over pieces, then MomentsFromShiftedSums): the
+// same double operations in the same order as the CPU backend.
+TEST_F(GpuBackendTest, ShiftedColumnSumsAndMomentsOverPieces) {
+  const size_t rows = 3001, cols = 9;
+  auto v = Random(rows * cols, -100, 300);
+  for (size_t r = 0; r < rows; ++r) v[r * cols + 4] = 7.0f;  // a constant column: inv_std 1
+  auto x = Both(v);
+  auto shift = Both(std::vector<float>(v.begin(), v.begin() + cols));
+  auto sums = Zeros(4 * cols), mean = Zeros(cols), inv = Zeros(cols);
+  for (size_t lo = 0; lo < rows; lo += 1000) {  // pieces of 1000, 1000, 1000 and 1 rows
+    const size_t n = std::min<size_t>(1000, rows - lo);
+    ASSERT_TRUE(cpu_->ShiftedColumnSums(x.cpu.get().Slice(lo * cols, n * cols), n, cols, shift.cpu, sums.cpu).ok());
+    ASSERT_TRUE(gpu_->ShiftedColumnSums(x.gpu.get().Slice(lo * cols, n * cols), n, cols, shift.gpu, sums.gpu).ok());
+  }
+  const std::vector<float> cs = Down(*cpu_, sums.cpu), gs = Down(*gpu_, sums.gpu);
+  std::vector<double> cd(2 * cols), gd(2 * cols);
+  std::memcpy(cd.data(), cs.data(), cd.size() * sizeof(double));
+  std::memcpy(gd.data(), gs.data(), gd.size() * sizeof(double));
+  for (size_t i = 0; i < cd.size(); ++i) {
+    EXPECT_NEAR(gd[i], cd[i], 1e-12 * (1 + std::fabs(cd[i]))) << (i < cols ? "S1 " : "S2 ") << i % cols;
+  }
+  EXPECT_EQ(gd[4], 0.0);  // the constant column's shifted sum
+  ASSERT_TRUE(cpu_->MomentsFromShiftedSums(sums.cpu, shift.cpu, cols, rows, mean.cpu, inv.cpu).ok());
+  ASSERT_TRUE(gpu_->MomentsFromShiftedSums(sums.gpu, shift.gpu, cols, rows, mean.gpu, inv.gpu).ok());
+  ExpectClose(mean, kArith, "streamed mean");
+  ExpectClose(inv, kArith, "streamed inv_std");
+  EXPECT_EQ(Down(*gpu_, inv.gpu)[4], 1.0f);
+  // And they agree with the two-pass ColumnMoments to float rounding.
+  auto mean2 = Zeros(cols), inv2 = Zeros(cols);
+  ASSERT_TRUE(gpu_->ColumnMoments(x.gpu, rows, cols, mean2.gpu, inv2.gpu).ok());
+  const auto m1 = Down(*gpu_, mean.gpu), m2 = Down(*gpu_, mean2.gpu);
+  for (size_t c = 0; c < cols; ++c) EXPECT_NEAR(m1[c], m2[c], 1e-5 * (1 + std::fabs(m2[c]))) << "column " << c;
 }
 
 TEST_F(GpuBackendTest, GemmAllTranspositions) {
@@ -417,11 +452,12 @@ class GpuSealedTrainTest : public ::testing::Test {
     return o.out_path;
   }
 
-  JobSpec Job(const std::string& sealed) {
+  // extra: TOML tables placed before the dataset ([streaming], say).
+  JobSpec Job(const std::string& sealed, const std::string& extra = "") {
     const std::string text = "seed = 7\noutput_dir = \"" + (dir_ / "out").string() +
                              "\"\n[model]\nhidden = [12]\nactivation = \"tanh\"\n[training]\nepochs = 3\n"
-                             "batch_size = 32\n[optimizer]\ntype = \"adamw\"\nlr = 0.01\nweight_decay = 0.01\n"
-                             "[[datasets]]\nid = \"synth\"\npath = \"" + sealed + "\"\n";
+                             "batch_size = 32\n[optimizer]\ntype = \"adamw\"\nlr = 0.01\nweight_decay = 0.01\n" +
+                             extra + "\n[[datasets]]\nid = \"synth\"\npath = \"" + sealed + "\"\n";
     auto job = ParseJob(text, "test.toml", dir_.string());
     EXPECT_TRUE(job.ok()) << job.status().ToString();
     return std::move(job).value();
@@ -451,11 +487,27 @@ class GpuSealedTrainTest : public ::testing::Test {
     ::testing::Test::RecordProperty(what + ": largest |gpu - cpu|", largest);
   }
 
+  // Loads (or, streamed, opens) the job's data on `be`, splits it and trains.
+  Result<TrainResult> RunOn(Backend& be, const JobSpec& job, const TrainCallbacks& cb = {},
+                            const TrainState* resume = nullptr) {
+    ASSIGN_OR_RETURN(LoadedData data, LoadJobData(be, job, &*ks_));
+    ASSIGN_OR_RETURN(Split split, StratifiedSplit(data.labels, data.classes, job.validation_fraction, job.seed));
+    return Train(be, job, data, split, cb, resume);
+  }
+
+  static bool BitIdentical(const LockedArray<float>& a, const LockedArray<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  }
+
   fs::path dir_;
   std::string csv_;
   std::optional<crypto::Keystore> ks_;
   std::unique_ptr<Backend> gpu_, cpu_;
 };
+
+// Blocks of 16 training rows in windows of 4 blocks (64 rows; about 480 training rows):
+// every epoch streams 8 windows, and blocks start mid-chunk (chunks of 40 records).
+const char kGpuStreaming[] = "[streaming]\nblock_rows = 16\nwindow_blocks = 4\n";
 
 TEST_F(GpuSealedTrainTest, TrainsFromSealedFileLikeTheCpuBackend) {
   for (crypto::Suite suite : {crypto::Suite::kAes256Gcm, crypto::Suite::kChaCha20Poly1305}) {
@@ -516,7 +568,9 @@ TEST_F(GpuSealedTrainTest, ModelSealedOnTheDeviceIsTheDownloadedModel) {
   ASSERT_TRUE(digest.ok()) << digest.status().ToString();
   EXPECT_EQ(*digest, crypto::Sha256({reinterpret_cast<const uint8_t*>(downloaded->params.data()), P * 4}));
 
-  if (!ks_->FindExportKey("").ok()) ASSERT_TRUE(ks_->CreateExportKey("export").ok());
+  if (!ks_->FindExportKey("").ok()) {
+    ASSERT_TRUE(ks_->CreateExportKey("export").ok());
+  }
   auto pub = crypto::ExportPublicKeyOf(*ks_, "");
   ASSERT_TRUE(pub.ok());
   for (crypto::Suite suite : {crypto::Suite::kAes256Gcm, crypto::Suite::kChaCha20Poly1305}) {
@@ -563,6 +617,91 @@ TEST_F(GpuSealedTrainTest, TamperedChunkAbortsBeforeTraining) {
   auto c = LoadDatasets(*cpu_, job.datasets, &*ks_);
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), Code::kAuthFailed) << c.status().ToString();
+}
+
+// [streaming] on the GPU: the labels pass, the standardization pass and every epoch's
+// windows authenticated, decrypted, checked and standardized on the device; the same
+// split, labels and step count as the CPU backend's streamed run, the standardization and
+// the weights within the tolerances of the loaded path; and deterministic.
+TEST_F(GpuSealedTrainTest, StreamedTrainingMatchesTheCpuBackend) {
+  for (crypto::Suite suite : {crypto::Suite::kAes256Gcm, crypto::Suite::kChaCha20Poly1305}) {
+    SCOPED_TRACE(crypto::SuiteName(suite));
+    const JobSpec job = Job(Seal(suite, "streamed-" + std::string(crypto::SuiteName(suite))), kGpuStreaming);
+    ASSERT_TRUE(job.streaming.enabled);
+    auto cpu_data = LoadJobData(*cpu_, job, &*ks_);
+    auto gpu_data = LoadJobData(*gpu_, job, &*ks_);
+    ASSERT_TRUE(cpu_data.ok()) << cpu_data.status().ToString();
+    ASSERT_TRUE(gpu_data.ok()) << gpu_data.status().ToString();
+    ASSERT_NE(gpu_data->table, nullptr);
+    ASSERT_TRUE(BitIdentical(cpu_data->labels, gpu_data->labels));
+    auto cpu = RunOn(*cpu_, job), gpu = RunOn(*gpu_, job), again = RunOn(*gpu_, job);
+    ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+    ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(gpu->train_rows, cpu->train_rows);
+    EXPECT_EQ(gpu->val_rows, cpu->val_rows);
+    EXPECT_EQ(gpu->steps, cpu->steps);
+    ExpectWithin(cpu->mean, gpu->mean, kArith, "streamed mean");
+    ExpectWithin(cpu->inv_std, gpu->inv_std, kArith, "streamed inv_std");
+    ExpectWithin(cpu->params, gpu->params, kTrainTol, "streamed parameters");
+    EXPECT_NEAR(gpu->epochs.back().val_accuracy, cpu->epochs.back().val_accuracy, 0.02);
+    EXPECT_TRUE(BitIdentical(gpu->params, again->params)) << "two streamed GPU runs differ";
+    std::printf("%s streamed: GPU val accuracy %.4f, CPU %.4f\n", crypto::SuiteName(suite).data(),
+                gpu->epochs.back().val_accuracy, cpu->epochs.back().val_accuracy);
+  }
+}
+
+// Fail closed mid-run on the GPU: the file changed after the labels pass is met by the
+// reader thread while it streams the second epoch.
+TEST_F(GpuSealedTrainTest, StreamedChunkTamperedBetweenEpochsAbortsTheRun) {
+  const std::string sealed = Seal(crypto::Suite::kAes256Gcm, "streamed-tampered");
+  const JobSpec job = Job(sealed, kGpuStreaming);
+  auto data = LoadJobData(*gpu_, job, &*ks_);
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  auto split = StratifiedSplit(data->labels, data->classes, job.validation_fraction, job.seed);
+  ASSERT_TRUE(split.ok());
+  int epochs_seen = 0;
+  TrainCallbacks cb;
+  cb.on_epoch = [&](const EpochMetrics&) {
+    if (++epochs_seen != 1) return;
+    std::fstream f(sealed, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-100, std::ios::end);
+    char ch = 0;
+    f.read(&ch, 1);
+    f.seekp(-100, std::ios::end);
+    ch = static_cast<char>(ch ^ 1);
+    f.write(&ch, 1);
+  };
+  auto r = Train(*gpu_, job, *data, *split, cb);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kAuthFailed) << r.status().ToString();
+  EXPECT_EQ(epochs_seen, 1);
+}
+
+// Stop and resume on the GPU, streamed: bit-identical to the uninterrupted GPU run, for a
+// stop inside a window, one whose next batch straddles two windows, and one at an epoch end.
+TEST_F(GpuSealedTrainTest, StreamedStopAndResumeEndsBitIdentical) {
+  const JobSpec job = Job(Seal(crypto::Suite::kChaCha20Poly1305, "streamed-resume"), kGpuStreaming);
+  auto full = RunOn(*gpu_, job);
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  const uint64_t per_epoch = full->steps / job.epochs;
+  for (uint64_t stop_at : {uint64_t{3}, uint64_t{6}, per_epoch}) {
+    std::optional<TrainState> saved;
+    TrainCallbacks cb;
+    cb.should_stop = [&](uint64_t step) { return step == stop_at; };
+    cb.on_checkpoint = [&](const TrainState& st) -> Status {
+      ASSIGN_OR_RETURN(TrainState copy, test_util::CloneState(st));
+      saved.emplace(std::move(copy));
+      return OkStatus();
+    };
+    auto stopped = RunOn(*gpu_, job, cb);
+    ASSERT_TRUE(stopped.ok()) << stopped.status().ToString();
+    ASSERT_TRUE(stopped->stopped);
+    ASSERT_TRUE(saved.has_value());
+    auto resumed = RunOn(*gpu_, job, {}, &*saved);
+    ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+    EXPECT_TRUE(BitIdentical(resumed->params, full->params)) << "stopped after step " << stop_at;
+  }
 }
 
 }  // namespace

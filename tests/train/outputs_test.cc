@@ -263,7 +263,9 @@ TEST_F(Outputs, ModelSealedWhereItLivesIsTheDownloadedModel) {
   ASSERT_TRUE(params_digest.ok());
   EXPECT_EQ(*params_digest, crypto::Sha256({reinterpret_cast<const uint8_t*>(t->result.params.data()), P * 4}));
 
-  if (!ks_->FindExportKey("").ok()) ASSERT_TRUE(ks_->CreateExportKey("export").ok());
+  if (!ks_->FindExportKey("").ok()) {
+    ASSERT_TRUE(ks_->CreateExportKey("export").ok());
+  }
   auto pub = crypto::ExportPublicKeyOf(*ks_, "");
   ASSERT_TRUE(pub.ok());
   crypto::ModelSealOptions opt;

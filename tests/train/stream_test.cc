@@ -186,6 +186,13 @@ class RowNumberTable : public RecordTable {
   uint64_t reads_ = 0;
 };
 
+// A host array into a new backend buffer (WindowStream takes the moments in backend memory).
+OwnedBuffer Up(Backend& be, const LockedArray<float>& a) {
+  auto b = std::move(AllocOwned(be, a.size())).value();
+  EXPECT_TRUE(be.Upload(b, a.data(), a.size()).ok());
+  return b;
+}
+
 // Every batch gets exactly the rows order[lo, lo + n) names, standardized, with their
 // labels, for batches inside a window, across two, and after a Begin mid-epoch.
 TEST(WindowStreamTest, GathersExactlyTheRowsTheOrderNames) {
@@ -202,7 +209,7 @@ TEST(WindowStreamTest, GathersExactlyTheRowsTheOrderNames) {
   auto mean = std::move(LockedArray<float>::Create(2)).value(), inv_std = std::move(LockedArray<float>::Create(2)).value();
   mean[0] = 1.0f, mean[1] = 0.0f, inv_std[0] = 1.0f, inv_std[1] = 0.5f;  // x0 - 1, x1 / 2
   const StreamLayout layout{ntr, 10, 3};
-  auto stream = WindowStream::Create(*be, table, split, layout, 2, mean, inv_std);
+  auto stream = WindowStream::Create(*be, table, split, layout, 2, Up(*be, mean), Up(*be, inv_std));
   ASSERT_TRUE(stream.ok()) << stream.status().ToString();
   std::vector<uint32_t> order(ntr);
   Rng rng(3, kStreamShuffle);
@@ -243,7 +250,7 @@ TEST(WindowStreamTest, PrefetchesTheNextOrdersFirstWindow) {
   auto mean = std::move(LockedArray<float>::Create(2)).value(), inv_std = std::move(LockedArray<float>::Create(2)).value();
   inv_std[0] = inv_std[1] = 1.0f;
   const StreamLayout layout{300, 20, 5};  // 3 windows of 100 rows, blocks of 20
-  auto stream = WindowStream::Create(*be, table, split, layout, 2, mean, inv_std);
+  auto stream = WindowStream::Create(*be, table, split, layout, 2, Up(*be, mean), Up(*be, inv_std));
   ASSERT_TRUE(stream.ok());
   std::vector<uint32_t> a(300), b(300);
   Rng rng(9, kStreamShuffle);
@@ -281,7 +288,7 @@ TEST(WindowStreamTest, AReaderFailureFailsTheGather) {
   auto mean = std::move(LockedArray<float>::Create(2)).value(), inv_std = std::move(LockedArray<float>::Create(2)).value();
   inv_std[0] = inv_std[1] = 1.0f;
   const StreamLayout layout{400, 50, 2};  // 4 windows; row 390 is in block 7, in some window
-  auto stream = WindowStream::Create(*be, table, split, layout, 2, mean, inv_std);
+  auto stream = WindowStream::Create(*be, table, split, layout, 2, Up(*be, mean), Up(*be, inv_std));
   ASSERT_TRUE(stream.ok());
   std::vector<uint32_t> order(400);
   Rng rng(1, kStreamShuffle);

@@ -158,6 +158,41 @@ Status CpuBackend::ColumnMoments(Buffer x, size_t rows, size_t cols, Buffer mean
   return OkStatus();
 }
 
+Status CpuBackend::ShiftedColumnSums(Buffer x, size_t rows, size_t cols, Buffer shift, Buffer sums) {
+  RETURN_IF_ERROR(Fits("ShiftedColumnSums", x, rows * cols));
+  RETURN_IF_ERROR(Fits("ShiftedColumnSums", shift, cols));
+  RETURN_IF_ERROR(Fits("ShiftedColumnSums", sums, 4 * cols));
+  double* s1 = reinterpret_cast<double*>(sums.data);  // Alloc'd: aligned for double
+  double* s2 = s1 + cols;
+  for (size_t r = 0; r < rows; ++r) {
+    const float* row = x.data + r * cols;
+    for (size_t c = 0; c < cols; ++c) {
+      const double d = static_cast<double>(row[c]) - static_cast<double>(shift.data[c]);
+      s1[c] += d;
+      s2[c] += d * d;
+    }
+  }
+  return OkStatus();
+}
+
+Status CpuBackend::MomentsFromShiftedSums(Buffer sums, Buffer shift, size_t cols, uint64_t count, Buffer mean,
+                                          Buffer inv_std) {
+  RETURN_IF_ERROR(Fits("MomentsFromShiftedSums", sums, 4 * cols));
+  RETURN_IF_ERROR(Fits("MomentsFromShiftedSums", shift, cols));
+  RETURN_IF_ERROR(Fits("MomentsFromShiftedSums", mean, cols));
+  RETURN_IF_ERROR(Fits("MomentsFromShiftedSums", inv_std, cols));
+  if (count == 0) return Internal("MomentsFromShiftedSums: no rows");
+  const double* s1 = reinterpret_cast<const double*>(sums.data);
+  const double* s2 = s1 + cols;
+  const double n = static_cast<double>(count);
+  for (size_t c = 0; c < cols; ++c) {
+    const double m = s1[c] / n;
+    mean.data[c] = static_cast<float>(static_cast<double>(shift.data[c]) + m);
+    inv_std.data[c] = kernels::InverseStd(std::max(0.0, s2[c] / n - m * m));
+  }
+  return OkStatus();
+}
+
 Status CpuBackend::Standardize(Buffer x, size_t rows, size_t cols, Buffer mean, Buffer inv_std) {
   RETURN_IF_ERROR(Fits("Standardize", x, rows * cols));
   RETURN_IF_ERROR(Fits("Standardize", mean, cols));

@@ -31,6 +31,9 @@ class CpuBackend final : public Backend {
                       uint64_t* first_bad) override;
   Status GatherRows(Buffer src, size_t cols, const uint32_t* idx, size_t n, Buffer dst) override;
   Status ColumnMoments(Buffer x, size_t rows, size_t cols, Buffer mean, Buffer inv_std) override;
+  Status ShiftedColumnSums(Buffer x, size_t rows, size_t cols, Buffer shift, Buffer sums) override;
+  Status MomentsFromShiftedSums(Buffer sums, Buffer shift, size_t cols, uint64_t count, Buffer mean,
+                                Buffer inv_std) override;
   Status Standardize(Buffer x, size_t rows, size_t cols, Buffer mean, Buffer inv_std) override;
 
   Status Gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha, Buffer a, Buffer b, float beta,

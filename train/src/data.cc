@@ -182,15 +182,30 @@ Status ReadDatasetRecords(const DatasetSpec& spec, const crypto::Keystore* keyst
 
 namespace {
 
-// The GPU backend's sealed path: the file goes from disk to device memory through
-// kernels::GpuSealedStream (ciphertext in pinned host buffers, authenticated and decrypted
-// on the device); no plaintext record is ever on the host. The header checks (keystore,
-// suite, key commitment, header tag, schema, dataset id) are those of SealedDatasetReader,
-// which decrypts no chunk here. `target` is the backend buffer that `begin` allocated.
-Status ReadSealedIntoDevice(Backend& backend, const DatasetSpec& spec, const crypto::Keystore* keystore,
-                            DatasetSchema* schema, uint64_t* rows,
-                            const std::function<Status(const DatasetSchema&, uint64_t)>& begin,
-                            const std::function<Buffer()>& target) {
+// The column flags of the device record check: 1 for a yes/no feature.
+Result<std::vector<uint8_t>> YesNoFlags(const DatasetSchema& schema, const std::string& path) {
+  std::vector<uint8_t> yes_no;
+  for (const dataset::Column& col : schema.columns) {
+    if (col.kind != ColumnKind::kLabel) yes_no.push_back(col.kind == ColumnKind::kYesNo ? 1 : 0);
+  }
+  if (yes_no.size() != schema.feature_count()) return InvalidInput(path + ": schema has no label column");
+  return yes_no;
+}
+
+Status RecordCheckFailed(const std::string& path, uint64_t record) {
+  return InvalidInput(path + ": record " + std::to_string(record) +
+                      ": invalid value (a feature not finite, a yes/no column not 0 or 1, or the label not a "
+                      "class index)");
+}
+
+// A sealed dataset for the GPU: the header checks of SealedDatasetReader (keystore, suite,
+// key commitment, header tag, schema; it decrypts no chunk), the job's dataset id, and a
+// kernels::GpuSealedStream over that same header (ciphertext in pinned host buffers,
+// authenticated and decrypted on the device: no plaintext record is ever on the host).
+Result<std::unique_ptr<kernels::GpuSealedStream>> OpenSealedForDevice(const DatasetSpec& spec,
+                                                                     const crypto::Keystore* keystore,
+                                                                     DatasetSchema* schema, uint64_t* rows,
+                                                                     const kernels::GpuStreamOptions& options = {}) {
   if (keystore == nullptr) return FailedPrecondition(spec.path + ": a sealed dataset needs a keystore");
   ASSIGN_OR_RETURN(dataset::SealedDatasetReader reader, dataset::SealedDatasetReader::Open(spec.path, *keystore));
   const crypto::SealedHeader& h = reader.header();
@@ -200,38 +215,43 @@ Status ReadSealedIntoDevice(Backend& backend, const DatasetSpec& spec, const cry
   }
   *schema = reader.schema();
   *rows = reader.rows();
-  RETURN_IF_ERROR(begin(*schema, *rows));
   ASSIGN_OR_RETURN(crypto::SecretBytes dek, keystore->GetDataKey(h.params.object_id, h.params.key_id));
-  ASSIGN_OR_RETURN(std::unique_ptr<kernels::GpuSealedStream> stream, kernels::GpuSealedStream::Open(spec.path, dek));
+  ASSIGN_OR_RETURN(std::unique_ptr<kernels::GpuSealedStream> stream,
+                   kernels::GpuSealedStream::Open(spec.path, dek, options));
   // The header the stream authenticated must be the one checked above (the file may not
   // have been replaced in between): its digest is every chunk's associated data.
   if (stream->header().header_digest != h.header_digest) {
     return InvalidInput(spec.path + ": changed while reading (header differs)");
   }
+  const uint64_t bytes = *rows * schema->columns.size() * sizeof(float);
+  if (stream->OutputBytes(0, stream->header().chunk_count) != bytes) {
+    return InvalidInput(spec.path + ": payload length does not match the records");
+  }
+  return stream;
+}
+
+// The GPU backend's sealed path: the whole file into device memory (`target` is the
+// backend buffer that `begin` allocated), then every record checked there.
+Status ReadSealedIntoDevice(Backend& backend, const DatasetSpec& spec, const crypto::Keystore* keystore,
+                            DatasetSchema* schema, uint64_t* rows,
+                            const std::function<Status(const DatasetSchema&, uint64_t)>& begin,
+                            const std::function<Buffer()>& target) {
+  ASSIGN_OR_RETURN(std::unique_ptr<kernels::GpuSealedStream> stream,
+                   OpenSealedForDevice(spec, keystore, schema, rows));
+  RETURN_IF_ERROR(begin(*schema, *rows));
   const size_t width = schema->columns.size();
   const uint32_t features = schema->feature_count();
   const Buffer dst = target();
-  const uint64_t bytes = *rows * width * sizeof(float);
-  if (stream->OutputBytes(0, stream->header().chunk_count) != bytes || dst.size < *rows * width) {
-    return InvalidInput(spec.path + ": payload length does not match the records");
-  }
+  if (dst.size < *rows * width) return Internal(spec.path + ": target buffer too small");
   // Alloc's zero fill is queued on the backend's stream; the stream writes on its own.
   RETURN_IF_ERROR(backend.Synchronize());
   // On failure (a chunk failing authentication) the whole range is zeroed first.
   RETURN_IF_ERROR(stream->ReadAll(reinterpret_cast<uint8_t*>(dst.data)));
-  std::vector<uint8_t> yes_no;
-  for (const dataset::Column& col : schema->columns) {
-    if (col.kind != ColumnKind::kLabel) yes_no.push_back(col.kind == ColumnKind::kYesNo ? 1 : 0);
-  }
-  if (yes_no.size() != features) return InvalidInput(spec.path + ": schema has no label column");
+  ASSIGN_OR_RETURN(std::vector<uint8_t> yes_no, YesNoFlags(*schema, spec.path));
   uint64_t first_bad = *rows;
   RETURN_IF_ERROR(backend.CheckRecords(dst, *rows, features, yes_no.data(),
                                        static_cast<uint32_t>(schema->classes.size()), &first_bad));
-  if (first_bad < *rows) {
-    return InvalidInput(spec.path + ": record " + std::to_string(first_bad) +
-                        ": invalid value (a feature not finite, a yes/no column not 0 or 1, or the label not a "
-                        "class index)");
-  }
+  if (first_bad < *rows) return RecordCheckFailed(spec.path, first_bad);
   return OkStatus();
 }
 
@@ -296,6 +316,157 @@ class JobRecordTable : public RecordTable {
   std::vector<Part> parts_;
 };
 
+// The GPU backend's streaming table: Read writes device memory. A sealed dataset's chunks
+// go through its kernels::GpuSealedStream (read, copied, authenticated and decrypted on the
+// device) into a device scratch buffer, and the requested records are copied out of it; a
+// clear CSV (development only) was parsed once into locked host memory and is uploaded.
+// Every record read is checked on the device. Its own GPU backend (a backend is not
+// thread-safe) does the copies and the check, for whichever thread reads.
+class DeviceRecordTable : public RecordTable {
+ public:
+  struct Part {
+    std::string path;
+    uint64_t first = 0, rows = 0;                     // its rows in the whole table
+    std::unique_ptr<kernels::GpuSealedStream> sealed;
+    uint64_t chunk_records = 0;                       // sealed: records per chunk but the last
+    LockedArray<float> clear;                         // CSV: rows x width
+  };
+
+  static Result<std::unique_ptr<DeviceRecordTable>> Create(DatasetSchema schema, std::vector<Part> parts) {
+    std::unique_ptr<DeviceRecordTable> t(new DeviceRecordTable(std::move(schema), std::move(parts)));
+    ASSIGN_OR_RETURN(t->backend_, MakeBackend(Device::kGpu));
+    ASSIGN_OR_RETURN(t->yes_no_, YesNoFlags(t->schema_, t->parts_.front().path));
+    uint64_t scratch_floats = 0;  // kScratchBytes of whole chunks, at least one chunk
+    for (const Part& p : t->parts_) {
+      if (!p.sealed) continue;
+      const uint64_t chunk = p.sealed->header().params.chunk_size;
+      scratch_floats = std::max(scratch_floats, std::max<uint64_t>(1, kScratchBytes / chunk) * chunk / sizeof(float));
+    }
+    if (scratch_floats > 0) {
+      ASSIGN_OR_RETURN(t->scratch_, AllocOwned(*t->backend_, scratch_floats));
+    }
+    return t;
+  }
+
+  Status Read(uint64_t first, uint64_t count, float* out) override {
+    if (first > rows_ || count > rows_ - first) return Internal("record table: read past the end");
+    for (Part& p : parts_) {
+      const uint64_t lo = std::max(first, p.first), hi = std::min(first + count, p.first + p.rows);
+      if (lo >= hi) continue;
+      const Buffer dst{out + (lo - first) * width_, (hi - lo) * width_};
+      if (p.sealed) {
+        RETURN_IF_ERROR(ReadSealed(p, lo - p.first, hi - lo, dst));
+      } else {
+        RETURN_IF_ERROR(backend_->Upload(dst, p.clear.data() + (lo - p.first) * width_, dst.size));
+      }
+      uint64_t bad = hi - lo;
+      RETURN_IF_ERROR(backend_->CheckRecords(dst, hi - lo, width_ - 1, yes_no_.data(),
+                                             static_cast<uint32_t>(schema_.classes.size()), &bad));
+      if (bad < hi - lo) return RecordCheckFailed(p.path, lo - p.first + bad);
+    }
+    return OkStatus();
+  }
+
+ private:
+  static constexpr uint64_t kScratchBytes = 64ull << 20;
+
+  DeviceRecordTable(DatasetSchema schema, std::vector<Part> parts) : schema_(std::move(schema)), parts_(std::move(parts)) {
+    width_ = schema_.columns.size();
+    for (const Part& p : parts_) rows_ += p.rows;
+  }
+
+  // Records [row, row + n) of a sealed part into dst, through the scratch buffer a batch of
+  // whole chunks at a time (a chunk that fails authentication: the error, the scratch zeroed).
+  Status ReadSealed(Part& p, uint64_t row, uint64_t n, Buffer dst) {
+    const uint64_t per = p.chunk_records, chunk_bytes = p.sealed->header().params.chunk_size;
+    const uint64_t batch = std::max<uint64_t>(1, scratch_.size() * sizeof(float) / chunk_bytes);
+    size_t at = 0;
+    while (n > 0) {
+      const uint64_t c0 = row / per, c1 = std::min((row + n - 1) / per + 1, c0 + batch);
+      RETURN_IF_ERROR(p.sealed->ReadChunks(c0, c1 - c0, reinterpret_cast<uint8_t*>(scratch_.get().data)));
+      const uint64_t here = std::min(row + n, std::min(c1 * per, p.rows)) - row;
+      const Buffer from = scratch_.get().Slice((row - c0 * per) * width_, here * width_);
+      RETURN_IF_ERROR(backend_->CopyToBytes(dst, at * sizeof(float), from, here * width_));
+      RETURN_IF_ERROR(backend_->Synchronize());  // before the next batch overwrites the scratch
+      at += here * width_;
+      row += here;
+      n -= here;
+    }
+    return OkStatus();
+  }
+
+  DatasetSchema schema_;
+  std::vector<Part> parts_;
+  std::unique_ptr<Backend> backend_;  // before scratch_: freed after it
+  std::vector<uint8_t> yes_no_;
+  OwnedBuffer scratch_;
+};
+
+// OpenDatasetsForStreaming for the GPU backend: the same checks, the labels read through the
+// device table (every record authenticated, decrypted and checked on the device, only the
+// class indices brought back).
+Result<LoadedData> OpenDatasetsForStreamingOnDevice(Backend& backend, const std::vector<DatasetSpec>& specs,
+                                                    const crypto::Keystore* keystore) {
+  LoadedData out;
+  std::vector<DeviceRecordTable::Part> parts;
+  for (const DatasetSpec& spec : specs) {
+    DeviceRecordTable::Part part;
+    part.path = spec.path;
+    part.first = out.rows;
+    auto begin = [&](const DatasetSchema& s, uint64_t n) -> Status {
+      RETURN_IF_ERROR(AcceptDataset(spec, specs[0].id, parts.empty(), s, n, &out));
+      if (spec.format == DatasetFormat::kCsv) {
+        ASSIGN_OR_RETURN(part.clear, LockedArray<float>::Create(n * s.columns.size()));
+      }
+      return OkStatus();
+    };
+    if (spec.format == DatasetFormat::kCsv) {
+      DatasetSchema schema;
+      RETURN_IF_ERROR(ReadDatasetRecords(spec, keystore, &schema, &part.rows, begin,
+                                         [&](const float* records, uint64_t first, uint64_t count) -> Status {
+                                           const size_t w = out.schema.columns.size();
+                                           if ((first + count) * w > part.clear.size()) {
+                                             return InvalidInput(spec.path + ": more records than its header says");
+                                           }
+                                           std::copy_n(records, count * w, part.clear.data() + first * w);
+                                           return OkStatus();
+                                         }));
+    } else {
+      DatasetSchema schema;
+      kernels::GpuStreamOptions options;
+      options.batch_bytes = 16ull << 20;  // per dataset: 3 pinned and 3 device buffers of this
+      ASSIGN_OR_RETURN(part.sealed, OpenSealedForDevice(spec, keystore, &schema, &part.rows, options));
+      RETURN_IF_ERROR(begin(schema, part.rows));
+      part.chunk_records = part.sealed->header().params.chunk_size / schema.record_bytes();
+    }
+    ASSIGN_OR_RETURN(SourceInfo info, DescribeSource(spec, part.rows));
+    out.sources.push_back(std::move(info));
+    out.rows += part.rows;
+    parts.push_back(std::move(part));
+  }
+  out.features = out.schema.feature_count();
+  out.classes = static_cast<uint32_t>(out.schema.classes.size());
+  ASSIGN_OR_RETURN(std::unique_ptr<DeviceRecordTable> table, DeviceRecordTable::Create(out.schema, std::move(parts)));
+  // The labels, a piece at a time: records into device memory, split there, the class
+  // indices down.
+  const size_t width = out.schema.columns.size(), F = out.features;
+  const uint64_t piece_rows = std::max<uint64_t>(1, (16ull << 20) / (width * sizeof(float)));
+  const size_t piece = static_cast<size_t>(std::min<uint64_t>(out.rows, piece_rows));
+  ASSIGN_OR_RETURN(OwnedBuffer records, AllocOwned(backend, piece * width));
+  ASSIGN_OR_RETURN(OwnedBuffer x, AllocOwned(backend, piece * F));
+  ASSIGN_OR_RETURN(OwnedBuffer y, AllocOwned(backend, piece));
+  ASSIGN_OR_RETURN(out.labels, LockedArray<float>::Create(out.rows));
+  RETURN_IF_ERROR(backend.Synchronize());
+  for (uint64_t first = 0; first < out.rows; first += piece) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(piece, out.rows - first));
+    RETURN_IF_ERROR(table->Read(first, n, records.get().data));
+    RETURN_IF_ERROR(backend.SplitRecords(records, n, F, x, y));
+    RETURN_IF_ERROR(backend.Download(out.labels.data() + first, y, n));
+  }
+  out.table = std::move(table);
+  return out;
+}
+
 }  // namespace
 
 Result<LoadedData> OpenDatasetsForStreaming(const std::vector<DatasetSpec>& specs, const crypto::Keystore* keystore) {
@@ -356,8 +527,15 @@ Result<LoadedData> OpenDatasetsForStreaming(const std::vector<DatasetSpec>& spec
   return out;
 }
 
+Result<LoadedData> OpenDatasetsForStreaming(Backend& backend, const std::vector<DatasetSpec>& specs,
+                                            const crypto::Keystore* keystore) {
+  if (!OnGpu(backend)) return OpenDatasetsForStreaming(specs, keystore);
+  if (specs.empty()) return InvalidInput("the job names no dataset");
+  return OpenDatasetsForStreamingOnDevice(backend, specs, keystore);
+}
+
 Result<LoadedData> LoadJobData(Backend& backend, const JobSpec& job, const crypto::Keystore* keystore) {
-  if (job.streaming.enabled) return OpenDatasetsForStreaming(job.datasets, keystore);
+  if (job.streaming.enabled) return OpenDatasetsForStreaming(backend, job.datasets, keystore);
   return LoadDatasets(backend, job.datasets, keystore);
 }
 

@@ -82,6 +82,33 @@ __global__ void ColumnMomentsKernel(const float* x, size_t rows, size_t cols, fl
   }
 }
 
+// The streamed moments: one thread per column, rows in order, explicit rounding (the CPU
+// backend's loop, operation for operation).
+__global__ void ShiftedColumnSumsKernel(const float* x, size_t rows, size_t cols, const float* shift, double* s1,
+                                        double* s2) {
+  GRID_STRIDE(c, cols) {
+    const double sh = static_cast<double>(shift[c]);
+    double a = s1[c], b = s2[c];
+    for (size_t r = 0; r < rows; ++r) {
+      const double d = __dsub_rn(static_cast<double>(x[r * cols + c]), sh);
+      a = __dadd_rn(a, d);
+      b = __dadd_rn(b, __dmul_rn(d, d));
+    }
+    s1[c] = a;
+    s2[c] = b;
+  }
+}
+
+__global__ void MomentsFromShiftedSumsKernel(const double* s1, const double* s2, const float* shift, size_t cols,
+                                             double n, float* mean, float* inv_std) {
+  GRID_STRIDE(c, cols) {
+    const double m = __ddiv_rn(s1[c], n);
+    mean[c] = static_cast<float>(__dadd_rn(static_cast<double>(shift[c]), m));
+    const double var = __dsub_rn(__ddiv_rn(s2[c], n), __dmul_rn(m, m));
+    inv_std[c] = k::InverseStd(var > 0.0 ? var : 0.0);
+  }
+}
+
 __global__ void StandardizeKernel(float* x, size_t rows, size_t cols, const float* mean, const float* inv_std) {
   GRID_STRIDE(i, rows * cols) {
     const size_t c = i % cols;
@@ -227,6 +254,7 @@ class GpuBackend final : public Backend {
     if (row_loss_ != nullptr) cudaFree(row_loss_);
     FreeHostLoss();
     if (bad_ != nullptr) cudaFree(bad_);
+    if (check_scratch_ != nullptr) cudaFree(check_scratch_);
     if (blas_ != nullptr) cublasDestroy(blas_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
@@ -310,9 +338,19 @@ class GpuBackend final : public Backend {
     RETURN_IF_ERROR(Fits("CheckRecords", records, rows * (features + 1)));
     *first_bad = rows;
     if (rows == 0) return OkStatus();
-    // Scratch: the row slot, then the column flags (host -> device, not secret).
-    uint8_t* scratch = nullptr;
-    RETURN_IF_ERROR(CudaStatus(cudaMalloc(&scratch, sizeof(unsigned long long) + features + 1), "cudaMalloc(check)"));
+    // Scratch: the row slot, then the column flags (host -> device, not secret). Kept and
+    // only grown: a cudaFree per call would wait for the whole device (other threads'
+    // backends too: a streaming reader checks every block).
+    const size_t need = sizeof(unsigned long long) + features + 1;
+    if (need > check_scratch_bytes_) {
+      cudaStreamSynchronize(stream_);  // nothing may still use the old scratch
+      if (check_scratch_ != nullptr) cudaFree(check_scratch_);
+      check_scratch_ = nullptr;
+      check_scratch_bytes_ = 0;
+      RETURN_IF_ERROR(CudaStatus(cudaMalloc(&check_scratch_, need), "cudaMalloc(check)"));
+      check_scratch_bytes_ = need;
+    }
+    uint8_t* scratch = check_scratch_;
     auto* slot = reinterpret_cast<unsigned long long*>(scratch);
     uint8_t* flags = scratch + sizeof(unsigned long long);
     const unsigned long long none = rows;
@@ -331,8 +369,7 @@ class GpuBackend final : public Backend {
       return Synchronize();
     };
     const Status s = run();
-    cudaStreamSynchronize(stream_);  // nothing may still use the scratch
-    cudaFree(scratch);
+    cudaStreamSynchronize(stream_);  // `none`, `found` and the flags are host locals
     RETURN_IF_ERROR(s);
     *first_bad = found;
     return OkStatus();
@@ -359,6 +396,30 @@ class GpuBackend final : public Backend {
                                "cudaMemcpyAsync(indices)"));
     GatherRowsKernel<<<BlocksFor(n * cols), kThreads, 0, stream_>>>(src.data, cols, idx_, n, dst.data);
     return Launched("GatherRows");
+  }
+
+  Status ShiftedColumnSums(Buffer x, size_t rows, size_t cols, Buffer shift, Buffer sums) override {
+    RETURN_IF_ERROR(Fits("ShiftedColumnSums", x, rows * cols));
+    RETURN_IF_ERROR(Fits("ShiftedColumnSums", shift, cols));
+    RETURN_IF_ERROR(Fits("ShiftedColumnSums", sums, 4 * cols));
+    if (rows == 0 || cols == 0) return OkStatus();
+    double* s1 = reinterpret_cast<double*>(sums.data);  // cudaMalloc'd: aligned for double
+    ShiftedColumnSumsKernel<<<BlocksFor(cols), kThreads, 0, stream_>>>(x.data, rows, cols, shift.data, s1, s1 + cols);
+    return Launched("ShiftedColumnSums");
+  }
+
+  Status MomentsFromShiftedSums(Buffer sums, Buffer shift, size_t cols, uint64_t count, Buffer mean,
+                                Buffer inv_std) override {
+    RETURN_IF_ERROR(Fits("MomentsFromShiftedSums", sums, 4 * cols));
+    RETURN_IF_ERROR(Fits("MomentsFromShiftedSums", shift, cols));
+    RETURN_IF_ERROR(Fits("MomentsFromShiftedSums", mean, cols));
+    RETURN_IF_ERROR(Fits("MomentsFromShiftedSums", inv_std, cols));
+    if (count == 0) return Internal("MomentsFromShiftedSums: no rows");
+    if (cols == 0) return OkStatus();
+    const double* s1 = reinterpret_cast<const double*>(sums.data);
+    MomentsFromShiftedSumsKernel<<<BlocksFor(cols), kThreads, 0, stream_>>>(
+        s1, s1 + cols, shift.data, cols, static_cast<double>(count), mean.data, inv_std.data);
+    return Launched("MomentsFromShiftedSums");
   }
 
   Status ColumnMoments(Buffer x, size_t rows, size_t cols, Buffer mean, Buffer inv_std) override {
@@ -537,6 +598,8 @@ class GpuBackend final : public Backend {
     host_loss_ = nullptr;
   }
   int* bad_ = nullptr;
+  uint8_t* check_scratch_ = nullptr;  // CheckRecords: its row slot and column flags
+  size_t check_scratch_bytes_ = 0;
   std::string describe_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <string_view>
 
 #include "enclave/kernels/nn_math.h"
 
@@ -50,60 +51,61 @@ Result<StreamStart> ReadStreamStart(Backend& backend, RecordTable& table, const 
                                     size_t rows_per_read) {
   const size_t F = features, width = table.width(), ntr = split.train.size(), nva = split.val.size();
   if (width != F + 1 || ntr == 0 || rows_per_read == 0) return Internal("ReadStreamStart: bad arguments");
+  rows_per_read = static_cast<size_t>(std::min<uint64_t>(rows_per_read, table.rows()));
   StreamStart out;
-  ASSIGN_OR_RETURN(LockedArray<float> records, LockedArray<float>::Create(rows_per_read * width));
-  LockedArray<float> vx;
-  if (nva > 0) {
-    ASSIGN_OR_RETURN(vx, LockedArray<float>::Create(nva * F));
-    ASSIGN_OR_RETURN(out.val_labels, LockedArray<float>::Create(nva));
-  }
+  ASSIGN_OR_RETURN(OwnedBuffer records, AllocOwned(backend, rows_per_read * width));
+  ASSIGN_OR_RETURN(OwnedBuffer picked, AllocOwned(backend, rows_per_read * width));
+  ASSIGN_OR_RETURN(OwnedBuffer x, AllocOwned(backend, rows_per_read * F));
+  ASSIGN_OR_RETURN(OwnedBuffer y, AllocOwned(backend, rows_per_read));
   // One pass in row order: sums of (x - shift) and its square in double, the shift being
   // the first training row (numerically safe, unlike raw sums of squares).
-  ASSIGN_OR_RETURN(LockedArray<double> shift, LockedArray<double>::Create(F));  // derived from plaintext rows
-  ASSIGN_OR_RETURN(LockedArray<double> s1, LockedArray<double>::Create(F));
-  ASSIGN_OR_RETURN(LockedArray<double> s2, LockedArray<double>::Create(F));
-  size_t ti = 0, vi = 0;
-  for (uint64_t first = 0; first < table.rows(); first += rows_per_read) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(rows_per_read, table.rows() - first));
-    RETURN_IF_ERROR(table.Read(first, n, records.data()));
-    for (size_t r = 0; r < n; ++r) {
-      const uint64_t row = first + r;
-      const float* rec = records.data() + r * width;
-      if (ti < ntr && split.train[ti] == row) {
-        if (ti == 0) std::copy(rec, rec + F, shift.data());
-        for (size_t c = 0; c < F; ++c) {
-          const double d = static_cast<double>(rec[c]) - shift[c];
-          s1[c] += d;
-          s2[c] += d * d;
-        }
-        ++ti;
-      } else if (vi < nva && split.val[vi] == row) {
-        std::copy(rec, rec + F, vx.data() + vi * F);
-        out.val_labels[vi] = rec[F];
-        ++vi;
-      }
-    }
-  }
-  if (ti != ntr || vi != nva) return Internal("the split names rows the datasets do not have");
-  ASSIGN_OR_RETURN(out.mean, LockedArray<float>::Create(F));
-  ASSIGN_OR_RETURN(out.inv_std, LockedArray<float>::Create(F));
-  const double count = static_cast<double>(ntr);
-  for (size_t c = 0; c < F; ++c) {
-    const double m = s1[c] / count;
-    out.mean[c] = static_cast<float>(shift[c] + m);
-    out.inv_std[c] = kernels::InverseStd(std::max(0.0, s2[c] / count - m * m));
-  }
+  ASSIGN_OR_RETURN(OwnedBuffer shift, AllocOwned(backend, F));
+  ASSIGN_OR_RETURN(OwnedBuffer sums, AllocOwned(backend, 4 * F));
   if (nva > 0) {
     ASSIGN_OR_RETURN(out.xva, AllocOwned(backend, nva * F));
     ASSIGN_OR_RETURN(out.yva, AllocOwned(backend, nva));
-    ASSIGN_OR_RETURN(OwnedBuffer mean, AllocOwned(backend, F));
-    ASSIGN_OR_RETURN(OwnedBuffer inv_std, AllocOwned(backend, F));
-    RETURN_IF_ERROR(backend.Upload(mean, out.mean.data(), F));
-    RETURN_IF_ERROR(backend.Upload(inv_std, out.inv_std.data(), F));
-    RETURN_IF_ERROR(backend.Upload(out.xva, vx.data(), nva * F));
-    RETURN_IF_ERROR(backend.Upload(out.yva, out.val_labels.data(), nva));
-    RETURN_IF_ERROR(backend.Standardize(out.xva, nva, F, mean, inv_std));
   }
+  std::vector<uint32_t> tidx, vidx;  // this piece's training and validation rows
+  size_t ti = 0, vi = 0;
+  for (uint64_t first = 0; first < table.rows(); first += rows_per_read) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(rows_per_read, table.rows() - first));
+    RETURN_IF_ERROR(table.Read(first, n, records.get().data));
+    tidx.clear();
+    vidx.clear();
+    const size_t t0 = ti, v0 = vi;
+    for (size_t r = 0; r < n; ++r) {
+      const uint64_t row = first + r;
+      if (ti < ntr && split.train[ti] == row) {
+        tidx.push_back(static_cast<uint32_t>(r));
+        ++ti;
+      } else if (vi < nva && split.val[vi] == row) {
+        vidx.push_back(static_cast<uint32_t>(r));
+        ++vi;
+      }
+    }
+    if (!tidx.empty()) {
+      const size_t m = tidx.size();
+      RETURN_IF_ERROR(backend.GatherRows(records, width, tidx.data(), m, picked));
+      RETURN_IF_ERROR(backend.SplitRecords(picked, m, F, x, y));
+      if (t0 == 0) RETURN_IF_ERROR(backend.CopyToBytes(shift, 0, x.get().Slice(0, F), F));
+      RETURN_IF_ERROR(backend.ShiftedColumnSums(x, m, F, shift, sums));
+    }
+    if (!vidx.empty()) {
+      const size_t m = vidx.size();
+      RETURN_IF_ERROR(backend.GatherRows(records, width, vidx.data(), m, picked));
+      RETURN_IF_ERROR(backend.SplitRecords(picked, m, F, out.xva.get().Slice(v0 * F, m * F), out.yva.get().Slice(v0, m)));
+    }
+  }
+  if (ti != ntr || vi != nva) return Internal("the split names rows the datasets do not have");
+  ASSIGN_OR_RETURN(out.mean, AllocOwned(backend, F));
+  ASSIGN_OR_RETURN(out.inv_std, AllocOwned(backend, F));
+  RETURN_IF_ERROR(backend.MomentsFromShiftedSums(sums, shift, F, ntr, out.mean, out.inv_std));
+  if (nva > 0) {
+    RETURN_IF_ERROR(backend.Standardize(out.xva, nva, F, out.mean, out.inv_std));
+    ASSIGN_OR_RETURN(out.val_labels, LockedArray<float>::Create(nva));
+    RETURN_IF_ERROR(backend.Download(out.val_labels.data(), out.yva, nva));
+  }
+  RETURN_IF_ERROR(backend.Synchronize());
   return out;
 }
 
@@ -113,29 +115,38 @@ WindowStream::WindowStream(Backend& backend, RecordTable& table, const Split& sp
       half_rows_(std::min(layout.window_rows(), layout.train_rows)) {}
 
 Result<std::unique_ptr<WindowStream>> WindowStream::Create(Backend& backend, RecordTable& table, const Split& split,
-                                                           const StreamLayout& layout, size_t features,
-                                                           const LockedArray<float>& mean,
-                                                           const LockedArray<float>& inv_std) {
+                                                           const StreamLayout& layout, size_t features, Buffer mean,
+                                                           Buffer inv_std) {
   if (layout.train_rows != split.train.size() || layout.train_rows == 0 || table.width() != features + 1 ||
-      mean.size() != features || inv_std.size() != features) {
+      mean.size < features || inv_std.size < features) {
     return Internal("WindowStream: bad arguments");
   }
   std::unique_ptr<WindowStream> s(new WindowStream(backend, table, split, layout, features));
-  const size_t WR = s->half_rows_, F = features;
-  ASSIGN_OR_RETURN(s->mean_, mean.Clone());
-  ASSIGN_OR_RETURN(s->inv_std_, inv_std.Clone());
+  const size_t WR = s->half_rows_, F = features, B = layout.block_rows;
+  ASSIGN_OR_RETURN(s->reader_backend_,
+                   MakeBackend(std::string_view(backend.kind()) == "gpu" ? Device::kGpu : Device::kCpu));
+  Backend& rb = *s->reader_backend_;
   ASSIGN_OR_RETURN(s->x_, AllocOwned(backend, 2 * WR * F));
   ASSIGN_OR_RETURN(s->y_, AllocOwned(backend, 2 * WR));
-  ASSIGN_OR_RETURN(s->sx_, LockedArray<float>::Create(WR * F));
-  ASSIGN_OR_RETURN(s->sy_, LockedArray<float>::Create(WR));
+  ASSIGN_OR_RETURN(s->mean_, AllocOwned(rb, F));
+  ASSIGN_OR_RETURN(s->inv_std_, AllocOwned(rb, F));
+  ASSIGN_OR_RETURN(s->sx_, AllocOwned(rb, WR * F));
+  ASSIGN_OR_RETURN(s->sy_, AllocOwned(rb, WR));
+  ASSIGN_OR_RETURN(s->picked_, AllocOwned(rb, std::min(B, layout.train_rows) * table.width()));
   // A block is read as the contiguous span of table rows from its first to its last
   // training row (the validation rows in between are read and skipped).
   uint64_t span = 0;
   for (size_t k = 0; k < layout.blocks(); ++k) {
-    const size_t lo = k * layout.block_rows, hi = std::min(layout.train_rows, lo + layout.block_rows) - 1;
+    const size_t lo = k * B, hi = std::min(layout.train_rows, lo + B) - 1;
     span = std::max<uint64_t>(span, uint64_t{split.train[hi]} - split.train[lo] + 1);
   }
-  ASSIGN_OR_RETURN(s->records_, LockedArray<float>::Create(span * table.width()));
+  ASSIGN_OR_RETURN(s->records_, AllocOwned(rb, span * table.width()));
+  // Both backends' memory is plain addresses of one process (CPU) or device (GPU): the
+  // training backend copies between them; the reader's buffers are ready once both sync.
+  RETURN_IF_ERROR(backend.CopyToBytes(s->mean_, 0, mean, F));
+  RETURN_IF_ERROR(backend.CopyToBytes(s->inv_std_, 0, inv_std, F));
+  RETURN_IF_ERROR(rb.Synchronize());
+  RETURN_IF_ERROR(backend.Synchronize());
   s->slot_of_block_.assign(layout.blocks(), -1);
   s->reader_ = std::thread([p = s.get()] { p->ReaderLoop(); });
   return s;
@@ -203,6 +214,7 @@ void WindowStream::ReaderLoop() {
 }
 
 Status WindowStream::LoadWindow(const std::vector<uint32_t>& blocks) {
+  Backend& rb = *reader_backend_;
   const size_t B = layout_.block_rows, F = features_, width = table_.width();
   for (size_t s = 0; s < blocks.size(); ++s) {
     {
@@ -211,15 +223,15 @@ Status WindowStream::LoadWindow(const std::vector<uint32_t>& blocks) {
     }
     const size_t lo = size_t{blocks[s]} * B, count = std::min(layout_.train_rows, lo + B) - lo;
     const uint64_t first = split_.train[lo], span = uint64_t{split_.train[lo + count - 1]} - first + 1;
-    RETURN_IF_ERROR(table_.Read(first, span, records_.data()));
-    for (size_t j = 0; j < count; ++j) {
-      const float* rec = records_.data() + (split_.train[lo + j] - first) * width;
-      float* x = sx_.data() + (s * B + j) * F;
-      for (size_t c = 0; c < F; ++c) x[c] = kernels::Standardize(rec[c], mean_[c], inv_std_[c]);
-      sy_[s * B + j] = rec[F];
-    }
+    RETURN_IF_ERROR(table_.Read(first, span, records_.get().data));
+    pick_idx_.resize(count);
+    for (size_t j = 0; j < count; ++j) pick_idx_[j] = static_cast<uint32_t>(split_.train[lo + j] - first);
+    const Buffer x = sx_.get().Slice(s * B * F, count * F), y = sy_.get().Slice(s * B, count);
+    RETURN_IF_ERROR(rb.GatherRows(records_, width, pick_idx_.data(), count, picked_));
+    RETURN_IF_ERROR(rb.SplitRecords(picked_, count, F, x, y));
+    RETURN_IF_ERROR(rb.Standardize(x, count, F, mean_, inv_std_));
   }
-  return OkStatus();
+  return rb.Synchronize();  // the window is complete before the loop may copy it
 }
 
 Status WindowStream::MakeResident(uint64_t window) {
@@ -240,15 +252,14 @@ Status WindowStream::MakeResident(uint64_t window) {
     stage_ = Stage::kIdle;
     return staged_error_;
   }
-  const size_t HR = half_rows_, F = features_, B = layout_.block_rows;
+  const size_t HR = half_rows_, F = features_;
   for (uint32_t k : blocks_of_half_[h]) slot_of_block_[k] = -1;
-  // Slots are B rows apart; a short block leaves a gap that nothing indexes.
-  for (size_t s = 0; s < staged_blocks_.size(); ++s) {
-    const size_t k = staged_blocks_[s], n = std::min(layout_.train_rows, k * B + B) - k * B;
-    RETURN_IF_ERROR(backend_.Upload(x_.get().Slice((h * HR + s * B) * F, n * F), sx_.data() + s * B * F, n * F));
-    RETURN_IF_ERROR(backend_.Upload(y_.get().Slice(h * HR + s * B, n), sy_.data() + s * B, n));
-    slot_of_block_[k] = static_cast<int32_t>(s);
-  }
+  // The staged window into its half, slots as staged (B rows apart; a short block leaves a
+  // gap that nothing indexes). Synchronized before the reader may overwrite the staging.
+  RETURN_IF_ERROR(backend_.CopyToBytes(x_, h * HR * F * sizeof(float), sx_, HR * F));
+  RETURN_IF_ERROR(backend_.CopyToBytes(y_, h * HR * sizeof(float), sy_, HR));
+  RETURN_IF_ERROR(backend_.Synchronize());
+  for (size_t s = 0; s < staged_blocks_.size(); ++s) slot_of_block_[staged_blocks_[s]] = static_cast<int32_t>(s);
   blocks_of_half_[h] = staged_blocks_;
   resident_[h] = static_cast<int64_t>(window);
   stage_ = Stage::kIdle;

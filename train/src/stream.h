@@ -39,10 +39,13 @@ Result<std::vector<uint32_t>> WindowBlocks(const StreamLayout& layout, const uin
 Status CheckWindowOrder(const StreamLayout& layout, const uint32_t* order);
 
 // The training split's standardization (mean and 1/std per feature, from the training
-// rows only, in row order) and the validation rows, from one pass over the table.
+// rows only, in row order) and the validation rows, from one pass over the table, all in
+// backend memory (on the GPU backend no record, row or moment reaches the host; the
+// validation labels, class indices, come back for the metrics). `table` writes into
+// `backend`'s memory (a table opened for that backend: OpenDatasetsForStreaming).
 struct StreamStart {
-  LockedArray<float> mean, inv_std;  // features
-  OwnedBuffer xva, yva;              // validation rows, standardized, backend memory
+  OwnedBuffer mean, inv_std;         // features
+  OwnedBuffer xva, yva;              // validation rows, standardized
   LockedArray<float> val_labels;
 };
 Result<StreamStart> ReadStreamStart(Backend& backend, RecordTable& table, const Split& split, size_t features,
@@ -50,10 +53,12 @@ Result<StreamStart> ReadStreamStart(Backend& backend, RecordTable& table, const 
 
 class WindowStream {
  public:
+  // mean and inv_std (features floats, `backend`'s memory) are copied. The reader thread
+  // works on a backend of its own of the same kind (a backend is not thread-safe), which
+  // `table` must write into: on the GPU, device memory.
   static Result<std::unique_ptr<WindowStream>> Create(Backend& backend, RecordTable& table, const Split& split,
-                                                      const StreamLayout& layout, size_t features,
-                                                      const LockedArray<float>& mean,
-                                                      const LockedArray<float>& inv_std);
+                                                      const StreamLayout& layout, size_t features, Buffer mean,
+                                                      Buffer inv_std);
   ~WindowStream();  // stops the reader thread
   WindowStream(const WindowStream&) = delete;
   WindowStream& operator=(const WindowStream&) = delete;
@@ -81,12 +86,13 @@ class WindowStream {
   Status LoadWindow(const std::vector<uint32_t>& blocks);  // reader thread: into the staging arrays
 
   Backend& backend_;
+  // The reader thread's backend: declared before the buffers it owns (freed after them).
+  std::unique_ptr<Backend> reader_backend_;
   RecordTable& table_;
   const Split& split_;
   StreamLayout layout_;
   size_t features_;
   size_t half_rows_;  // rows per half: a window, or all training rows when fewer
-  LockedArray<float> mean_, inv_std_;
 
   const uint32_t* order_ = nullptr;
   const uint32_t* next_order_ = nullptr;
@@ -105,8 +111,12 @@ class WindowStream {
   std::vector<uint32_t> staged_blocks_;  // ascending
   Status staged_error_;
   bool quit_ = false;
-  LockedArray<float> records_;         // one block's span of records
-  LockedArray<float> sx_, sy_;         // the staged window, standardized
+  // In the reader's backend memory.
+  OwnedBuffer mean_, inv_std_;
+  OwnedBuffer records_;                // one block's span of records
+  OwnedBuffer picked_;                 // one block's training records
+  std::vector<uint32_t> pick_idx_;
+  OwnedBuffer sx_, sy_;                // the staged window, standardized (slots B rows apart)
   std::thread reader_;
 };
 

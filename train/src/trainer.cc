@@ -175,9 +175,6 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
   }
 
   const bool streamed = data.table != nullptr;
-  if (streamed && std::string_view(backend.kind()) == "gpu") {
-    return Unsupported("[streaming] on the GPU backend is not built yet: use --device cpu, or load the data once");
-  }
   const size_t batch = std::min<size_t>(job.batch_size, ntr);
   StreamLayout layout{ntr, job.streaming.block_rows, job.streaming.window_blocks};
   if (streamed && layout.window_rows() < batch) {
@@ -197,9 +194,9 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
     xva = std::move(start.xva);
     yva = std::move(start.yva);
     val_labels = std::move(start.val_labels);
-    RETURN_IF_ERROR(backend.Upload(mean, start.mean.data(), F));
-    RETURN_IF_ERROR(backend.Upload(inv_std, start.inv_std.data(), F));
-    ASSIGN_OR_RETURN(stream, WindowStream::Create(backend, *data.table, split, layout, F, start.mean, start.inv_std));
+    mean = std::move(start.mean);
+    inv_std = std::move(start.inv_std);
+    ASSIGN_OR_RETURN(stream, WindowStream::Create(backend, *data.table, split, layout, F, mean, inv_std));
   } else {
     ASSIGN_OR_RETURN(xtr, AllocOwned(backend, ntr * F));
     ASSIGN_OR_RETURN(ytr, AllocOwned(backend, ntr));

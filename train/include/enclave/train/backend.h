@@ -88,6 +88,15 @@ class Backend {
   // Per column over all `rows` rows: mean and 1/std (population variance, double
   // accumulation in row order; InverseStd() for a constant column).
   virtual Status ColumnMoments(Buffer x, size_t rows, size_t cols, Buffer mean, Buffer inv_std) = 0;
+  // The streamed standardization (data too large to hold): moments over pieces of rows.
+  // sums (4 * cols floats holding 2 * cols doubles: S1, then S2) += per column c, over the
+  // rows in order, d = double(x[r][c]) - double(shift[c]): S1 += d, S2 += d * d (double,
+  // rounded at every operation: no fused multiply-add).
+  virtual Status ShiftedColumnSums(Buffer x, size_t rows, size_t cols, Buffer shift, Buffer sums) = 0;
+  // From those sums over `count` rows: m = S1 / count, mean = float(shift + m), inv_std =
+  // InverseStd(max(0, S2 / count - m * m)) (population variance).
+  virtual Status MomentsFromShiftedSums(Buffer sums, Buffer shift, size_t cols, uint64_t count, Buffer mean,
+                                        Buffer inv_std) = 0;
   // x = (x - mean) * inv_std per column, in place.
   virtual Status Standardize(Buffer x, size_t rows, size_t cols, Buffer mean, Buffer inv_std) = 0;
 

@@ -52,8 +52,9 @@ class RecordTable {
   virtual ~RecordTable() = default;
   uint64_t rows() const { return rows_; }
   size_t width() const { return width_; }  // floats per record: features + 1
-  // Records [first, first + count) into out (count * width floats, the caller's locked
-  // memory), each checked as ReadDatasetRecords checks them; may span datasets.
+  // Records [first, first + count) into out (count * width floats, memory of the backend
+  // the table was opened for: locked host memory for the CPU, device memory for the GPU),
+  // each checked as ReadDatasetRecords checks them; may span datasets.
   virtual Status Read(uint64_t first, uint64_t count, float* out) = 0;
 
  protected:
@@ -81,6 +82,11 @@ Result<LoadedData> LoadDatasets(Backend& backend, const std::vector<DatasetSpec>
 // once for the labels (one pass), but keeps no features in memory; `table` serves the
 // records afterwards.
 Result<LoadedData> OpenDatasetsForStreaming(const std::vector<DatasetSpec>& specs, const crypto::Keystore* keystore);
+// The same for `backend`: on the GPU backend the table's Read writes device memory (sealed
+// chunks authenticated and decrypted on the device, every record checked there), and the
+// labels pass runs there too: no plaintext record reaches the host.
+Result<LoadedData> OpenDatasetsForStreaming(Backend& backend, const std::vector<DatasetSpec>& specs,
+                                            const crypto::Keystore* keystore);
 
 // LoadDatasets or OpenDatasetsForStreaming, as the job says.
 Result<LoadedData> LoadJobData(Backend& backend, const JobSpec& job, const crypto::Keystore* keystore);
