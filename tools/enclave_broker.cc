@@ -272,7 +272,7 @@ Status PolicyActivate(const Args& args) {
   const std::string policy = args.Get("policy");
   const std::string sig = args.Get("sig", policy + ".sig");
   ASSIGN_OR_RETURN(std::vector<uint8_t> p, ReadWholeFile(policy, broker::kMaxUsagePolicyBytes));
-  ASSIGN_OR_RETURN(std::vector<uint8_t> s, ReadWholeFile(sig, 16384));
+  ASSIGN_OR_RETURN(std::vector<uint8_t> s, ReadWholeFile(sig, broker::kMaxPolicySignatureBytes));
   broker::PolicyActivation a{std::string(p.begin(), p.end()), std::string(s.begin(), s.end())};
   ASSIGN_OR_RETURN(json j, AdminPost(args, "/v1/admin/policies", broker::EncodePolicyActivation(a)));
   if (args.json()) {

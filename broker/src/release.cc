@@ -384,7 +384,7 @@ Result<PolicyActivation> ParsePolicyActivation(std::string_view body) {
   RETURN_IF_ERROR(f.Exact({"policy", "signature"}));
   PolicyActivation a;
   ASSIGN_OR_RETURN(a.policy, f.Str("policy", kMaxUsagePolicyBytes));
-  ASSIGN_OR_RETURN(a.signature, f.Str("signature", 16384));
+  ASSIGN_OR_RETURN(a.signature, f.Str("signature", kMaxPolicySignatureBytes));
   return a;
 }
 

@@ -596,7 +596,10 @@ Result<VerifiedPolicy> VerifyUsagePolicy(std::string_view policy_bytes, std::str
     return InvalidInput(std::string(kWhere) + ": file is " + std::to_string(policy_bytes.size()) +
                         " bytes, more than the limit of " + std::to_string(kMaxUsagePolicyBytes));
   }
-  if (signature_text.size() > 64 * 1024) return InvalidInput(std::string(kWhat) + ": file larger than 64 KiB");
+  if (signature_text.size() > kMaxPolicySignatureBytes) {
+    return InvalidInput(std::string(kWhat) + ": file larger than " + std::to_string(kMaxPolicySignatureBytes >> 10) +
+                        " KiB");
+  }
   ASSIGN_OR_RETURN(json j, audit::ParseStrictJson(signature_text, kWhat));
   if (!j.is_object()) return InvalidInput(std::string(kWhat) + ": the top level must be a JSON object");
   RETURN_IF_ERROR(FormatAndVersion(j, kSignatureFormat, kWhat));

@@ -425,6 +425,16 @@ TEST_F(ReleaseTest, UnsignedTamperedOrUntrustedPoliciesAreNotActivated) {
   EXPECT_EQ(Activate(policy).status, 409);
   EXPECT_EQ(Activate(UsagePolicyJson(AttestationPolicySha256(), 2)).status, 200);
   EXPECT_EQ(CountType(audit::EventType::kPolicyActivated), 2u);
+  // The signature file's limit is 64 KiB everywhere (the verifier, this message, the
+  // CLI): a valid signature with 20 KiB of JSON whitespace is taken, one over 64 KiB is not.
+  const std::string policy3 = UsagePolicyJson(AttestationPolicySha256(), 3);
+  auto sig3 = SignUsagePolicy(policy3, *key);
+  ASSERT_TRUE(sig3.ok());
+  EXPECT_EQ(PostAdmin("/v1/admin/policies", EncodePolicyActivation({policy3, *sig3 + std::string(70 << 10, ' ')})).status,
+            400);
+  EXPECT_EQ(PostAdmin("/v1/admin/policies", EncodePolicyActivation({policy3, *sig3 + std::string(20 << 10, ' ')})).status,
+            200);
+  EXPECT_EQ(CountType(audit::EventType::kPolicyActivated), 3u);
 }
 
 TEST_F(ReleaseTest, RevokedHostAndJobGetNothingAndTheirLeasesEnd) {

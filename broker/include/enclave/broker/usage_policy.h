@@ -20,6 +20,9 @@
 namespace enclave::broker {
 
 inline constexpr size_t kMaxUsagePolicyBytes = 1u << 20;
+// The largest signature file (docs/formats/data-use-policy.md): the verifier, the admin
+// activation message and `enclave-broker policy activate` all take this much.
+inline constexpr size_t kMaxPolicySignatureBytes = 64u << 10;
 
 // Job kinds the trainer reports: "train" (enclave-train run) and "cv" (enclave-train cv).
 struct DatasetRule {
