@@ -284,6 +284,8 @@ TEST_F(ServerTest, WrongContentTypesOversizedAndUnsizedBodiesAndUnknownEndpoints
   EXPECT_EQ(broker_->Get("/v1/nonces").status, 404);
   EXPECT_EQ(broker_->Get("/").status, 404);
   EXPECT_EQ(broker_->Post("/v1/enrolments/XYZ/activation", ok_body).status, 404);
+  // Uppercase hex is not a challenge id (docs/protocol.md): no such path, as for leases.
+  EXPECT_EQ(broker_->Post("/v1/enrolments/0123456789ABCDEF0123456789ABCDEF/activation", ok_body).status, 404);
   auto put = broker_->Client()->Put("/v1/nonces", ok_body, "application/json");
   ASSERT_TRUE(put);
   EXPECT_EQ(put->status, 405);
