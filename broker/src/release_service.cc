@@ -445,14 +445,15 @@ Reply Service::FinishJob(const std::string& job_id, std::string_view body) {
   if (!r.ok()) return ErrorReply(r.status());
   auto lease = store_.GetLease(r->lease_id);
   if (!lease.ok()) return ErrorReply(lease.status());
-  if (lease->job_id != job_id) return Refused("job report", "lease " + r->lease_id + " is for job " + lease->job_id);
-  if (lease->ended_at)
-    return ErrorReply(FailedPrecondition("lease " + r->lease_id + " was ended (" + lease->end_reason + ")"));
   if (lease->report_key.size() != kEd25519PublicBytes) return ErrorReply(Internal("stored report key is malformed"));
-  // Signed by the report key the release bound into the attested quote.
+  // Signed by the report key the release bound into the attested quote; checked first, so
+  // that an unsigned request learns nothing of the lease (its job, why it ended).
   const std::vector<uint8_t> input = ReportSignatureInput(r->report);
   if (crypto_sign_verify_detached(r->signature.data(), input.data(), input.size(), lease->report_key.data()) != 0)
     return Refused("job report", "lease " + r->lease_id + ": the signature is not by the release's report key");
+  if (lease->job_id != job_id) return Refused("job report", "lease " + r->lease_id + " is for job " + lease->job_id);
+  if (lease->ended_at)
+    return ErrorReply(FailedPrecondition("lease " + r->lease_id + " was ended (" + lease->end_reason + ")"));
   auto job = store_.GetJob(job_id);
   if (!job.ok()) return ErrorReply(job.status());
   if (!*job) return ErrorReply(Internal("lease " + r->lease_id + " names an unknown job"));

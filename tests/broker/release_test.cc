@@ -852,8 +852,16 @@ TEST_F(ReleaseTest, EnclaveTrainAttestsItselfAndSignsItsReport) {
   auto model = crypto::OpenModelToMemory(work_ + "/trained/model.sealed", *tenant, 1u << 20);
   EXPECT_TRUE(model.ok()) << model.status().ToString();
 
+  // A report without the report key's signature learns nothing of the lease: not its job
+  // (posted under another job's path), not why it ended (after the revocation below).
+  auto elsewhere = broker_->Post("/v1/jobs/other-job/reports", EncodeJobReport({lease_id, report_text, sig_bytes}));
+  EXPECT_EQ(elsewhere.status, 403) << elsewhere.body;
+  EXPECT_EQ(elsewhere.body.find("train-job"), std::string::npos) << elsewhere.body;
   // A revoked job gets no keys: the trainer stops before training, exit 5, nothing written.
   ASSERT_EQ(PostAdmin("/v1/admin/revocations", EncodeRevocationRequest({"job", "train-job", "test"})).status, 200);
+  auto ended = broker_->Post("/v1/jobs/train-job/reports", EncodeJobReport({lease_id, report_text, sig_bytes}));
+  EXPECT_EQ(ended.status, 403) << ended.body;
+  EXPECT_EQ(ended.body.find("ended"), std::string::npos) << ended.body;
   testing::WriteText(work_ + "/job2.toml", JobToml(work_ + "/trained2", "train-job"));
   run[2] = work_ + "/job2.toml";
   EXPECT_EQ(BrokerProcess::RunProgram(ENCLAVE_TRAIN_BIN, run, "", &out), 5) << out;
