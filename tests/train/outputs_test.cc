@@ -410,6 +410,47 @@ TEST_F(Outputs, ResumeFromCheckpointIsBitIdentical) {
   }
 }
 
+// A checkpoint is one AEAD message (at most 2^31 - 1 bytes): a job whose state could not be
+// checkpointed is refused before its first step, not at its first checkpoint.
+TEST_F(Outputs, CheckpointsThatCannotFitAreRefusedBeforeTraining) {
+  // The size formula is EncodeTrainState's.
+  const JobSpec small = BreastJob("[model]\nhidden = [12, 5]\n[training]\nepochs = 2\nbatch_size = 40\n"
+                                  "[optimizer]\ntype = \"adamw\"\nlr = 0.01");
+  Trained t;
+  t.data = std::move(LoadDatasets(*t.backend, small.datasets, nullptr)).value();
+  t.split = std::move(StratifiedSplit(t.data.labels, t.data.classes, small.validation_fraction, small.seed)).value();
+  TrainCallbacks cb;
+  cb.checkpoint_every = 7;
+  int checked = 0;
+  cb.on_checkpoint = [&](const TrainState& st) -> Status {
+    ASSIGN_OR_RETURN(crypto::SecretBytes plain, EncodeTrainState(st));
+    EXPECT_EQ(plain.size(), TrainStateBytes(st.shape.hidden.size(), st.shape.inputs, st.shape.parameter_count(),
+                                            st.moment1.size() + st.moment2.size(), st.order.size(), st.epochs.size()));
+    ++checked;
+    return OkStatus();
+  };
+  ASSERT_TRUE(Train(*t.backend, small, t.data, t.split, cb).ok());
+  EXPECT_GT(checked, 0);
+  // 196 million parameters: AdamW's state (12 bytes a parameter) does not fit, SGD's (8) does.
+  const JobSpec big = BreastJob("[model]\nhidden = [14000, 14000]\n[training]\nepochs = 2\nbatch_size = 40\n"
+                                "[optimizer]\ntype = \"adamw\"\nlr = 0.01");
+  int steps = 0;
+  TrainCallbacks big_cb;
+  big_cb.on_step = [&](uint64_t, uint64_t) { ++steps; };
+  big_cb.on_checkpoint = [](const TrainState&) { return OkStatus(); };
+  auto r = Train(*t.backend, big, t.data, t.split, big_cb);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInvalidInput) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("more than a checkpoint holds"), std::string::npos) << r.status().ToString();
+  EXPECT_EQ(steps, 0);
+  ModelShape shape;
+  shape.inputs = 30;
+  shape.hidden = {14000, 14000};
+  shape.classes = 2;
+  EXPECT_FALSE(CheckpointsFit(shape, 456, /*adamw=*/true, 2).ok());
+  EXPECT_TRUE(CheckpointsFit(shape, 456, /*adamw=*/false, 2).ok());
+}
+
 TEST_F(Outputs, TamperedForeignAndTruncatedCheckpointsAreRefused) {
   auto key = CheckpointKeyFromKeystore(*ks_, true);
   ASSERT_TRUE(key.ok());

@@ -96,14 +96,32 @@ Result<CheckpointKey> CheckpointKeyFromKeystore(crypto::Keystore& keystore, bool
   return k;
 }
 
+uint64_t TrainStateBytes(size_t hidden_layers, size_t features, size_t params, size_t moment_floats,
+                         uint64_t train_rows, size_t epochs) {
+  return 4 + 4 + 4 + 4 + 4 * uint64_t{hidden_layers} + 8 * 4 + 4 + 8 + 8 + 8 * 4 + 4 + kEpochBytes * uint64_t{epochs} +
+         4 * train_rows + 8 * uint64_t{features} + 8 + 4 * (uint64_t{params} + moment_floats) + 1;
+}
+
+Status CheckpointsFit(const ModelShape& shape, uint64_t train_rows, bool adamw, uint32_t epochs) {
+  const size_t P = shape.parameter_count();
+  const uint64_t bytes = TrainStateBytes(shape.hidden.size(), shape.inputs, P, adamw ? 2 * P : P, train_rows, epochs);
+  if (bytes <= kMaxCheckpointStateBytes) return OkStatus();
+  return InvalidInput("checkpoints: the training state of this job is " + std::to_string(bytes) +
+                      " bytes (" + std::to_string(P) + " parameters" + (adamw ? " and AdamW's two moments" : "") +
+                      "), more than a checkpoint holds (" + std::to_string(kMaxCheckpointStateBytes) +
+                      "): use a smaller model, or no [checkpoint]");
+}
+
 Result<crypto::SecretBytes> EncodeTrainState(const TrainState& st) {
   const size_t F = st.shape.inputs, P = st.shape.parameter_count(), H = st.shape.hidden.size();
   if (st.mean.size() != F || st.inv_std.size() != F || st.params.size() != P || st.moment1.size() != P ||
       st.order.size() != st.train_rows || H > 16) {
     return Internal("EncodeTrainState: inconsistent state");
   }
-  const size_t total = 4 + 4 + 4 + 4 + 4 * H + 8 * 4 + 4 + 8 + 8 + 8 * 4 + 4 + kEpochBytes * st.epochs.size() +
-                       4 * st.order.size() + 8 * F + 8 + 4 * (P + st.moment1.size() + st.moment2.size()) + 1;
+  const uint64_t total64 = TrainStateBytes(H, F, P, st.moment1.size() + st.moment2.size(), st.order.size(),
+                                           st.epochs.size());
+  if (total64 > kMaxCheckpointStateBytes) return InvalidInput("checkpoint state larger than a checkpoint holds");
+  const size_t total = static_cast<size_t>(total64);
   ASSIGN_OR_RETURN(crypto::SecretBytes out, crypto::SecretBytes::Create(total));
   LeCursor c(out.ExposeSecretMutable());
   c.Le(kStateVersion, 4);

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "enclave/crypto/hash.h"
+#include "enclave/train/checkpoint.h"
 #include "enclave/train/metrics.h"
 #include "enclave/train/rng.h"
 #include "stream.h"
@@ -226,6 +227,9 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
   if (shape.parameter_count() > (size_t{1} << 28) || std::max(batch, kEvalBatch) * units > (size_t{1} << 30)) {
     return InvalidInput("model too large: " + std::to_string(shape.parameter_count()) + " parameters, " +
                         std::to_string(units) + " units per row (at most 2^28 parameters and 2^30 activations)");
+  }
+  if (callbacks.on_checkpoint) {  // before the first step, not at the first checkpoint
+    RETURN_IF_ERROR(CheckpointsFit(shape, ntr, job.optimizer.kind == OptimizerKind::kAdamW, job.epochs));
   }
   ASSIGN_OR_RETURN(Mlp model, Mlp::Create(backend, shape, std::max(batch, kEvalBatch), job.seed));
   const size_t P = shape.parameter_count();

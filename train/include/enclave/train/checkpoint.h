@@ -37,6 +37,16 @@ struct CheckpointKey {
 // there is none and `create` is true, else kNotFound.
 Result<CheckpointKey> CheckpointKeyFromKeystore(crypto::Keystore& keystore, bool create);
 
+// The largest training state a checkpoint holds: it is sealed as one AEAD message.
+inline constexpr uint64_t kMaxCheckpointStateBytes = (uint64_t{1} << 31) - 1;
+// EncodeTrainState's size for a state of these dimensions (moment_floats: the optimizer's
+// state, P for SGD, 2P for AdamW).
+uint64_t TrainStateBytes(size_t hidden_layers, size_t features, size_t params, size_t moment_floats,
+                         uint64_t train_rows, size_t epochs);
+// kInvalidInput when a job of this shape could not write its checkpoints (checked before
+// training, so that a run does not fail at its first checkpoint).
+Status CheckpointsFit(const ModelShape& shape, uint64_t train_rows, bool adamw, uint32_t epochs);
+
 // The state as bytes (plaintext, locked) and back. Decoding checks structure only; Train
 // checks that the state fits the job.
 Result<crypto::SecretBytes> EncodeTrainState(const TrainState& state);
