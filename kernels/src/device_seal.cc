@@ -6,6 +6,8 @@
 #if ENCLAVE_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include "enclave/kernels/cuda_status.h"
+
 #include "chunk_open_gpu.h"
 #endif
 
@@ -34,11 +36,6 @@ Status SealModelInBatches(crypto::ModelExportWriter& writer, uint64_t max_sealed
 
 #if ENCLAVE_HAVE_CUDA
 namespace {
-
-Status CudaStatus(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return OkStatus();
-  return Unavailable(std::string(what) + " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
-}
 
 constexpr uint64_t kSealScratchBytes = uint64_t{64} << 20;
 

@@ -11,20 +11,14 @@
 #if ENCLAVE_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include "enclave/kernels/cuda_status.h"
+
 #include "chunk_open_gpu.h"
 #endif
 
 namespace enclave::kernels {
 
 #if ENCLAVE_HAVE_CUDA
-namespace {
-
-Status CudaStatus(cudaError_t e, const char* call) {
-  if (e == cudaSuccess) return OkStatus();
-  return Unavailable(std::string(call) + " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
-}
-
-}  // namespace
 
 // The round keys and GHASH tables live as long as the opener: locked memory, zeroized
 // when freed. (sizeof is a multiple of 8, so sodium_malloc returns it 8-byte aligned.)

@@ -5,6 +5,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "enclave/kernels/cuda_status.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -192,10 +194,7 @@ __global__ void AdamWKernel(float* p, const float* g, float* m, float* v, size_t
   }
 }
 
-Status CudaStatus(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return OkStatus();
-  return Unavailable(std::string(what) + " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
-}
+using kernels::CudaStatus;
 
 Status CublasStatus(cublasStatus_t s, const char* what) {
   if (s == CUBLAS_STATUS_SUCCESS) return OkStatus();
