@@ -1,6 +1,7 @@
 // Strict JSON bundles (bundle.h, docs/formats/evidence.md "Bundles").
 #include "enclave/attest/bundle.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include <charconv>
@@ -89,8 +90,36 @@ class Fields {
 
 // Parses JSON refusing duplicate keys (nlohmann keeps the last silently) and anything after
 // the document.
+// The deepest nesting of arrays and objects outside strings, stopping past `limit`: a
+// linear scan before any tree is built (a body of 16 MiB of '[' would otherwise cost
+// seconds and hundreds of MiB to parse before being refused). Bundles nest 3 levels.
+size_t NestingDepth(std::string_view text, size_t limit) {
+  size_t depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) return deepest;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+constexpr size_t kMaxBundleNesting = 32;
+
 Result<json> ParseStrictJson(std::string_view text, const std::string& what) {
   if (text.size() > kMaxBundleBytes) return InvalidInput(what + ": larger than the " + std::to_string(kMaxBundleBytes) + "-byte limit");
+  if (NestingDepth(text, kMaxBundleNesting) > kMaxBundleNesting) {
+    return InvalidInput(what + ": JSON nested deeper than " + std::to_string(kMaxBundleNesting) + " levels");
+  }
   std::vector<std::set<std::string>> keys;
   bool duplicate = false;
   std::string dup_key;

@@ -256,10 +256,30 @@ TEST_F(ServerTest, MalformedJsonAndUnknownFieldsAre400) {
     EXPECT_EQ(a.status, 400) << path << " -> " << a.body;
     EXPECT_EQ(ErrorCode(a), "invalid_input") << path;
   }
+  auto deep = broker_->Post("/v1/attestations", std::string(1 << 14, '[') + std::string(1 << 14, ']'));
+  EXPECT_EQ(deep.status, 400) << deep.body;
+  EXPECT_NE(deep.body.find("nested deeper"), std::string::npos) << deep.body;
   // Well-formed, for a host that is not enrolled.
   auto unknown = broker_->Post("/v1/nonces", "{\"host_id\": \"0123456789abcdef0123456789abcdef\"}");
   EXPECT_EQ(unknown.status, 404) << unknown.body;
   EXPECT_EQ(ErrorCode(unknown), "not_found");
+}
+
+// Bundles nested deeper than 32 levels are refused by a linear scan before any tree is
+// built (16 MiB of '[' used to cost seconds and hundreds of MiB per request); brackets
+// inside strings do not count.
+TEST(BundleParsing, DeepNestingIsRefusedBeforeATreeIsBuilt) {
+  const std::string deep = std::string(1 << 20, '[') + std::string(1 << 20, ']');
+  for (auto status : {attest::ParseEvidenceBundle(deep).status(), attest::ParseEnrolmentBundle(deep).status()}) {
+    EXPECT_EQ(status.code(), Code::kInvalidInput);
+    EXPECT_NE(status.message().find("nested deeper than 32 levels"), std::string::npos) << status.ToString();
+  }
+  const std::string at_limit = std::string(32, '[') + std::string(32, ']');
+  EXPECT_EQ(attest::ParseEvidenceBundle(at_limit).status().message().find("nested"), std::string::npos);
+  const std::string in_string = "{\"format\": \"" + std::string(100, '[') + "\\\"" + std::string(100, '{') + "\"}";
+  const Status s = attest::ParseEvidenceBundle(in_string).status();
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(s.message().find("nested"), std::string::npos) << s.ToString();
 }
 
 TEST_F(ServerTest, WrongContentTypesOversizedAndUnsizedBodiesAndUnknownEndpointsAre4xx) {
