@@ -362,4 +362,34 @@ Result<Digest256> SealedFileDigest(const std::string& path) {
   return hasher.Final();
 }
 
+Result<SealedFileDigests> DigestSealedFile(const std::string& path) {
+  ASSIGN_OR_RETURN(FileReader file, FileReader::Open(path));
+  Sha256Hasher whole, header;
+  std::vector<uint8_t> prefix;  // the file's first bytes, until the header's length is known
+  uint64_t header_left = 0;
+  bool header_known = false;
+  std::vector<uint8_t> buf(1 << 20);
+  while (true) {
+    size_t got = 0;
+    RETURN_IF_ERROR(file.Read(buf.data(), buf.size(), &got));
+    if (got == 0) break;
+    ByteSpan bytes(buf.data(), got);
+    whole.Update(bytes);
+    if (!header_known) {
+      prefix.insert(prefix.end(), bytes.begin(), bytes.end());
+      if (prefix.size() < kSealedFixedPrefix) continue;
+      Result<uint32_t> header_length = PeekHeaderLength(prefix);
+      if (!header_length.ok()) return header_length.status().Annotate(path);
+      header_known = true;
+      header_left = *header_length;
+      bytes = ByteSpan(prefix);  // hash the header from the start
+    }
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(header_left, bytes.size()));
+    header.Update(bytes.first(n));
+    header_left -= n;
+  }
+  if (!header_known || header_left > 0) return InvalidInput(path + ": shorter than its sealed-file header");
+  return SealedFileDigests{whole.Final(), header.Final()};
+}
+
 }  // namespace enclave::crypto

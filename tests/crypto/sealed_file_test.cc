@@ -241,7 +241,39 @@ TEST(SealedFile, ReaderOnDiskRoundTripAndDigest) {
     ASSERT_OK_AND_ASSIGN(Digest256 digest, SealedFileDigest(path));
     const std::string text = ReadText(path);
     EXPECT_EQ(digest, Sha256(AsBytes(text)));
+    // Both digests from one read: the file's, and the header's that the reader computed.
+    ASSERT_OK_AND_ASSIGN(SealedFileDigests both, DigestSealedFile(path));
+    EXPECT_EQ(both.file, digest);
+    EXPECT_EQ(both.header, reader->header().header_digest);
+    EXPECT_EQ(both.header, Sha256(AsBytes(text).first(reader->header().header_length)));
   }
+}
+
+// DigestSealedFile over a file of several read buffers (1 MiB each), and on a file too
+// short to hold its header.
+TEST(SealedFile, DigestsOfALargeFileAndOfATruncatedOne) {
+  TempDir dir;
+  SecretBytes dek = RandomSecret(32);
+  const auto payload = PatternBytes((3 << 20) + 5, 9);
+  const std::string path = dir.File("large.sealed");
+  {
+    ASSERT_OK_AND_ASSIGN(AtomicOutputFile out, AtomicOutputFile::Create(path, false));
+    FileSink sink(&out);
+    ASSERT_OK_AND_ASSIGN(auto writer,
+                         SealedFileWriter::Create(Params(Suite::kAes256Gcm, 65536, payload.size()), dek, &sink));
+    ASSERT_OK(writer->Append(payload));
+    ASSERT_OK(writer->Finish());
+    ASSERT_OK(out.Commit());
+  }
+  ASSERT_OK_AND_ASSIGN(auto reader, SealedFileReader::Open(path));
+  ASSERT_OK_AND_ASSIGN(SealedFileDigests both, DigestSealedFile(path));
+  ASSERT_OK_AND_ASSIGN(Digest256 file, SealedFileDigest(path));
+  EXPECT_EQ(both.file, file);
+  EXPECT_EQ(both.header, reader->header().header_digest);
+  const std::string text = ReadText(path);
+  const std::string cut = dir.File("cut.sealed");
+  WriteText(cut, text.substr(0, reader->header().header_length - 1));
+  EXPECT_CODE(DigestSealedFile(cut).status(), Code::kInvalidInput);
 }
 
 TEST(SealedFile, WriterMisuse) {

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "enclave/crypto/keystore.h"
+#include "enclave/crypto/sealed_file.h"
 #include "enclave/dataset/sealed_dataset.h"
 #include "enclave/train/data.h"
 #include "enclave/train/job.h"
@@ -459,6 +460,38 @@ TEST_F(Streaming, ChunkTamperedBetweenEpochsAbortsTheRun) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kAuthFailed) << r.status().ToString();
   EXPECT_EQ(epochs_seen, 1);
+}
+
+// The report's dataset digest names the bytes trained on: the loaders hash the file first,
+// and a reader that then finds another header (the file swapped for another seal of the
+// same data: same id and key, another salt) refuses it.
+TEST_F(Streaming, ReadersRefuseAFileOtherThanTheOneHashedForTheReport) {
+  const std::string path = Seal(7);
+  auto first = crypto::DigestSealedFile(path);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  fs::rename(path, dir_ / "first.sealed");
+  ASSERT_EQ(Seal(7), path);
+  auto second = crypto::DigestSealedFile(path);
+  ASSERT_TRUE(second.ok());
+  ASSERT_NE(first->header, second->header);
+  const JobSpec job = Job("id = \"bc\"\npath = \"" + path + "\"\n", kStreamMlp);
+  dataset::DatasetSchema schema;
+  uint64_t rows = 0;
+  auto begin = [](const dataset::DatasetSchema&, uint64_t) { return OkStatus(); };
+  auto fn = [](const float*, uint64_t, uint64_t) { return OkStatus(); };
+  const Status swapped = ReadDatasetRecords(job.datasets[0], &*ks_, &schema, &rows, begin, fn, &first->header);
+  EXPECT_EQ(swapped.code(), Code::kInvalidInput) << swapped.ToString();
+  EXPECT_NE(swapped.message().find("changed while reading"), std::string::npos) << swapped.ToString();
+  EXPECT_TRUE(ReadDatasetRecords(job.datasets[0], &*ks_, &schema, &rows, begin, fn, &second->header).ok());
+  // Both loaders report the digest of the file they read.
+  auto be = MakeCpuBackend();
+  for (bool streamed : {true, false}) {
+    JobSpec j = job;
+    j.streaming.enabled = streamed;
+    auto data = LoadJobData(*be, j, &*ks_);
+    ASSERT_TRUE(data.ok()) << data.status().ToString();
+    EXPECT_EQ(data->sources[0].file_digest, second->file);
+  }
 }
 
 TEST_F(Streaming, CrossValidationStreamsEveryFold) {

@@ -150,6 +150,12 @@ Status AcceptDataset(const DatasetSpec& spec, const std::string& first_id, bool 
   return OkStatus();
 }
 
+// A sealed file's header, as read, against the one hashed for the report.
+Status SameAsHashed(const DatasetSpec& spec, const crypto::Digest256& read, const crypto::Digest256* hashed) {
+  if (hashed == nullptr || read == *hashed) return OkStatus();
+  return InvalidInput(spec.path + ": changed while reading (its header is not the one hashed for the report)");
+}
+
 Status SortAscending(LockedArray<uint32_t>& a) {
   std::sort(a.begin(), a.end());
   return OkStatus();
@@ -159,7 +165,7 @@ Status SortAscending(LockedArray<uint32_t>& a) {
 
 Status ReadDatasetRecords(const DatasetSpec& spec, const crypto::Keystore* keystore, DatasetSchema* schema,
                           uint64_t* rows, const std::function<Status(const DatasetSchema&, uint64_t)>& begin,
-                          const RecordFn& fn) {
+                          const RecordFn& fn, const crypto::Digest256* hashed_header) {
   auto checked = [&](const float* records, uint64_t first, uint64_t count) -> Status {
     RETURN_IF_ERROR(CheckRecords(*schema, spec.path, records, first, count));
     return fn(records, first, count);
@@ -167,6 +173,7 @@ Status ReadDatasetRecords(const DatasetSpec& spec, const crypto::Keystore* keyst
   if (spec.format == DatasetFormat::kCsv) return ReadCsvRecords(spec, schema, rows, begin, checked);
   if (keystore == nullptr) return FailedPrecondition(spec.path + ": a sealed dataset needs a keystore");
   ASSIGN_OR_RETURN(dataset::SealedDatasetReader reader, dataset::SealedDatasetReader::Open(spec.path, *keystore));
+  RETURN_IF_ERROR(SameAsHashed(spec, reader.header().header_digest, hashed_header));
   // The id is in the authenticated header: a file swapped for another dataset is refused.
   if (reader.header().params.object_id != spec.id) {
     return PermissionDenied(spec.path + ": sealed dataset id is '" + reader.header().params.object_id +
@@ -204,11 +211,13 @@ Status RecordCheckFailed(const std::string& path, uint64_t record) {
 // authenticated and decrypted on the device: no plaintext record is ever on the host).
 Result<std::unique_ptr<kernels::GpuSealedStream>> OpenSealedForDevice(const DatasetSpec& spec,
                                                                      const crypto::Keystore* keystore,
+                                                                     const crypto::Digest256* hashed_header,
                                                                      DatasetSchema* schema, uint64_t* rows,
                                                                      const kernels::GpuStreamOptions& options = {}) {
   if (keystore == nullptr) return FailedPrecondition(spec.path + ": a sealed dataset needs a keystore");
   ASSIGN_OR_RETURN(dataset::SealedDatasetReader reader, dataset::SealedDatasetReader::Open(spec.path, *keystore));
   const crypto::SealedHeader& h = reader.header();
+  RETURN_IF_ERROR(SameAsHashed(spec, h.header_digest, hashed_header));
   if (h.params.object_id != spec.id) {
     return PermissionDenied(spec.path + ": sealed dataset id is '" + h.params.object_id + "', the job names '" +
                             spec.id + "'");
@@ -233,11 +242,11 @@ Result<std::unique_ptr<kernels::GpuSealedStream>> OpenSealedForDevice(const Data
 // The GPU backend's sealed path: the whole file into device memory (`target` is the
 // backend buffer that `begin` allocated), then every record checked there.
 Status ReadSealedIntoDevice(Backend& backend, const DatasetSpec& spec, const crypto::Keystore* keystore,
-                            DatasetSchema* schema, uint64_t* rows,
+                            const crypto::Digest256* hashed_header, DatasetSchema* schema, uint64_t* rows,
                             const std::function<Status(const DatasetSchema&, uint64_t)>& begin,
                             const std::function<Buffer()>& target) {
   ASSIGN_OR_RETURN(std::unique_ptr<kernels::GpuSealedStream> stream,
-                   OpenSealedForDevice(spec, keystore, schema, rows));
+                   OpenSealedForDevice(spec, keystore, hashed_header, schema, rows));
   RETURN_IF_ERROR(begin(*schema, *rows));
   const size_t width = schema->columns.size();
   const uint32_t features = schema->feature_count();
@@ -257,15 +266,20 @@ Status ReadSealedIntoDevice(Backend& backend, const DatasetSpec& spec, const cry
 
 bool OnGpu(const Backend& backend) { return std::string_view(backend.kind()) == "gpu"; }
 
-// The report's description of a dataset, with the SHA-256 of its file.
-Result<SourceInfo> DescribeSource(const DatasetSpec& spec, uint64_t rows) {
+// The report's description of a dataset, with the SHA-256 of its file (rows: the
+// caller's, once read). Taken before the data is read: a sealed file's readers then
+// check that what they read has `*header_digest`, the header hashed here, so the digest
+// names the bytes trained on (docs/training.md, "The report"). A clear CSV (development
+// only) changed in between is not detected.
+Result<SourceInfo> DescribeSource(const DatasetSpec& spec, crypto::Digest256* header_digest) {
   SourceInfo info;
   info.id = spec.id;
   info.path = spec.path;
   info.format = spec.format;
-  info.rows = rows;
   if (spec.format == DatasetFormat::kSealed) {
-    ASSIGN_OR_RETURN(info.file_digest, crypto::SealedFileDigest(spec.path));
+    ASSIGN_OR_RETURN(crypto::SealedFileDigests d, crypto::DigestSealedFile(spec.path));
+    info.file_digest = d.file;
+    *header_digest = d.header;
     return info;
   }
   ASSIGN_OR_RETURN(FileReader f, FileReader::Open(spec.path));
@@ -413,6 +427,8 @@ Result<LoadedData> OpenDatasetsForStreamingOnDevice(Backend& backend, const std:
     DeviceRecordTable::Part part;
     part.path = spec.path;
     part.first = out.rows;
+    crypto::Digest256 hashed_header{};  // hashed before anything is read
+    ASSIGN_OR_RETURN(SourceInfo info, DescribeSource(spec, &hashed_header));
     auto begin = [&](const DatasetSchema& s, uint64_t n) -> Status {
       RETURN_IF_ERROR(AcceptDataset(spec, specs[0].id, parts.empty(), s, n, &out));
       if (spec.format == DatasetFormat::kCsv) {
@@ -435,11 +451,11 @@ Result<LoadedData> OpenDatasetsForStreamingOnDevice(Backend& backend, const std:
       DatasetSchema schema;
       kernels::GpuStreamOptions options;
       options.batch_bytes = 16ull << 20;  // per dataset: 3 pinned and 3 device buffers of this
-      ASSIGN_OR_RETURN(part.sealed, OpenSealedForDevice(spec, keystore, &schema, &part.rows, options));
+      ASSIGN_OR_RETURN(part.sealed, OpenSealedForDevice(spec, keystore, &hashed_header, &schema, &part.rows, options));
       RETURN_IF_ERROR(begin(schema, part.rows));
       part.chunk_records = part.sealed->header().params.chunk_size / schema.record_bytes();
     }
-    ASSIGN_OR_RETURN(SourceInfo info, DescribeSource(spec, part.rows));
+    info.rows = part.rows;
     out.sources.push_back(std::move(info));
     out.rows += part.rows;
     parts.push_back(std::move(part));
@@ -495,11 +511,14 @@ Result<LoadedData> OpenDatasetsForStreaming(const std::vector<DatasetSpec>& spec
       return OkStatus();
     };
     DatasetSchema schema;
+    crypto::Digest256 hashed_header{};  // hashed before anything is read
+    ASSIGN_OR_RETURN(SourceInfo info, DescribeSource(spec, &hashed_header));
     if (spec.format == DatasetFormat::kCsv) {
       RETURN_IF_ERROR(ReadDatasetRecords(spec, keystore, &schema, &part.rows, begin, fn));
     } else {
       if (keystore == nullptr) return FailedPrecondition(spec.path + ": a sealed dataset needs a keystore");
       ASSIGN_OR_RETURN(dataset::SealedDatasetReader reader, dataset::SealedDatasetReader::Open(spec.path, *keystore));
+      RETURN_IF_ERROR(SameAsHashed(spec, reader.header().header_digest, &hashed_header));
       if (reader.header().params.object_id != spec.id) {
         return PermissionDenied(spec.path + ": sealed dataset id is '" + reader.header().params.object_id +
                                 "', the job names '" + spec.id + "'");
@@ -512,7 +531,7 @@ Result<LoadedData> OpenDatasetsForStreaming(const std::vector<DatasetSpec>& spec
       }));
       part.sealed = std::make_unique<dataset::SealedDatasetReader>(std::move(reader));
     }
-    ASSIGN_OR_RETURN(SourceInfo info, DescribeSource(spec, part.rows));
+    info.rows = part.rows;
     out.sources.push_back(std::move(info));
     out.rows += part.rows;
     parts.push_back(std::move(part));
@@ -563,13 +582,16 @@ Result<LoadedData> LoadDatasets(Backend& backend, const std::vector<DatasetSpec>
       const size_t width = out.schema.columns.size();
       return backend.Upload(part.records.get().Slice(first * width, count * width), records, count * width);
     };
+    crypto::Digest256 hashed_header{};  // hashed before anything is read
+    ASSIGN_OR_RETURN(SourceInfo info, DescribeSource(spec, &hashed_header));
+    const crypto::Digest256* hashed = spec.format == DatasetFormat::kSealed ? &hashed_header : nullptr;
     if (spec.format == DatasetFormat::kSealed && OnGpu(backend)) {
-      RETURN_IF_ERROR(ReadSealedIntoDevice(backend, spec, keystore, &schema, &rows, begin,
+      RETURN_IF_ERROR(ReadSealedIntoDevice(backend, spec, keystore, hashed, &schema, &rows, begin,
                                            [&] { return part.records.get(); }));
     } else {
-      RETURN_IF_ERROR(ReadDatasetRecords(spec, keystore, &schema, &rows, begin, fn));
+      RETURN_IF_ERROR(ReadDatasetRecords(spec, keystore, &schema, &rows, begin, fn, hashed));
     }
-    ASSIGN_OR_RETURN(SourceInfo info, DescribeSource(spec, rows));
+    info.rows = rows;
     out.sources.push_back(std::move(info));
     out.rows += rows;
     part.rows = rows;

@@ -179,4 +179,13 @@ class SealedFileReader {
 // entries name. Needs no key.
 Result<Digest256> SealedFileDigest(const std::string& path);
 
+// The file's SHA-256 and its header digest (SHA-256 of the header_length header bytes, the
+// associated data of every chunk), from one read of the file. A reader that then reads
+// the file again and finds this header digest has read the bytes hashed here: every chunk
+// authenticates against it, and another file of the same data has another header (salt).
+struct SealedFileDigests {
+  Digest256 file{}, header{};
+};
+Result<SealedFileDigests> DigestSealedFile(const std::string& path);
+
 }  // namespace enclave::crypto

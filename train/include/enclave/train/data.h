@@ -34,9 +34,11 @@ struct SourceInfo {
 // Streams the records of one dataset. Every record is checked (finite features, yes/no
 // 0 or 1, label a class index) before `fn` sees it. A sealed file must carry the job's
 // dataset id in its authenticated header.
+// With `hashed_header`, a sealed file whose header digest differs (the file changed since
+// it was hashed for the report) is refused.
 Status ReadDatasetRecords(const DatasetSpec& spec, const crypto::Keystore* keystore, dataset::DatasetSchema* schema,
                           uint64_t* rows, const std::function<Status(const dataset::DatasetSchema&, uint64_t rows)>& begin,
-                          const RecordFn& fn);
+                          const RecordFn& fn, const crypto::Digest256* hashed_header = nullptr);
 
 // The record check ReadDatasetRecords applies (exposed for benchmarks' clear baselines).
 Status CheckRecords(const dataset::DatasetSchema& schema, const std::string& path, const float* records,
