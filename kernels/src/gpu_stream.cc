@@ -109,8 +109,6 @@ Status GpuChunkOpener::Reset() {
   return CudaStatus(cudaMemset(device_bad_, 0xff, sizeof *device_bad_), "cudaMemset(failure slot)");
 }
 
-// One stage of the pipeline: a pinned host buffer, a device input buffer, a stream, and
-// an event recorded once the host buffer has been copied (so it may be refilled).
 // A staging slot: a pinned host buffer and a device buffer for one batch of chunks.
 struct GpuSealedStream::Slot {
   uint8_t* pinned = nullptr;
@@ -223,7 +221,9 @@ Status GpuSealedStream::Run(uint64_t first, uint64_t count, uint8_t* device_out)
     // All copies on one stream, all kernels on another: copies that share a stream with
     // kernels ran about 4% slower on an H200 (docs/gpu.md). The copy into a slot's device
     // buffer waits until the kernels of the slot's previous batch are done with it.
-    if (slot.used) RETURN_IF_ERROR(CudaStatus(cudaStreamWaitEvent(copy_stream_, slot.consumed, 0), "cudaStreamWaitEvent"));
+    if (slot.used) {
+      RETURN_IF_ERROR(CudaStatus(cudaStreamWaitEvent(copy_stream_, slot.consumed, 0), "cudaStreamWaitEvent"));
+    }
     RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(slot.device_in, slot.pinned, bytes, cudaMemcpyHostToDevice,
                                                copy_stream_),
                                "cudaMemcpyAsync"));

@@ -384,7 +384,8 @@ class DeviceRecordTable : public RecordTable {
  private:
   static constexpr uint64_t kScratchBytes = 64ull << 20;
 
-  DeviceRecordTable(DatasetSchema schema, std::vector<Part> parts) : schema_(std::move(schema)), parts_(std::move(parts)) {
+  DeviceRecordTable(DatasetSchema schema, std::vector<Part> parts)
+      : schema_(std::move(schema)), parts_(std::move(parts)) {
     width_ = schema_.columns.size();
     for (const Part& p : parts_) rows_ += p.rows;
   }

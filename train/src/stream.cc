@@ -69,6 +69,8 @@ Result<StreamStart> ReadStreamStart(Backend& backend, RecordTable& table, const 
   size_t ti = 0, vi = 0;
   for (uint64_t first = 0; first < table.rows(); first += rows_per_read) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(rows_per_read, table.rows() - first));
+    // The table writes on its own (GPU: its own stream): the last piece's gathers are done first.
+    RETURN_IF_ERROR(backend.Synchronize());
     RETURN_IF_ERROR(table.Read(first, n, records.get().data));
     tidx.clear();
     vidx.clear();
@@ -93,7 +95,8 @@ Result<StreamStart> ReadStreamStart(Backend& backend, RecordTable& table, const 
     if (!vidx.empty()) {
       const size_t m = vidx.size();
       RETURN_IF_ERROR(backend.GatherRows(records, width, vidx.data(), m, picked));
-      RETURN_IF_ERROR(backend.SplitRecords(picked, m, F, out.xva.get().Slice(v0 * F, m * F), out.yva.get().Slice(v0, m)));
+      RETURN_IF_ERROR(
+          backend.SplitRecords(picked, m, F, out.xva.get().Slice(v0 * F, m * F), out.yva.get().Slice(v0, m)));
     }
   }
   if (ti != ntr || vi != nva) return Internal("the split names rows the datasets do not have");
@@ -223,6 +226,7 @@ Status WindowStream::LoadWindow(const std::vector<uint32_t>& blocks) {
     }
     const size_t lo = size_t{blocks[s]} * B, count = std::min(layout_.train_rows, lo + B) - lo;
     const uint64_t first = split_.train[lo], span = uint64_t{split_.train[lo + count - 1]} - first + 1;
+    RETURN_IF_ERROR(rb.Synchronize());  // the table writes on its own: the last block's gather is done
     RETURN_IF_ERROR(table_.Read(first, span, records_.get().data));
     pick_idx_.resize(count);
     for (size_t j = 0; j < count; ++j) pick_idx_[j] = static_cast<uint32_t>(split_.train[lo + j] - first);

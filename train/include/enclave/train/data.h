@@ -56,7 +56,9 @@ class RecordTable {
   size_t width() const { return width_; }  // floats per record: features + 1
   // Records [first, first + count) into out (count * width floats, memory of the backend
   // the table was opened for: locked host memory for the CPU, device memory for the GPU),
-  // each checked as ReadDatasetRecords checks them; may span datasets.
+  // each checked as ReadDatasetRecords checks them; may span datasets. The GPU table writes
+  // on a stream of its own and is done when Read returns: the caller synchronizes its own
+  // backend first if queued work may still read `out`.
   virtual Status Read(uint64_t first, uint64_t count, float* out) = 0;
 
  protected:
