@@ -31,6 +31,7 @@
 #include "enclave/train/predict.h"
 #include "enclave/train/trainer.h"
 #include "../train/train_state_copy.h"
+#include "../train/file_damage.h"
 
 namespace enclave::train {
 namespace {
@@ -600,15 +601,7 @@ TEST_F(GpuSealedTrainTest, ModelSealedOnTheDeviceIsTheDownloadedModel) {
 
 TEST_F(GpuSealedTrainTest, TamperedChunkAbortsBeforeTraining) {
   const std::string sealed = Seal(crypto::Suite::kAes256Gcm, "tampered");
-  {
-    std::fstream f(sealed, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(-100, std::ios::end);  // inside the last chunk
-    char ch = 0;
-    f.read(&ch, 1);
-    f.seekp(-100, std::ios::end);
-    ch = static_cast<char>(ch ^ 1);
-    f.write(&ch, 1);
-  }
+  test_util::FlipByteFromEnd(sealed, 100);  // inside the last chunk
   const JobSpec job = Job(sealed);
   auto r = LoadDatasets(*gpu_, job.datasets, &*ks_);
   ASSERT_FALSE(r.ok()) << "a tampered chunk must abort the load: no table, so no training";
@@ -663,14 +656,7 @@ TEST_F(GpuSealedTrainTest, StreamedChunkTamperedBetweenEpochsAbortsTheRun) {
   int epochs_seen = 0;
   TrainCallbacks cb;
   cb.on_epoch = [&](const EpochMetrics&) {
-    if (++epochs_seen != 1) return;
-    std::fstream f(sealed, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(-100, std::ios::end);
-    char ch = 0;
-    f.read(&ch, 1);
-    f.seekp(-100, std::ios::end);
-    ch = static_cast<char>(ch ^ 1);
-    f.write(&ch, 1);
+    if (++epochs_seen == 1) test_util::FlipByteFromEnd(sealed, 100);
   };
   auto r = Train(*gpu_, job, *data, *split, cb);
   ASSERT_FALSE(r.ok());

@@ -16,6 +16,7 @@
 #include "enclave/train/job.h"
 #include "enclave/train/rng.h"
 #include "enclave/train/trainer.h"
+#include "file_damage.h"
 
 namespace enclave::train {
 namespace {
@@ -138,15 +139,7 @@ TEST_F(Determinism, SealedFileMustCarryTheJobsDatasetId) {
 
 TEST_F(Determinism, TamperedChunkAbortsBeforeTraining) {
   const std::string sealed = Seal(kBreast, "diagnosis", "malignant", "breast-cancer", crypto::Suite::kAes256Gcm, 50);
-  {
-    std::fstream f(sealed, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(-100, std::ios::end);  // inside the last chunk
-    char ch = 0;
-    f.read(&ch, 1);
-    f.seekp(-100, std::ios::end);
-    ch = static_cast<char>(ch ^ 1);
-    f.write(&ch, 1);
-  }
+  test_util::FlipByteFromEnd(sealed, 100);  // inside the last chunk
   JobSpec job = Job("id = \"breast-cancer\"\npath = \"" + sealed + "\"\n", kMlp);
   auto r = RunJob(job);
   ASSERT_FALSE(r.ok());

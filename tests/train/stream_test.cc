@@ -25,6 +25,7 @@
 #include "enclave/train/trainer.h"
 #include "train_state_copy.h"
 #include "stream.h"
+#include "file_damage.h"
 
 namespace enclave::train {
 namespace {
@@ -447,14 +448,7 @@ TEST_F(Streaming, ChunkTamperedBetweenEpochsAbortsTheRun) {
   int epochs_seen = 0;
   TrainCallbacks cb;
   cb.on_epoch = [&](const EpochMetrics&) {
-    if (++epochs_seen != 1) return;
-    std::fstream f(sealed, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(-100, std::ios::end);
-    char ch = 0;
-    f.read(&ch, 1);
-    f.seekp(-100, std::ios::end);
-    ch = static_cast<char>(ch ^ 1);
-    f.write(&ch, 1);
+    if (++epochs_seen == 1) test_util::FlipByteFromEnd(sealed, 100);
   };
   auto r = Train(*be, job, *data, *split, cb);
   ASSERT_FALSE(r.ok());
