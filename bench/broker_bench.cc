@@ -104,13 +104,14 @@ void Must(const Status& s, const char* what) {
   if (!s.ok()) Die(std::string(what) + ": " + s.ToString());
 }
 
-std::string UsagePolicyJson(const std::string& attestation_sha256) {
-  return R"({"format":"enclave-data-use-policy","version":1,"policy_id":"medical","serial":1,)"
+std::string UsagePolicyJson(const std::string& attestation_sha256, const std::string& workload) {
+  return R"({"format":"enclave-data-use-policy","version":2,"policy_id":"medical","serial":1,)"
          R"("description":"bench","attestation_policy_sha256":")" + attestation_sha256 +
-         R"(","datasets":[{"id":"wdbc","job_kinds":["train","cv"],"requesters":["alice@hospital.example"]}],)"
+         R"(","datasets":[{"id":"wdbc","job_kinds":["train","cv"],"requesters":["alice@hospital.example"],)"
+         R"("workloads":[")" + workload + R"("]}],)"
          R"("cipher_suites":["aes-256-gcm"],"lease":{"duration_s":3600,"reattest_interval_s":600},)"
          R"("max_epochs":100,"max_world_size":4,"outputs":{"model":"encrypted-to-export-key",)"
-         R"("clear_metrics":["loss","accuracy","roc_auc"]}})";
+         R"("clear_metrics":["loss","accuracy","roc_auc"],"released_keys":"process-memory"}})";
 }
 
 struct Env {
@@ -125,6 +126,8 @@ struct Env {
   crypto::Id128 wdbc_key_id{};
   std::string policy_text, enrolment_text;  // the attestation policy and the host's enrolment
   uint64_t job_counter = 0;
+  Workload workload;     // this benchmark binary, measured into PCR 10 as IMA would
+  std::string ima_log;   // the simulated IMA log that shows it
 
   Env() {
     setenv("TSS2_LOG", "all+NONE", 0);
@@ -133,10 +136,15 @@ struct Env {
     fixture = Must(enclave::testing::SwtpmFixture::Start(), "starting swtpm");
     tpm = Must(Tpm::Open(fixture->tcti()), "opening the TPM");
     host_state = std::make_unique<HostState>(Must(HostState::Open(fixture->dir() + "/host", true), "host state"));
+    const std::string exe = std::filesystem::canonical("/proc/self/exe").string();
+    Must(attest::host::SimulateImaMeasurement(*tpm, exe, exe, fixture->dir() + "/ima.log"), "simulated IMA");
+    ima_log = bt::ReadText(fixture->dir() + "/ima.log");
+    workload = Must(WorkloadOfExecutable(exe, exe), "workload");
 
     BrokerSettings s;
     s.ek_root_files = {fixture->ca_root_cert()};
     s.ek_intermediate_files = {fixture->ca_issuer_cert()};
+    s.quote_pcrs = R"({"sha256": [0, 1, 2, 3, 4, 5, 6, 7, 10]})";  // PCR 10: the IMA log names the workload
     s.nonce_ttl_s = 600;  // the evidence-age window (300 s in the policy) still applies
     s.extra_config = "\n[release]\npolicy_signers = [\"officer.pub\"]\nexport_key = \"tenant-export\"\n"
                      "\n[admin]\ntoken_file = \"admin.token\"\n";
@@ -202,7 +210,7 @@ struct Env {
 
   void ActivateUsagePolicy() {
     const std::string att_sha = HexEncode(crypto::Sha256(AsBytes(bt::ReadText(broker->Path("policy.json")))));
-    const std::string policy = UsagePolicyJson(att_sha);
+    const std::string policy = UsagePolicyJson(att_sha, HexEncode(WorkloadDigest(workload)));
     PolicySignerKey key = Must(PolicySignerKey::Load(broker->Path("officer.key")), "officer key");
     std::string sig = Must(SignUsagePolicy(policy, key), "sign usage policy");
     auto a = Post("/v1/admin/policies", EncodePolicyActivation({policy, sig}), kToken);
@@ -212,7 +220,11 @@ struct Env {
   Result<attest::EvidenceBundle> Quote(ByteSpan nonce, const std::optional<crypto::Digest256>& bound,
                                        const std::string& selection) {
     ASSIGN_OR_RETURN(attest::PcrSelection sel, attest::PcrSelection::FromString(selection));
-    auto logs = [] { return Result<attest::host::HostLogs>(attest::host::HostLogs{}); };
+    auto logs = [this] {
+      attest::host::HostLogs l;
+      l.ima_log = ima_log;
+      return Result<attest::host::HostLogs>(l);
+    };
     return attest::host::MakeEvidence(*tpm, *host_state, sel, nonce, bound, logs, Now());
   }
 
@@ -249,6 +261,8 @@ Result<Prepared> PrepareRelease(Env& env) {
   r.job.clear_metrics = {"loss", "accuracy"};
   r.rank = 0;
   r.keys = {{"wdbc", env.wdbc_key_id}};
+  r.workload = env.workload;
+  r.job.workload_digest = WorkloadDigest(env.workload);
   r.recipient = keys.recipient();
   r.report_key = keys.report_public();
   ASSIGN_OR_RETURN(attest::EvidenceBundle ev, env.Quote(n.nonce, ReleaseBinding(r), n.pcr_selection));
@@ -375,7 +389,7 @@ const VerifyInputs& GetVerifyInputs() {
     crypto::RandomBytes(bound);
     v.context.bound_digest = bound;
     v.context.nonce_issued_at = Now();
-    const std::string sel = "sha256:0,1,2,3,4,5,6,7";  // the broker's quote_pcrs
+    const std::string sel = "sha256:0,1,2,3,4,5,6,7,10";  // the broker's quote_pcrs
     const std::string first = attest::EncodeEvidenceBundle(Must(env.Quote(v.context.nonce, bound, sel), "quote"));
     v.evidence = attest::EncodeEvidenceBundle(Must(env.Quote(v.context.nonce, bound, sel), "quote"));
     v.context.appraised_at = Now();  // fixed: the evidence does not age during the run

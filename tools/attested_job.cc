@@ -73,11 +73,20 @@ Result<std::unique_ptr<AttestedJob>> AttestedJob::Start(const train::JobSpec& jo
     pending.dek = std::move(k.dek);  // now only in the keystore, wrapped by its random KEK
     RETURN_IF_ERROR(ks.AddDataKey(pending));
   }
-  // The job's checkpoint key, derived from the job key: every process that attests for
-  // this job id (a resumed run too) derives the same one; nobody else can.
+  // The job's checkpoint key, derived from the job key and everything that key is bound
+  // to (policy, datasets, world size, workload): every process that attests for this job
+  // while it lasts (a resumed run too) derives the same one; nobody else can.
   {
-    const crypto::Digest256 digest = job.digest;
-    std::string info = "enclave-train checkpoint key v1";
+    broker::JobBinding binding;
+    binding.job_id = request.job.job_id;
+    binding.job_digest = request.job.job_digest;
+    binding.policy_id = a->release_.lease.policy_id;
+    binding.policy_sha256 = a->release_.lease.policy_sha256;
+    binding.datasets = request.job.datasets;
+    binding.world_size = request.job.world_size;
+    binding.workload_digest = request.job.workload_digest;
+    const crypto::Digest256 digest = broker::JobBindingDigest(binding);
+    std::string info = "enclave-train checkpoint key v2";
     info.push_back('\0');
     info += job.broker.job_id;
     crypto::PendingDataKey ckpt;

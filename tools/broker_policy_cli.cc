@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "enclave/broker/release.h"
 #include "enclave/broker/usage_policy.h"
 #include "enclave/common/bytes.h"
 #include "enclave/common/files.h"
@@ -119,6 +120,20 @@ Status Verify(const Args& args) {
   return OkStatus();
 }
 
+// The workload digest a data-use policy approves an executable by (docs/protocol.md,
+// "Workload"): what the officer writes into datasets[].workloads.
+Status Workload(const Args& args) {
+  const std::string exe = args.positional()[0];
+  ASSIGN_OR_RETURN(broker::Workload w, broker::WorkloadOfExecutable(exe, exe));
+  const std::string digest = HexEncode(broker::WorkloadDigest(w));
+  if (args.json()) {
+    cli::PrintJson({{"executable", exe}, {"executable_sha256", HexEncode(w.executable.sha256)}, {"workload", digest}});
+  } else {
+    std::printf("%s\n", digest.c_str());
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 std::vector<cli::Verb> PolicyVerbs() {
@@ -137,6 +152,9 @@ std::vector<cli::Verb> PolicyVerbs() {
         {"signer", "PUB[,PUB...]", "trusted signer public key file(s), comma-separated", true},
         kJsonFlag},
        Verify},
+      {"policy workload",
+       "print the workload digest of an executable (no code files), for a data-use policy's datasets[].workloads",
+       "FILE", 1, {kJsonFlag}, Workload},
   };
 }
 

@@ -31,6 +31,7 @@
 #include "enclave/crypto/hash.h"
 #ifdef ENCLAVE_HAVE_BROKER_CLIENT
 #include <filesystem>
+#include <iostream>
 
 #include "enclave/broker/client.h"
 #include "enclave/crypto/keystore.h"
@@ -427,6 +428,28 @@ json EventDataJson(const std::vector<uint8_t>& data) {
   return {{"hex", HexEncode(data)}};
 }
 
+// Development on swtpm: measures files into PCR 10 and the IMA log as the kernel would,
+// so that a workload can be attested on a TPM without a kernel behind it.
+Status ImaSimulateVerb(const Args& args) {
+  ASSIGN_OR_RETURN(std::string tcti, TctiFromArgs(args));
+  // A real TPM's PCR 10 belongs to the kernel's IMA: a user-space line there would be a
+  // measurement the kernel never made.
+  if (!tcti.starts_with("swtpm") && !tcti.starts_with("mssim"))
+    return PermissionDenied("ima-simulate runs only against a software TPM (swtpm: or mssim: TCTI), not '" + tcti +
+                            "': on a real host the kernel's IMA measures files");
+  ASSIGN_OR_RETURN(std::unique_ptr<Tpm> tpm, Tpm::Open(tcti));
+  const std::string log = args.Get("log");
+  for (const std::string& file : args.positional()) {
+    std::error_code ec;
+    const std::string logged = std::filesystem::canonical(file, ec).string();
+    if (ec) return NotFound(file + ": " + ec.message());
+    RETURN_IF_ERROR(attest::host::SimulateImaMeasurement(*tpm, file, logged, log));
+    if (!args.Has("json")) std::cout << "measured " << logged << " into PCR 10 and " << log << "\n";
+  }
+  if (args.Has("json")) cli::PrintJson({{"measured", args.positional().size()}, {"log", log}});
+  return OkStatus();
+}
+
 Status EventLogVerb(const Args& args) {
   const std::string path = args.positional()[0];
   ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadWholeFile(path, attest::kMaxEventLogBytes));
@@ -570,6 +593,7 @@ Status AttestVerb(const Args& args) {
   if (world > 1024) return InvalidInput("--world-size must be at most 1024");
   ro.world_size = static_cast<uint32_t>(world);
   ro.rank = static_cast<uint32_t>(std::min<uint64_t>(rank, 1024));
+  ro.writes_keys = true;  // into OUT/keys.keystore: only a policy whose released_keys allow it releases
   ASSIGN_OR_RETURN(broker::ReleaseRequest request, ReleaseRequestForJob(job, ro));
 
   ASSIGN_OR_RETURN(HostState state, StateFromArgs(args, /*create=*/false));
@@ -777,6 +801,14 @@ int main(int argc, char** argv) {
                {policy, enclave::kEventLogFlag, enclave::kImaLogFlag, enclave::kTcti, enclave::kState,
                 enclave::kJson},
                enclave::CheckVerb},
+          Verb{"ima-simulate",
+               "development on swtpm only: measure FILE into PCR 10 and append its ima-ng line to --log, "
+               "as the kernel's IMA does when it runs a file (refuses a TPM device)",
+               "FILE",
+               1,
+               {FlagSpec{"log", "FILE", "the IMA log to append to (created when missing)", true}, enclave::kTcti,
+                enclave::kJson},
+               enclave::ImaSimulateVerb},
           Verb{"eventlog",
                "replay a binary TCG event log (crypto-agile or legacy SHA-1); print events and PCRs per bank",
                "FILE",
@@ -784,6 +816,7 @@ int main(int argc, char** argv) {
                {enclave::kJson},
                enclave::EventLogVerb},
       },
-      false};
+      // `attest` holds released keys and `quote` the TPM session: no core dumps, no ptrace.
+      true};
   return enclave::cli::Main(program, argc, argv);
 }

@@ -1,5 +1,6 @@
 #include "job_release.h"
 
+#include <filesystem>
 #include <vector>
 
 #include "enclave/common/files.h"
@@ -49,6 +50,14 @@ Result<broker::ReleaseRequest> ReleaseRequestForJob(const train::JobSpec& job, c
   if (job.metrics & train::kMetricAccuracy) r.job.clear_metrics.push_back("accuracy");
   if (job.metrics & train::kMetricRocAuc) r.job.clear_metrics.push_back("roc_auc");
   r.job.model_export = true;
+  r.job.writes_keys = o.writes_keys;
+  // The process's own executable: /proc/self/exe names the file it was started from even
+  // when that path has since been replaced.
+  std::error_code ec;
+  const std::string exe_path = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec) return Unavailable("reading /proc/self/exe: " + ec.message());
+  ASSIGN_OR_RETURN(r.workload, broker::WorkloadOfExecutable("/proc/self/exe", exe_path));
+  r.job.workload_digest = broker::WorkloadDigest(r.workload);
   for (const train::DatasetSpec& d : job.datasets) {
     if (d.format != train::DatasetFormat::kSealed)
       return InvalidInput("dataset '" + d.id + "' is a clear CSV: the broker releases keys of sealed datasets only");

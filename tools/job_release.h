@@ -18,9 +18,13 @@ struct JobReleaseOptions {
   std::string kind = "train";  // "train" (run) or "cv"
   uint32_t rank = 0;
   uint32_t world_size = 1;
+  // Whether the requester writes the released keys out of its memory (`enclave-attest
+  // attest` does, into a keystore file); the data-use policy decides if it may.
+  bool writes_keys = false;
 };
 
-// Every dataset must be sealed (the broker releases keys of sealed datasets only) and
+// The workload is this process's executable (/proc/self/exe, hashed as IMA measures it
+// when it starts). Every dataset must be sealed (the broker releases keys of sealed datasets only) and
 // sealed under the dataset id the job names. recipient, report_key and evidence are left
 // for the client to fill.
 Result<broker::ReleaseRequest> ReleaseRequestForJob(const train::JobSpec& job, const JobReleaseOptions& options);

@@ -192,14 +192,80 @@ Status ParseAk(const json& j, AkPolicy* ak) {
   return OkStatus();
 }
 
+// "<sha1|sha256|sha384|sha512>:<hex>" as IMA's ima-ng template writes a file digest.
+Result<std::pair<uint16_t, std::vector<uint8_t>>> ParseFileDigest(const json& v, const std::string& dp) {
+  ASSIGN_OR_RETURN(std::string s, GetString(v, dp));
+  size_t colon = s.find(':');
+  uint16_t a = colon == std::string::npos ? 0 : HashAlgFromName(s.substr(0, colon));
+  if (a == 0) return PathError(dp, "expected '<sha1|sha256|sha384|sha512>:<hex>'");
+  auto d = HexDecode(s.substr(colon + 1));
+  if (!d.ok() || d->size() != HashSize(a))
+    return PathError(dp, "expected " + std::to_string(HashSize(a)) + " bytes of hex after '" + AlgName(a) + ":'");
+  return std::pair<uint16_t, std::vector<uint8_t>>{a, std::move(*d)};
+}
+
+// Allowlist mode: "allowlist" {path: [digest...]} and "exclude_path_prefixes" [prefix...].
+Status ParseImaAllowlist(const json& j, const std::string& path, Policy* p) {
+  if (!j.contains("allowlist")) return PathError(path + ".allowlist", "missing (mode \"allowlist\" needs one)");
+  const json& list = j["allowlist"];
+  if (!list.is_object()) return PathError(path + ".allowlist", "expected an object of paths");
+  for (const auto& [file, digests] : list.items()) {
+    {
+      ASSIGN_OR_RETURN(bool comment, IsComment(file, digests, path + ".allowlist"));
+      if (comment) continue;
+    }
+    const std::string fp = path + ".allowlist." + file;
+    // IMA names its first entry "boot_aggregate" (PCRs 0-7), every other one by absolute path.
+    if (file != "boot_aggregate" && (file.empty() || file[0] != '/'))
+      return PathError(fp, "expected an absolute path (or boot_aggregate) as the key");
+    if (file.size() > kMaxImaPathBytes) return PathError(fp, "path longer than 4096 bytes");
+    ASSIGN_OR_RETURN(const json* arr, GetArray(digests, fp));
+    auto& allowed = p->ima_allowlist[file];
+    for (size_t i = 0; i < arr->size(); ++i) {
+      ASSIGN_OR_RETURN(auto d, ParseFileDigest((*arr)[i], fp + "[" + std::to_string(i) + "]"));
+      allowed.insert(std::move(d));
+    }
+  }
+  if (p->ima_allowlist.empty()) return PathError(path + ".allowlist", "lists no file");
+  if (j.contains("exclude_path_prefixes")) {
+    const std::string ep = path + ".exclude_path_prefixes";
+    ASSIGN_OR_RETURN(const json* arr, GetArray(j["exclude_path_prefixes"], ep, true));
+    for (size_t i = 0; i < arr->size(); ++i) {
+      const std::string ip = ep + "[" + std::to_string(i) + "]";
+      ASSIGN_OR_RETURN(std::string prefix, GetString((*arr)[i], ip));
+      // A whole directory, never "/" (that would exclude everything) nor a partial name.
+      if (prefix.size() < 3 || prefix.front() != '/' || prefix.back() != '/' || prefix.size() > kMaxImaPathBytes)
+        return PathError(ip, "expected an absolute directory ending in '/', not '/' itself");
+      p->ima_exclude_prefixes.push_back(prefix);
+    }
+  }
+  if (!p->require_ima_log) return PathError(path + ".required", "must be true in allowlist mode");
+  if (p->ima_allow_violations)
+    return PathError(path + ".allow_violations", "must be false in allowlist mode (a violation's file is unknown)");
+  return OkStatus();
+}
+
 Status ParseIma(const json& j, Policy* p) {
   const std::string path = "$.ima";
-  RETURN_IF_ERROR(CheckKeys(j, path, {"required", "allow_violations", "files"}));
+  RETURN_IF_ERROR(CheckKeys(j, path, {"required", "allow_violations", "files", "mode", "allowlist",
+                                      "exclude_path_prefixes"}));
   if (j.contains("required")) {
     ASSIGN_OR_RETURN(p->require_ima_log, GetBool(j["required"], path + ".required"));
   }
   if (j.contains("allow_violations")) {
     ASSIGN_OR_RETURN(p->ima_allow_violations, GetBool(j["allow_violations"], path + ".allow_violations"));
+  }
+  std::string mode = "files";
+  if (j.contains("mode")) {
+    ASSIGN_OR_RETURN(mode, GetString(j["mode"], path + ".mode"));
+    if (mode != "files" && mode != "allowlist")
+      return PathError(path + ".mode", "expected \"files\" or \"allowlist\", got '" + mode + "'");
+  }
+  if (mode == "allowlist") {
+    p->ima_allowlist_mode = true;
+    RETURN_IF_ERROR(ParseImaAllowlist(j, path, p));
+  } else if (j.contains("allowlist") || j.contains("exclude_path_prefixes")) {
+    return PathError(path + ".mode", "must be \"allowlist\" when an allowlist is given");
   }
   if (!j.contains("files")) return OkStatus();
   const json& files = j["files"];
@@ -218,15 +284,8 @@ Status ParseIma(const json& j, Policy* p) {
     if (!rule.contains("digests")) return PathError(fp + ".digests", "missing");
     ASSIGN_OR_RETURN(const json* arr, GetArray(rule["digests"], fp + ".digests"));
     for (size_t i = 0; i < arr->size(); ++i) {
-      std::string dp = fp + ".digests[" + std::to_string(i) + "]";
-      ASSIGN_OR_RETURN(std::string s, GetString((*arr)[i], dp));
-      size_t colon = s.find(':');
-      uint16_t a = colon == std::string::npos ? 0 : HashAlgFromName(s.substr(0, colon));
-      if (a == 0) return PathError(dp, "expected '<sha1|sha256|sha384|sha512>:<hex>'");
-      auto d = HexDecode(s.substr(colon + 1));
-      if (!d.ok() || d->size() != HashSize(a))
-        return PathError(dp, "expected " + std::to_string(HashSize(a)) + " bytes of hex after '" + AlgName(a) + ":'");
-      r.digests.insert({a, std::move(*d)});
+      ASSIGN_OR_RETURN(auto d, ParseFileDigest((*arr)[i], fp + ".digests[" + std::to_string(i) + "]"));
+      r.digests.insert(std::move(d));
     }
     if (rule.contains("required")) {
       ASSIGN_OR_RETURN(r.required, GetBool(rule["required"], fp + ".required"));

@@ -235,10 +235,43 @@ uint16_t ImaTemplateHashAlg(std::string_view text) {
   }
 }
 
+// Allowlist mode: every measurement is of an allowed file, or under an excluded prefix.
+// Violations are judged by CompareImaWithQuote (allowlist mode never allows them).
+void CheckImaAllowlist(const Policy& policy, const ImaLog& log, Appraisal* a) {
+  const size_t before = a->failures().size();
+  size_t reported = 0;  // one failure per offending line would flood a verdict: the first 32
+  auto fail = [&](const std::string& check, const std::string& where, const std::string& expected,
+                  const std::string& got) {
+    if (reported++ < 32) a->Fail(check, where, expected, got);
+  };
+  for (const ImaEntry& e : log.entries) {
+    if (e.violation) continue;
+    bool excluded = false;
+    for (const std::string& prefix : policy.ima_exclude_prefixes) excluded |= e.path.starts_with(prefix);
+    if (excluded) continue;
+    const std::string where = "line " + std::to_string(e.line) + " " + e.path;
+    const std::string got = e.file_digest_alg_name + ":" + HexEncode(e.file_digest);
+    auto it = policy.ima_allowlist.find(e.path);
+    if (it == policy.ima_allowlist.end()) {
+      fail("ima.allowlist.path_not_listed", where, "a path in the policy's IMA allowlist or under an excluded prefix",
+           got);
+    } else if (!it->second.count({e.file_digest_alg, e.file_digest})) {
+      std::string expected = "one of [";
+      size_t n = 0;
+      for (const auto& [alg_id, d] : it->second) expected += (n++ ? ", " : "") + AlgName(alg_id) + ":" + HexEncode(d);
+      fail("ima.allowlist.digest_not_allowed", where, expected + "]", got);
+    }
+  }
+  if (reported > 32)
+    a->Fail("ima.allowlist.more", "IMA log", "every measurement allowed",
+            std::to_string(reported - 32) + " more measurements not allowed");
+  if (a->failures().size() == before) a->Pass("ima.allowlist");
+}
+
 void CheckIma(const Policy& policy, const EvidenceParts& evidence, const PcrValues& quoted, Appraisal* a) {
   bool pcr10_quoted = false;
   for (const auto& b : policy.quote_selection.banks) pcr10_quoted |= (b.select & (1u << kImaPcr)) != 0;
-  bool configured = policy.require_ima_log || !policy.ima_files.empty();
+  bool configured = policy.require_ima_log || !policy.ima_files.empty() || policy.ima_allowlist_mode;
   if (evidence.ima_log.empty()) {
     bool needed = policy.require_ima_log;
     for (const auto& r : policy.ima_files) needed |= r.required;
@@ -275,6 +308,7 @@ void CheckIma(const Policy& policy, const EvidenceParts& evidence, const PcrValu
     }
   }
   if (!policy.ima_files.empty() && a->failures().size() == before) a->Pass("ima.files");
+  if (policy.ima_allowlist_mode) CheckImaAllowlist(policy, *log, a);
 }
 
 }  // namespace
@@ -324,6 +358,45 @@ Result<Verdict> AppraiseEvidence(const Policy& policy, const EvidenceParts& evid
   CheckBootLog(policy, evidence, quoted, &v.appraisal);
   CheckIma(policy, evidence, quoted, &v.appraisal);
   return v;
+}
+
+Status VerifyQuoteOrigin(ByteSpan ak_public, const QuoteEvidence& quote, std::span<const uint8_t> nonce,
+                         const std::optional<crypto::Digest256>& bound_digest) {
+  auto ak = ParseTpm2bPublic(ak_public);
+  if (!ak.ok()) return ak.status().Annotate("the enrolled AK public (TPM2B_PUBLIC)");
+  ASSIGN_OR_RETURN(crypto::Digest256 qd, QualifyingData(nonce, bound_digest));
+  QuoteExpectations expect;
+  expect.extra_data.assign(qd.begin(), qd.end());
+  const Appraisal a = AppraiseQuote(*ak, quote, expect);
+  for (const char* check : {"quote.signature", "quote.extra_data"}) {
+    if (std::find(a.passed().begin(), a.passed().end(), check) != a.passed().end()) continue;
+    for (const Finding& f : a.failures()) {
+      if (f.check.starts_with(check) || f.check.starts_with("quote.attest") || f.check.starts_with("quote.magic"))
+        return PermissionDenied(f.check + " at " + f.where);
+    }
+    return PermissionDenied(std::string(check) + " did not pass");
+  }
+  return OkStatus();
+}
+
+Result<std::string> FindImaMeasurement(const EvidenceParts& evidence, const crypto::Digest256& sha256) {
+  const std::string want = "sha256:" + HexEncode(sha256);
+  if (evidence.ima_log.empty()) return FailedPrecondition("the evidence has no IMA log to show " + want + " measured");
+  auto log = ParseImaLog(evidence.ima_log, ImaTemplateHashAlg(evidence.ima_log));
+  if (!log.ok()) return FailedPrecondition("the IMA log does not parse: " + log.status().message());
+  // Bound to the signed quote only through a quoted PCR 10 that the log replays to.
+  Appraisal bound = CompareImaWithQuote(*log, evidence.quote.pcrs, /*allow_violations=*/true);
+  if (!bound.ok()) {
+    const Finding& f = bound.failures().front();
+    return FailedPrecondition("the IMA log is not bound to the quote (" + f.check + " at " + f.where + ")");
+  }
+  for (const ImaEntry& e : log->entries) {
+    if (!e.violation && e.file_digest_alg == alg::kSha256 &&
+        std::equal(e.file_digest.begin(), e.file_digest.end(), sha256.begin(), sha256.end()))
+      return e.path;
+  }
+  return FailedPrecondition("no measurement " + want + " in the quoted IMA log (" +
+                            std::to_string(log->entries.size()) + " entries)");
 }
 
 std::string VerdictJson(const Verdict& verdict) {

@@ -83,7 +83,10 @@ const std::vector<TypeSpec>& Specs() {
         {"key_id", Kind::kId, false},
         {"policy_id", Kind::kId, false},
         {"policy_digest", Kind::kDigest, false},
-        {"report_key", Kind::kId, false}}},
+        {"report_key", Kind::kId, false},
+        // Who asked, with which approved code (the workload digest the policy approved).
+        {"requester", Kind::kText, false},
+        {"workload", Kind::kDigest, false}}},
       {EventType::kLeaseRenewed,
        "lease.renewed",
        {{"lease_id", Kind::kId, true},
@@ -123,7 +126,9 @@ const std::vector<TypeSpec>& Specs() {
         {"datasets", Kind::kIdList, true},
         {"policy_id", Kind::kId, true},
         {"policy_digest", Kind::kDigest, false},
-        {"reason", Kind::kText, true}}},
+        {"reason", Kind::kText, true},
+        {"requester", Kind::kText, false},
+        {"workload", Kind::kDigest, false}}},
   };
   return specs;
 }

@@ -2,12 +2,14 @@
 
 #include <sodium.h>
 
+#include <algorithm>
 #include <cctype>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "enclave/broker/messages.h"
+#include "enclave/common/files.h"
 #include "enclave/crypto/aead.h"
 
 namespace enclave::broker {
@@ -151,7 +153,7 @@ Result<json> EvidenceObject(const std::string& text) {
 Result<ReleaseRequest> ParseReleaseRequest(std::string_view body) {
   ASSIGN_OR_RETURN(json j, ParseObject(body, "release request"));
   Fields f(j, "release request");
-  RETURN_IF_ERROR(f.Exact({"policy_id", "job", "rank", "keys", "recipient", "report_key", "evidence"}));
+  RETURN_IF_ERROR(f.Exact({"policy_id", "job", "rank", "keys", "workload", "recipient", "report_key", "evidence"}));
   ReleaseRequest r;
   ASSIGN_OR_RETURN(r.policy_id, f.Id("policy_id"));
   ASSIGN_OR_RETURN(r.recipient, f.Hex<kX25519PublicBytes>("recipient"));
@@ -161,7 +163,7 @@ Result<ReleaseRequest> ParseReleaseRequest(std::string_view body) {
   ASSIGN_OR_RETURN(const json* job, f.Object("job"));
   Fields jf(*job, "release request: job");
   RETURN_IF_ERROR(jf.Exact({"job_id", "job_sha256", "kind", "requester", "epochs", "world_size", "clear_metrics",
-                            "model_export"}));
+                            "model_export", "writes_keys"}));
   ReleaseClaims& c = r.job;
   ASSIGN_OR_RETURN(c.job_id, jf.Id("job_id"));
   ASSIGN_OR_RETURN(c.job_digest, jf.Hex<32>("job_sha256"));
@@ -185,6 +187,33 @@ Result<ReleaseRequest> ParseReleaseRequest(std::string_view body) {
     c.clear_metrics.push_back(m.get<std::string>());
   }
   ASSIGN_OR_RETURN(c.model_export, jf.Bool("model_export"));
+  ASSIGN_OR_RETURN(c.writes_keys, jf.Bool("writes_keys"));
+
+  ASSIGN_OR_RETURN(const json* workload, f.Object("workload"));
+  Fields wf(*workload, "release request: workload");
+  RETURN_IF_ERROR(wf.Exact({"executable", "code"}));
+  auto file = [](const json& j, const std::string& what, bool absolute) -> Result<WorkloadFile> {
+    Fields ff(j, what);
+    RETURN_IF_ERROR(ff.Exact({"path", "sha256"}));
+    WorkloadFile out;
+    ASSIGN_OR_RETURN(out.path, ff.Str("path", kMaxWorkloadPathBytes));
+    if (out.path.empty()) return ff.Bad("path", "must not be empty");
+    if (absolute != (out.path[0] == '/')) return ff.Bad("path", absolute ? "must be absolute" : "must be relative");
+    for (char ch : out.path) {
+      if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) return ff.Bad("path", "has a control character");
+    }
+    ASSIGN_OR_RETURN(out.sha256, ff.Hex<32>("sha256"));
+    return out;
+  };
+  ASSIGN_OR_RETURN(r.workload.executable, file(workload->at("executable"), "release request: workload.executable", true));
+  ASSIGN_OR_RETURN(const json* code, wf.Array("code", 0, kMaxWorkloadCodeFiles));
+  std::set<std::string> code_paths;
+  for (size_t i = 0; i < code->size(); ++i) {
+    ASSIGN_OR_RETURN(WorkloadFile cf, file((*code)[i], "release request: workload.code[" + std::to_string(i) + "]", false));
+    if (!code_paths.insert(cf.path).second) return wf.Bad("code", "names '" + cf.path + "' twice");
+    r.workload.code.push_back(std::move(cf));
+  }
+  c.workload_digest = WorkloadDigest(r.workload);
 
   ASSIGN_OR_RETURN(int64_t rank, f.Int("rank", 0, 1023));
   if (rank >= world) return f.Bad("rank", "must be below job.world_size");
@@ -208,6 +237,8 @@ Result<ReleaseRequest> ParseReleaseRequest(std::string_view body) {
 std::string EncodeReleaseRequest(const ReleaseRequest& r) {
   json keys = json::array();
   for (const KeyRef& k : r.keys) keys.push_back({{"dataset_id", k.dataset_id}, {"key_id", HexEncode(k.key_id)}});
+  json code = json::array();
+  for (const WorkloadFile& c : r.workload.code) code.push_back({{"path", c.path}, {"sha256", HexEncode(c.sha256)}});
   json j{{"policy_id", r.policy_id},
          {"job",
           {{"job_id", r.job.job_id},
@@ -217,9 +248,13 @@ std::string EncodeReleaseRequest(const ReleaseRequest& r) {
            {"epochs", r.job.epochs},
            {"world_size", r.job.world_size},
            {"clear_metrics", r.job.clear_metrics},
-           {"model_export", r.job.model_export}}},
+           {"model_export", r.job.model_export},
+           {"writes_keys", r.job.writes_keys}}},
          {"rank", r.rank},
          {"keys", keys},
+         {"workload", {{"executable", {{"path", r.workload.executable.path},
+                                       {"sha256", HexEncode(r.workload.executable.sha256)}}},
+                       {"code", code}}},
          {"recipient", HexEncode(r.recipient)},
          {"report_key", HexEncode(r.report_key)}};
   auto ev = EvidenceObject(r.evidence);
@@ -229,7 +264,7 @@ std::string EncodeReleaseRequest(const ReleaseRequest& r) {
 
 crypto::Digest256 ReleaseBinding(const ReleaseRequest& r) {
   std::vector<uint8_t> m;
-  PutDomain(m, "enclave key release v1");
+  PutDomain(m, "enclave key release v2");
   PutStr(m, r.policy_id);
   PutStr(m, r.job.job_id);
   PutBytes(m, r.job.job_digest);
@@ -246,9 +281,151 @@ crypto::Digest256 ReleaseBinding(const ReleaseRequest& r) {
     PutStr(m, k.dataset_id);
     PutBytes(m, k.key_id);
   }
+  m.push_back(r.job.writes_keys ? 1 : 0);
+  PutStr(m, r.workload.executable.path);
+  PutBytes(m, WorkloadDigest(r.workload));
   PutBytes(m, r.recipient);
   PutBytes(m, r.report_key);
   return crypto::Sha256(m);
+}
+
+std::string EncodeJobBinding(const JobBinding& b) {
+  return json{{"job_id", b.job_id},
+              {"job_sha256", HexEncode(b.job_digest)},
+              {"policy_id", b.policy_id},
+              {"policy_sha256", HexEncode(b.policy_sha256)},
+              {"datasets", b.datasets},
+              {"world_size", b.world_size},
+              {"workload", HexEncode(b.workload_digest)}}
+      .dump();
+}
+
+Result<JobBinding> ParseJobBinding(std::string_view text) {
+  ASSIGN_OR_RETURN(json j, ParseObject(text, "job binding"));
+  Fields f(j, "job binding");
+  RETURN_IF_ERROR(f.Exact({"job_id", "job_sha256", "policy_id", "policy_sha256", "datasets", "world_size", "workload"}));
+  JobBinding b;
+  ASSIGN_OR_RETURN(b.job_id, f.Id("job_id"));
+  ASSIGN_OR_RETURN(b.job_digest, f.Hex<32>("job_sha256"));
+  ASSIGN_OR_RETURN(b.policy_id, f.Id("policy_id"));
+  ASSIGN_OR_RETURN(b.policy_sha256, f.Hex<32>("policy_sha256"));
+  ASSIGN_OR_RETURN(const json* datasets, f.Array("datasets", 1, kMaxReleaseKeys));
+  for (const json& d : *datasets) {
+    if (!d.is_string()) return f.Bad("datasets", "must hold dataset ids");
+    b.datasets.push_back(d.get<std::string>());
+  }
+  ASSIGN_OR_RETURN(int64_t world, f.Int("world_size", 1, 1024));
+  b.world_size = static_cast<uint32_t>(world);
+  ASSIGN_OR_RETURN(b.workload_digest, f.Hex<32>("workload"));
+  return b;
+}
+
+crypto::Digest256 JobBindingDigest(const JobBinding& b) {
+  std::vector<std::string> datasets = b.datasets;
+  std::sort(datasets.begin(), datasets.end());
+  std::vector<uint8_t> m;
+  PutDomain(m, "enclave job binding v1");
+  PutStr(m, b.job_id);
+  PutBytes(m, b.job_digest);
+  PutStr(m, b.policy_id);
+  PutBytes(m, b.policy_sha256);
+  PutU32(m, static_cast<uint32_t>(datasets.size()));
+  for (const std::string& d : datasets) PutStr(m, d);
+  PutU32(m, b.world_size);
+  PutBytes(m, b.workload_digest);
+  return crypto::Sha256(m);
+}
+
+std::vector<std::string> JobBindingDifferences(const JobBinding& stored, const JobBinding& asked) {
+  std::vector<std::string> out;
+  auto sorted = [](std::vector<std::string> v) {
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  if (stored.job_id != asked.job_id) out.push_back("job id");
+  if (stored.job_digest != asked.job_digest) out.push_back("job digest");
+  if (stored.policy_id != asked.policy_id || stored.policy_sha256 != asked.policy_sha256)
+    out.push_back("data-use policy (" + stored.policy_id + " " + HexEncode(stored.policy_sha256).substr(0, 16) +
+                  "..., asked " + asked.policy_id + " " + HexEncode(asked.policy_sha256).substr(0, 16) + "...)");
+  if (sorted(stored.datasets) != sorted(asked.datasets)) out.push_back("datasets");
+  if (stored.world_size != asked.world_size)
+    out.push_back("world size (" + std::to_string(stored.world_size) + ", asked " + std::to_string(asked.world_size) +
+                  ")");
+  if (stored.workload_digest != asked.workload_digest) out.push_back("workload");
+  return out;
+}
+
+std::string EncodeLeaseClaims(const ReleaseClaims& c, const std::vector<crypto::Suite>& suites) {
+  json names = json::array();
+  for (crypto::Suite s : suites) names.push_back(std::string(crypto::SuiteName(s)));
+  return json{{"job_id", c.job_id},
+              {"job_sha256", HexEncode(c.job_digest)},
+              {"kind", c.kind},
+              {"requester", c.requester},
+              {"datasets", c.datasets},
+              {"epochs", c.epochs},
+              {"world_size", c.world_size},
+              {"clear_metrics", c.clear_metrics},
+              {"model_export", c.model_export},
+              {"workload", HexEncode(c.workload_digest)},
+              {"writes_keys", c.writes_keys},
+              {"suites", names}}
+      .dump();
+}
+
+Status ParseLeaseClaims(std::string_view text, ReleaseClaims* c, std::vector<crypto::Suite>* suites) {
+  ASSIGN_OR_RETURN(json j, ParseObject(text, "lease claims"));
+  Fields f(j, "lease claims");
+  RETURN_IF_ERROR(f.Exact({"job_id", "job_sha256", "kind", "requester", "datasets", "epochs", "world_size",
+                           "clear_metrics", "model_export", "workload", "writes_keys", "suites"}));
+  ASSIGN_OR_RETURN(c->job_id, f.Id("job_id"));
+  ASSIGN_OR_RETURN(c->job_digest, f.Hex<32>("job_sha256"));
+  ASSIGN_OR_RETURN(c->kind, f.Str("kind", 16));
+  ASSIGN_OR_RETURN(c->requester, f.Str("requester", 256));
+  auto strings = [&](const std::string& key, std::vector<std::string>* out) -> Status {
+    ASSIGN_OR_RETURN(const json* arr, f.Array(key, 0, 1024));
+    for (const json& v : *arr) {
+      if (!v.is_string()) return f.Bad(key, "must hold strings");
+      out->push_back(v.get<std::string>());
+    }
+    return OkStatus();
+  };
+  RETURN_IF_ERROR(strings("datasets", &c->datasets));
+  RETURN_IF_ERROR(strings("clear_metrics", &c->clear_metrics));
+  ASSIGN_OR_RETURN(int64_t epochs, f.Int("epochs", 1, 1000000));
+  c->epochs = static_cast<uint32_t>(epochs);
+  ASSIGN_OR_RETURN(int64_t world, f.Int("world_size", 1, 1024));
+  c->world_size = static_cast<uint32_t>(world);
+  ASSIGN_OR_RETURN(c->model_export, f.Bool("model_export"));
+  ASSIGN_OR_RETURN(c->workload_digest, f.Hex<32>("workload"));
+  ASSIGN_OR_RETURN(c->writes_keys, f.Bool("writes_keys"));
+  std::vector<std::string> names;
+  RETURN_IF_ERROR(strings("suites", &names));
+  for (const std::string& n : names) {
+    ASSIGN_OR_RETURN(crypto::Suite s, crypto::ParseSuite(n));
+    suites->push_back(s);
+  }
+  return OkStatus();
+}
+
+crypto::Digest256 WorkloadDigest(const Workload& w) {
+  std::vector<uint8_t> m;
+  PutDomain(m, "enclave workload v1");
+  PutBytes(m, w.executable.sha256);
+  PutU32(m, static_cast<uint32_t>(w.code.size()));
+  for (const WorkloadFile& c : w.code) {
+    PutStr(m, c.path);
+    PutBytes(m, c.sha256);
+  }
+  return crypto::Sha256(m);
+}
+
+Result<Workload> WorkloadOfExecutable(const std::string& exe, const std::string& path) {
+  ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadWholeFile(exe, size_t{1} << 30));
+  Workload w;
+  w.executable.path = path;
+  w.executable.sha256 = crypto::Sha256(bytes);
+  return w;
 }
 
 std::string EncodeLease(const Lease& l) { return LeaseJson(l).dump(); }

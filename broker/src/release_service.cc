@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "enclave/attest/bundle.h"
+#include "enclave/attest/verifier.h"
 #include "enclave/audit/event.h"
 #include "enclave/audit/tree_head.h"
 #include "enclave/broker/messages.h"
@@ -52,11 +53,13 @@ Reply Refused(std::string_view what, const std::string& detail, std::optional<ui
   return {403, j.dump()};
 }
 
-// Associated data of a wrapped job key: the job id and digest it belongs to.
-std::vector<uint8_t> JobKeyAd(const std::string& job_id, const crypto::Digest256& digest) {
+// Associated data of a wrapped job key: the job id, digest and the stored binding it
+// belongs to (a binding edited in the store no longer unwraps the key).
+std::vector<uint8_t> JobKeyAd(const std::string& job_id, const crypto::Digest256& digest, const std::string& binding) {
   std::vector<uint8_t> ad(job_id.begin(), job_id.end());
   ad.push_back(0);
   ad.insert(ad.end(), digest.begin(), digest.end());
+  ad.insert(ad.end(), binding.begin(), binding.end());
   return ad;
 }
 
@@ -151,23 +154,45 @@ Result<audit::RecordedVerdict> Service::AppraiseFor(const HostRecord& host, cons
   return recorded;
 }
 
-Result<crypto::SecretBytes> Service::JobKey(const ReleaseRequest& r, int64_t now) {
+Result<crypto::SecretBytes> Service::JobKey(const JobBinding& binding, int64_t now) {
   ASSIGN_OR_RETURN(crypto::SecretBytes wrapping, options_.keystore->DeriveKey(kJobKeyLabel));
   ASSIGN_OR_RETURN(std::unique_ptr<crypto::Aead> aead, crypto::Aead::Create(crypto::Suite::kAes256Gcm, wrapping));
-  const std::vector<uint8_t> ad = JobKeyAd(r.job.job_id, r.job.job_digest);
   JobRecord candidate;
-  candidate.job_id = r.job.job_id;
-  candidate.job_digest = r.job.job_digest;
-  candidate.world_size = r.job.world_size;
+  candidate.job_id = binding.job_id;
+  candidate.job_digest = binding.job_digest;
+  candidate.world_size = binding.world_size;
   candidate.created_at = now;
+  candidate.binding = EncodeJobBinding(binding);
+  const std::vector<uint8_t> ad = JobKeyAd(candidate.job_id, candidate.job_digest, candidate.binding);
   ASSIGN_OR_RETURN(crypto::SecretBytes fresh, crypto::SecretBytes::Random(32));
   candidate.key_nonce.resize(crypto::kAeadNonceBytes);
   crypto::RandomBytes(candidate.key_nonce);
   candidate.key_wrapped.resize(fresh.size() + crypto::kAeadTagBytes);
   RETURN_IF_ERROR(aead->Seal(candidate.key_nonce, ad, fresh.ExposeSecret(), candidate.key_wrapped));
   ASSIGN_OR_RETURN(JobRecord job, store_.GetOrCreateJob(candidate));
-  if (job.job_digest != r.job.job_digest || job.world_size != r.job.world_size)
-    return FailedPrecondition("job id '" + r.job.job_id + "' names another job (digest or world size differ)");
+  const std::string id = "job '" + binding.job_id + "'";
+  if (job.ended_at)
+    return FailedPrecondition(id + " has ended (" + job.end_reason + "); its key is never issued again: name a new job");
+  if (job.binding.empty()) return FailedPrecondition(id + " was stored without a binding and cannot be joined");
+  auto stored = ParseJobBinding(job.binding);
+  if (!stored.ok()) return Internal("stored binding of " + id + ": " + stored.status().message());
+  const std::vector<std::string> differ = JobBindingDifferences(*stored, binding);
+  if (!differ.empty()) {
+    std::string list;
+    for (const std::string& d : differ) list += (list.empty() ? "" : ", ") + d;
+    return FailedPrecondition(id + " is another job: its " + list + " differ from this request's");
+  }
+  // A job whose every lease has ended is over, even without a report: its key stays ended.
+  // (Only for a job stored before: the store kept its record, not our candidate.)
+  const bool existing = job.key_wrapped != candidate.key_wrapped;
+  if (existing) {
+    ASSIGN_OR_RETURN(int64_t leases, store_.CountLeasesOfJob(job.job_id));
+    ASSIGN_OR_RETURN(std::vector<LeaseRecord> active, store_.ActiveLeasesOfJob(job.job_id, now));
+    if (leases > 0 && active.empty()) {
+      RETURN_IF_ERROR(store_.EndJob(job.job_id, "its last lease ended", now));
+      return FailedPrecondition(id + " has ended (its last lease ended); its key is never issued again: name a new job");
+    }
+  }
   return UnwrapJobKey(job);
 }
 
@@ -177,7 +202,7 @@ Result<crypto::SecretBytes> Service::UnwrapJobKey(const JobRecord& job) {
   if (job.key_nonce.size() != crypto::kAeadNonceBytes || job.key_wrapped.size() != 32 + crypto::kAeadTagBytes)
     return Internal("stored job key of " + job.job_id + " is malformed");
   ASSIGN_OR_RETURN(crypto::SecretBytes key, crypto::SecretBytes::Create(32));
-  RETURN_IF_ERROR(aead->Open(job.key_nonce, JobKeyAd(job.job_id, job.job_digest), job.key_wrapped,
+  RETURN_IF_ERROR(aead->Open(job.key_nonce, JobKeyAd(job.job_id, job.job_digest, job.binding), job.key_wrapped,
                              key.ExposeSecretMutable()));
   return key;
 }
@@ -188,18 +213,21 @@ Reply Service::Rendezvous(const std::string& job_id, std::string_view body) {
   if (!r.ok()) return ErrorReply(r.status());
   if (options_.keystore == nullptr) return ErrorReply(Unavailable("this broker has no keystore"));
   const int64_t now = Now();
-  auto lease = store_.GetLease(r->lease_id);
-  if (!lease.ok()) return ErrorReply(lease.status());
-  if (lease->job_id != job_id) return Refused("rendezvous", "lease " + r->lease_id + " is for job " + lease->job_id);
-  if (!lease->ActiveAt(now)) return ErrorReply(FailedPrecondition("lease " + r->lease_id + " has ended"));
+  // The proof (made with the job key of the job in the path) is checked before anything of
+  // the lease is told: an unknown job, a bad proof, and then an unknown lease, another
+  // job's or an ended one all get the same answer until the caller shows the key.
   auto job = store_.GetJob(job_id);
   if (!job.ok()) return ErrorReply(job.status());
-  if (!*job) return ErrorReply(Internal("lease " + r->lease_id + " names an unknown job"));
+  if (!*job) return Refused("rendezvous", "job " + job_id + " is unknown");
   auto key = UnwrapJobKey(**job);
   if (!key.ok()) return ErrorReply(key.status());
   const auto expected = RendezvousProof(*key, job_id, r->lease_id, r->address);
   if (!crypto::ConstantTimeEquals(expected, r->proof))
     return Refused("rendezvous", "lease " + r->lease_id + ": the proof is not made with the job key");
+  auto lease = store_.GetLease(r->lease_id);
+  if (!lease.ok()) return ErrorReply(lease.status());
+  if (lease->job_id != job_id) return Refused("rendezvous", "lease " + r->lease_id + " is for job " + lease->job_id);
+  if (!lease->ActiveAt(now)) return ErrorReply(FailedPrecondition("lease " + r->lease_id + " has ended"));
   if (!r->address.empty()) {
     if (Status s = store_.SetLeaseAddress(r->lease_id, r->address, now); !s.ok()) return ErrorReply(s);
   }
@@ -254,8 +282,11 @@ Reply Service::Release(std::string_view body) {
     // The entry's reason field holds at most kMaxAuditTextBytes: a longer reason (many
     // keys, many broken rules) is cut at a character boundary and marked as truncated;
     // the whole reason goes to the broker's log.
-    auto index = log_.Append(audit::ReleaseRefused(options_.actor, host->host_id, r.job.job_id, job_digest, r.job.datasets,
-                                                   r.policy_id, policy_digest, AuditText(reason)));
+    audit::Event e = audit::ReleaseRefused(options_.actor, host->host_id, r.job.job_id, job_digest, r.job.datasets,
+                                           r.policy_id, policy_digest, AuditText(reason));
+    e.fields["requester"] = AuditText(r.job.requester, 256);
+    e.fields["workload"] = HexEncode(r.job.workload_digest);
+    auto index = log_.Append(e);
     if (!index.ok()) return ErrorReply(Unavailable("audit log: " + index.status().ToString()));
     return Refused("release", reason, *index);
   };
@@ -282,10 +313,25 @@ Reply Service::Release(std::string_view body) {
     if (!found) missing.push_back("the keystore has no key " + HexEncode(k.key_id) + " for dataset '" + k.dataset_id + "'");
   }
   if (!missing.empty()) return refuse(policy_digest, Join(missing));
+  // The workload: the quote proves which host asked, the IMA log it covers shows that the
+  // named executable ran there; the policy then decides whether that code may have the keys.
+  auto measured = attest::FindImaMeasurement(attest::ToEvidenceParts(*evidence), r.workload.executable.sha256);
+  if (!measured.ok())
+    return refuse(policy_digest, "workload executable " + AuditText(r.workload.executable.path, 256) +
+                                     " is not measured: " + measured.status().message());
   UsageDecision decision = EvaluateRelease(*policy, r.job, policy_sha256_, suites);
   if (!decision.allowed) return refuse(policy_digest, Join(decision.reasons));
 
-  auto job_key = JobKey(r, now);
+  JobBinding binding;
+  binding.job_id = r.job.job_id;
+  binding.job_digest = r.job.job_digest;
+  binding.policy_id = r.policy_id;
+  binding.policy_sha256 = record->policy_sha256;
+  binding.datasets = r.job.datasets;
+  std::sort(binding.datasets.begin(), binding.datasets.end());
+  binding.world_size = r.job.world_size;
+  binding.workload_digest = r.job.workload_digest;
+  auto job_key = JobKey(binding, now);
   if (!job_key.ok()) {
     if (job_key.status().code() == Code::kFailedPrecondition) return refuse(policy_digest, job_key.status().message());
     return ErrorReply(job_key.status());
@@ -300,6 +346,7 @@ Reply Service::Release(std::string_view body) {
   lease.recipient.assign(r.recipient.begin(), r.recipient.end());
   lease.report_key.assign(r.report_key.begin(), r.report_key.end());
   lease.datasets = r.job.datasets;
+  lease.claims = EncodeLeaseClaims(r.job, suites);
   lease.issued_at = now;
   lease.valid_until = now + policy->lease_s;
   lease.reattest_by = now + policy->reattest_interval_s;
@@ -338,6 +385,8 @@ Reply Service::Release(std::string_view body) {
     e.fields["policy_id"] = r.policy_id;
     e.fields["policy_digest"] = policy_digest;
     e.fields["report_key"] = HexEncode(r.report_key);
+    e.fields["workload"] = HexEncode(r.job.workload_digest);
+    e.fields["requester"] = AuditText(r.job.requester, 256);
     auto index = log_.Append(e);
     if (!index.ok()) {
       if (Status s = store_.EndLease(lease.lease_id, "audit log unavailable: release not completed", Now()); !s.ok())
@@ -378,44 +427,80 @@ Reply Service::Renew(const std::string& lease_id, std::string_view body) {
     return ErrorReply(InvalidInput("renewal request: evidence nonce must be a 32-byte nonce issued by this broker"));
   auto nonce = store_.ConsumeNonce(evidence->nonce, Now());
   if (!nonce.ok()) return ErrorReply(nonce.status());
+  // Until the quote is shown to be the lease host's, for this renewal, an unknown lease,
+  // another host's and an ended one get the same answer as a bad quote, nothing is logged,
+  // and no lease changes: a lease id alone (it is in logs and reports) is worth nothing.
   auto lease = store_.GetLease(lease_id);
-  if (!lease.ok()) return ErrorReply(lease.status());
-  if (lease->host_id != nonce->host_id) return Refused("renewal", "nonce of host " + nonce->host_id + " for a lease of " + lease->host_id);
-  if (!lease->ActiveAt(Now()))
+  if (!lease.ok() && lease.status().code() != Code::kNotFound) return ErrorReply(lease.status());
+  if (!lease.ok()) return Refused("renewal", "lease " + lease_id + " is unknown");
+  if (lease->host_id != nonce->host_id)
+    return Refused("renewal", "nonce of host " + nonce->host_id + " for a lease of " + lease->host_id);
+  std::shared_ptr<std::mutex> host_lock = HostLock(lease->host_id);
+  std::lock_guard<std::mutex> host_guard(*host_lock);
+  auto host = store_.GetHost(lease->host_id);
+  if (!host.ok()) return ErrorReply(host.status());
+  X25519Public recipient{};
+  if (lease->recipient.size() != recipient.size()) return ErrorReply(Internal("stored lease recipient is malformed"));
+  std::copy(lease->recipient.begin(), lease->recipient.end(), recipient.begin());
+  const crypto::Digest256 binding = RenewalBinding(lease_id, recipient);
+  if (Status s = attest::VerifyQuoteOrigin(host->ak_public, attest::ToEvidenceParts(*evidence).quote, evidence->nonce,
+                                           binding);
+      !s.ok())
+    return Refused("renewal", "lease " + lease_id + ": the quote is not the lease host's for this renewal: " + s.message());
+  // The caller is the lease host's TPM: from here on the answers may differ (never with a
+  // revocation's reason, which stays in the broker's log and the audit log).
+  if (!lease->ActiveAt(Now())) {
+    std::cerr << "enclave-broker: renewal of ended lease " << lease_id << " refused ("
+              << (lease->end_reason.empty() ? "not renewed in time" : lease->end_reason) << ")\n";
     return ErrorReply(FailedPrecondition("lease " + lease_id + " has ended" +
-                                         (lease->end_reason.empty() ? " (not renewed in time)" : ": " + lease->end_reason)));
+                                         (lease->end_reason.empty() ? " (not renewed in time)" : "")));
+  }
   for (auto [kind, id] : {std::pair{RevokedKind::kHost, lease->host_id}, std::pair{RevokedKind::kJob, lease->job_id}}) {
     auto revoked = store_.IsRevoked(kind, id);
     if (!revoked.ok()) return ErrorReply(revoked.status());
     if (*revoked) return Refused("renewal", std::string(kind == RevokedKind::kHost ? "host " : "job ") + id + " is revoked");
   }
-  std::shared_ptr<std::mutex> host_lock = HostLock(lease->host_id);
-  std::lock_guard<std::mutex> host_guard(*host_lock);
-  auto host = store_.GetHost(lease->host_id);
-  if (!host.ok()) return ErrorReply(host.status());
   auto job = store_.GetJob(lease->job_id);
   if (!job.ok()) return ErrorReply(job.status());
   const std::string job_digest = *job ? HexEncode((*job)->job_digest) : "";
-  X25519Public recipient{};
-  if (lease->recipient.size() != recipient.size()) return ErrorReply(Internal("stored lease recipient is malformed"));
-  std::copy(lease->recipient.begin(), lease->recipient.end(), recipient.begin());
-  auto recorded = AppraiseFor(*host, *nonce, request->evidence, RenewalBinding(lease_id, recipient), job_digest);
+  auto recorded = AppraiseFor(*host, *nonce, request->evidence, binding, job_digest);
   if (!recorded.ok()) return ErrorReply(recorded.status());
   const int64_t now = Now();
   if (!recorded->verdict.passed()) {
-    // A failed re-attestation ends the lease: recorded, then ended.
+    // A failed re-attestation of the host's own, fresh quote (its AK signed it for this
+    // renewal, checked above) ends the lease: recorded, then ended.
     auto index = log_.Append(audit::Revoked(options_.actor, "lease", lease_id, "re-attestation failed"));
     if (Status s = store_.EndLease(lease_id, "re-attestation failed", now); !s.ok()) return ErrorReply(s);
     if (!index.ok()) return ErrorReply(Unavailable("audit log: " + index.status().ToString()));
     return Refused("renewal", "re-attestation of " + host->host_id + " failed: " + recorded->verdict.appraisal.Summary(),
                    recorded->index);
   }
-  // The re-attestation interval of the policy the lease was granted under.
+  // The policy in force judges the lease again: a serial activated since the release that
+  // no longer allows it ends it (recorded, then ended); one that does sets the interval.
   auto record = store_.GetActivePolicy(lease->policy_id);
   if (!record.ok()) return ErrorReply(record.status());
   auto policy = ParseUsagePolicy(record->policy_text);
   if (!policy.ok()) return ErrorReply(Internal("stored policy " + lease->policy_id + ": " + policy.status().message()));
-  const int64_t reattest_by = std::min(now + policy->reattest_interval_s, lease->valid_until);
+  if (record->policy_sha256 != lease->policy_sha256) {
+    ReleaseClaims claims;
+    std::vector<crypto::Suite> suites;
+    std::vector<std::string> reasons;
+    if (Status s = ParseLeaseClaims(lease->claims, &claims, &suites); !s.ok()) {
+      reasons.push_back("the lease's claims are not stored (" + s.message() + ")");
+    } else {
+      reasons = EvaluateRelease(*policy, claims, policy_sha256_, suites).reasons;
+    }
+    if (!reasons.empty()) {
+      const std::string why = "policy " + lease->policy_id + " serial " + std::to_string(record->serial) +
+                              " no longer allows this lease: " + Join(reasons);
+      auto index = log_.Append(audit::Revoked(options_.actor, "lease", lease_id, AuditText(why)));
+      if (Status s = store_.EndLease(lease_id, AuditText(why, 512), now); !s.ok()) return ErrorReply(s);
+      if (!index.ok()) return ErrorReply(Unavailable("audit log: " + index.status().ToString()));
+      return Refused("renewal", why, *index);
+    }
+  }
+  const int64_t reattest_by =
+      std::min({now + policy->reattest_interval_s, lease->valid_until, lease->issued_at + policy->lease_s});
   Lease out{lease->lease_id, lease->host_id,   lease->job_id,     lease->policy_id,
             lease->policy_sha256, lease->issued_at, lease->valid_until, reattest_by};
   // Committed first, in one transaction with the revocation and lease checks; then
@@ -504,6 +589,8 @@ Reply Service::FinishJob(const std::string& job_id, std::string_view body) {
   auto index = log_.Append(e);
   if (!index.ok()) return ErrorReply(Unavailable("audit log: " + index.status().ToString()));
   if (Status s = store_.MarkReported(r->lease_id, Now()); !s.ok()) return ErrorReply(s);
+  // The job is over: its key is never issued again (ranks that hold it keep their leases).
+  if (Status s = store_.EndJob(job_id, "its report was logged", Now()); !s.ok()) return ErrorReply(s);
   return {200, json{{"audit_index", *index}}.dump()};
 }
 
@@ -516,6 +603,9 @@ Reply Service::AdminRevoke(std::string_view body) {
   std::unique_lock<std::shared_mutex> revocation_guard(revocation_mu_);
   auto ended = store_.Revoke(kind, r->id, r->reason, Now());
   if (!ended.ok()) return ErrorReply(ended.status());
+  if (kind == RevokedKind::kJob) {
+    if (Status s = store_.EndJob(r->id, "revoked", Now()); !s.ok()) return ErrorReply(s);
+  }
   auto index = log_.Append(audit::Revoked(options_.actor, r->kind, r->id, r->reason));
   if (!index.ok()) return ErrorReply(Unavailable("audit log: " + index.status().ToString()));
   return {200, json{{"revoked", {{"kind", r->kind}, {"id", r->id}}}, {"leases_ended", *ended}, {"audit_index", *index}}
@@ -525,6 +615,9 @@ Reply Service::AdminRevoke(std::string_view body) {
 Reply Service::AdminActivatePolicy(std::string_view body) {
   auto a = ParsePolicyActivation(body);
   if (!a.ok()) return ErrorReply(a.status());
+  // One activation at a time: the serial check, the audit entry and the store's write are
+  // in one order, so the log never shows a move to a lower serial.
+  std::lock_guard<std::mutex> activation_guard(activation_mu_);
   auto verified = VerifyUsagePolicy(a->policy, a->signature, options_.policy_signers);
   if (!verified.ok()) return ErrorReply(verified.status());
   const UsagePolicy& p = verified->policy;

@@ -229,6 +229,17 @@ CREATE TABLE tpm_keys (
 CREATE INDEX tpm_keys_host ON tpm_keys(host_id);
 )sql";
 
+// Version 4: a job key is bound to the whole job (policy, datasets, world size, workload)
+// and ends with the job. Jobs stored before have no binding: they are ended, never issued
+// again.
+constexpr const char* kSchemaV4 = R"sql(
+ALTER TABLE jobs ADD COLUMN binding TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN ended_at INTEGER;
+ALTER TABLE jobs ADD COLUMN end_reason TEXT NOT NULL DEFAULT '';
+UPDATE jobs SET ended_at = unixepoch(), end_reason = 'stored before job keys were bound to the whole job';
+ALTER TABLE leases ADD COLUMN claims TEXT NOT NULL DEFAULT '';
+)sql";
+
 // The hosts linked to ?1 (itself included) through the TPM keys stored for them and the
 // keys of the JSON array ?2, transitively; then the first of them that is revoked.
 constexpr const char* kRevokedLinkSql = R"sql(
@@ -348,6 +359,10 @@ Status Store::Migrate() {
   if (version < 3) {
     RETURN_IF_ERROR(Exec(kSchemaV3));
     RETURN_IF_ERROR(Stmt(db_, "INSERT INTO schema_migrations VALUES (3, unixepoch())").Run());
+  }
+  if (version < 4) {
+    RETURN_IF_ERROR(Exec(kSchemaV4));
+    RETURN_IF_ERROR(Stmt(db_, "INSERT INTO schema_migrations VALUES (4, unixepoch())").Run());
   }
   return txn.Commit();
 }
@@ -598,7 +613,8 @@ Status Store::CheckNotRevokedLocked(const std::string& host_id, const std::strin
 }
 
 namespace {
-constexpr const char* kJobColumns = "job_id, job_digest, world_size, key_nonce, key_wrapped, created_at";
+constexpr const char* kJobColumns =
+    "job_id, job_digest, world_size, key_nonce, key_wrapped, created_at, binding, ended_at, end_reason";
 Result<JobRecord> ReadJob(Stmt& s) {
   JobRecord j;
   j.job_id = s.ColText(0);
@@ -607,12 +623,15 @@ Result<JobRecord> ReadJob(Stmt& s) {
   j.key_nonce = s.ColBlob(3);
   j.key_wrapped = s.ColBlob(4);
   j.created_at = s.ColInt(5);
+  j.binding = s.ColText(6);
+  if (!s.ColNull(7)) j.ended_at = s.ColInt(7);
+  j.end_reason = s.ColText(8);
   return j;
 }
 
 constexpr const char* kLeaseColumns =
     "lease_id, host_id, job_id, rank, policy_id, policy_sha256, recipient, datasets, issued_at, valid_until, "
-    "reattest_by, ended_at, end_reason, address, report_key, reported_at";
+    "reattest_by, ended_at, end_reason, address, report_key, reported_at, claims";
 Result<LeaseRecord> ReadLease(Stmt& s) {
   LeaseRecord l;
   l.lease_id = s.ColText(0);
@@ -636,6 +655,7 @@ Result<LeaseRecord> ReadLease(Stmt& s) {
   l.address = s.ColText(13);
   l.report_key = s.ColBlob(14);
   if (!s.ColNull(15)) l.reported_at = s.ColInt(15);
+  l.claims = s.ColText(16);
   return l;
 }
 
@@ -664,9 +684,11 @@ Result<JobRecord> Store::GetOrCreateJob(const JobRecord& c) {
     ASSIGN_OR_RETURN(bool row, s.Step());
     if (row) return ReadJob(s);  // nothing written: the transaction rolls back
   }
-  Stmt ins(db_, "INSERT INTO jobs VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+  Stmt ins(db_,
+           "INSERT INTO jobs (job_id, job_digest, world_size, key_nonce, key_wrapped, created_at, binding) "
+           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
   ins.Text(1, c.job_id).Blob(2, c.job_digest).Int(3, c.world_size).Blob(4, c.key_nonce).Blob(5, c.key_wrapped);
-  ins.Int(6, c.created_at);
+  ins.Int(6, c.created_at).Text(7, c.binding);
   RETURN_IF_ERROR(ins.Run());
   RETURN_IF_ERROR(txn.Commit());
   return c;
@@ -680,6 +702,21 @@ Result<std::optional<JobRecord>> Store::GetJob(const std::string& job_id) {
   if (!row) return std::optional<JobRecord>();
   ASSIGN_OR_RETURN(JobRecord j, ReadJob(s));
   return std::optional<JobRecord>(std::move(j));
+}
+
+Status Store::EndJob(const std::string& job_id, const std::string& reason, int64_t now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, "UPDATE jobs SET ended_at = ?1, end_reason = ?2 WHERE job_id = ?3 AND ended_at IS NULL");
+  s.Int(1, now).Text(2, reason).Text(3, job_id);
+  return s.Run();
+}
+
+Result<int64_t> Store::CountLeasesOfJob(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, "SELECT count(*) FROM leases WHERE job_id = ?1");
+  s.Text(1, job_id);
+  ASSIGN_OR_RETURN(bool row, s.Step());
+  return row ? s.ColInt(0) : 0;
 }
 
 Status Store::PutLease(const LeaseRecord& l, int64_t now) {
@@ -699,11 +736,11 @@ Status Store::PutLease(const LeaseRecord& l, int64_t now) {
       return AlreadyExists("rank " + std::to_string(l.rank) + " of job " + l.job_id + " is held by host " + s.ColText(0));
   }
   Stmt s(db_, (std::string("INSERT INTO leases (") + kLeaseColumns +
-               ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, NULL, '', '', ?12, NULL)")
+               ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, NULL, '', '', ?12, NULL, ?13)")
                   .c_str());
   s.Text(1, l.lease_id).Text(2, l.host_id).Text(3, l.job_id).Int(4, l.rank).Text(5, l.policy_id);
   s.Blob(6, l.policy_sha256).Blob(7, l.recipient).Text(8, nlohmann::json(l.datasets).dump());
-  s.Int(9, l.issued_at).Int(10, l.valid_until).Int(11, l.reattest_by).Blob(12, l.report_key);
+  s.Int(9, l.issued_at).Int(10, l.valid_until).Int(11, l.reattest_by).Blob(12, l.report_key).Text(13, l.claims);
   RETURN_IF_ERROR(s.Run());
   return txn.Commit();
 }

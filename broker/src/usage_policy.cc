@@ -29,6 +29,9 @@ constexpr std::string_view kSignatureFormat = "enclave-data-use-policy-signature
 constexpr std::string_view kPublicKeyFormat = "enclave-policy-signer-public-key";
 constexpr std::string_view kSignatureLabel = kUsagePolicySignatureLabel;
 constexpr std::string_view kModelEncryptedToExportKey = "encrypted-to-export-key";
+constexpr std::string_view kKeysInProcessMemory = "process-memory";
+constexpr std::string_view kKeysMayBeWritten = "may-be-written";
+constexpr uint64_t kPolicyVersion = 2;
 
 constexpr char kSecretMagic[8] = {'E', 'P', 'O', 'L', 'S', 'K', '0', '1'};
 constexpr size_t kSecretFileSize = 8 + crypto_sign_SEEDBYTES;
@@ -39,6 +42,7 @@ constexpr size_t kMaxDescriptionBytes = 1024;
 constexpr size_t kMaxDatasets = 1024;
 constexpr size_t kMaxRequesters = 1024;
 constexpr size_t kMaxRequesterBytes = 256;
+constexpr size_t kMaxWorkloads = 256;
 constexpr int64_t kMinLeaseS = 60, kMaxLeaseS = 86400;
 constexpr int64_t kMinReattestS = 30;
 constexpr uint32_t kMaxEpochs = 1000000;
@@ -216,16 +220,22 @@ Result<std::string> Description(const json& j, const std::string& path) {
 
 // "format" and "version" come first so that a file of another kind or a later version is
 // named as such instead of failing on its keys.
-Status FormatAndVersion(const json& j, std::string_view format, std::string_view what) {
+Status FormatAndVersion(const json& j, std::string_view format, std::string_view what, uint64_t version) {
+  const std::string v = std::to_string(version);
   if (!j.contains("format") || !j["format"].is_string() || j["format"].get<std::string>() != format) {
     return InvalidInput(std::string(what) + ": not a " + std::string(what) + " ('format' must be \"" +
                         std::string(format) + "\")");
   }
   if (!j.contains("version") || !j["version"].is_number_integer()) {
-    return InvalidInput(std::string(what) + ": 'version' must be the integer 1");
+    return InvalidInput(std::string(what) + ": 'version' must be the integer " + v);
   }
-  if (!j["version"].is_number_unsigned() || j["version"].get<uint64_t>() != 1) {
-    return Unsupported(std::string(what) + ": version " + j["version"].dump() + " is not supported (only 1)");
+  if (!j["version"].is_number_unsigned() || j["version"].get<uint64_t>() != version) {
+    // Version 1 policies had no workload rule: they would release keys to any code.
+    const bool old = j["version"].is_number_unsigned() && j["version"].get<uint64_t>() < version;
+    return Unsupported(std::string(what) + ": version " + j["version"].dump() + " is not supported (only " + v +
+                       (old ? "; version 1 has no workload rule: add datasets[].workloads and "
+                              "outputs.released_keys, set version 2 and sign it again)"
+                            : ")"));
   }
   return OkStatus();
 }
@@ -296,7 +306,7 @@ Result<UsagePolicy> ParseUsagePolicy(std::string_view json_text) {
   }
   ASSIGN_OR_RETURN(json j, audit::ParseStrictJson(json_text, kWhere));
   if (!j.is_object()) return InvalidInput(std::string(kWhere) + ": the top level must be a JSON object");
-  RETURN_IF_ERROR(FormatAndVersion(j, kPolicyFormat, kWhere));
+  RETURN_IF_ERROR(FormatAndVersion(j, kPolicyFormat, kWhere, kPolicyVersion));
   RETURN_IF_ERROR(ExactKeys(j, "",
                             {"format", "version", "policy_id", "serial", "description", "attestation_policy_sha256",
                              "datasets", "cipher_suites", "lease", "max_epochs", "max_world_size", "outputs"}));
@@ -311,7 +321,7 @@ Result<UsagePolicy> ParseUsagePolicy(std::string_view json_text) {
   for (size_t i = 0; i < datasets->size(); ++i) {
     const std::string path = Index("datasets", i);
     ASSIGN_OR_RETURN(const json* d, Object((*datasets)[i], path));
-    RETURN_IF_ERROR(ExactKeys(*d, path, {"id", "job_kinds", "requesters"}));
+    RETURN_IF_ERROR(ExactKeys(*d, path, {"id", "job_kinds", "requesters", "workloads"}));
     DatasetRule rule;
     ASSIGN_OR_RETURN(rule.dataset_id, Id((*d)["id"], Child(path, "id")));
     for (size_t k = 0; k < p.datasets.size(); ++k) {
@@ -321,6 +331,14 @@ Result<UsagePolicy> ParseUsagePolicy(std::string_view json_text) {
     }
     ASSIGN_OR_RETURN(rule.job_kinds, EnumArray((*d)["job_kinds"], Child(path, "job_kinds"), JobKinds(), false));
     ASSIGN_OR_RETURN(rule.requesters, Requesters((*d)["requesters"], Child(path, "requesters")));
+    const std::string wpath = Child(path, "workloads");
+    ASSIGN_OR_RETURN(const json* workloads, Array((*d)["workloads"], wpath, kMaxWorkloads, /*allow_empty=*/false));
+    for (size_t w = 0; w < workloads->size(); ++w) {
+      ASSIGN_OR_RETURN(crypto::Digest256 digest, Hex32((*workloads)[w], Index(wpath, w)));
+      if (std::find(rule.workloads.begin(), rule.workloads.end(), digest) != rule.workloads.end())
+        return Bad(Index(wpath, w), "repeats workload " + HexEncode(digest));
+      rule.workloads.push_back(digest);
+    }
     p.datasets.push_back(std::move(rule));
   }
 
@@ -349,15 +367,24 @@ Result<UsagePolicy> ParseUsagePolicy(std::string_view json_text) {
   p.max_world_size = static_cast<uint32_t>(world);
 
   ASSIGN_OR_RETURN(const json* outputs, Object(j["outputs"], "outputs"));
-  RETURN_IF_ERROR(ExactKeys(*outputs, "outputs", {"model", "clear_metrics"}));
+  RETURN_IF_ERROR(ExactKeys(*outputs, "outputs", {"model", "clear_metrics", "released_keys"}));
   ASSIGN_OR_RETURN(std::string model, String((*outputs)["model"], "outputs.model"));
   if (model != kModelEncryptedToExportKey) {
-    return Bad("outputs.model", "must be \"" + std::string(kModelEncryptedToExportKey) + "\" (the only value in v1)");
+    return Bad("outputs.model", "must be \"" + std::string(kModelEncryptedToExportKey) + "\" (the only value in v2)");
   }
   p.require_model_export = true;
   // The one array that may be empty: no metric leaves in clear.
   ASSIGN_OR_RETURN(p.clear_metrics, EnumArray((*outputs)["clear_metrics"], "outputs.clear_metrics", TrainerMetrics(),
                                               /*allow_empty=*/true));
+  ASSIGN_OR_RETURN(std::string keys, String((*outputs)["released_keys"], "outputs.released_keys"));
+  if (keys == kKeysInProcessMemory) {
+    p.released_keys = KeyCustody::kProcessMemory;
+  } else if (keys == kKeysMayBeWritten) {
+    p.released_keys = KeyCustody::kMayBeWritten;
+  } else {
+    return Bad("outputs.released_keys", "must be \"" + std::string(kKeysInProcessMemory) + "\" or \"" +
+                                            std::string(kKeysMayBeWritten) + "\"");
+  }
   return p;
 }
 
@@ -399,6 +426,10 @@ UsageDecision EvaluateRelease(const UsagePolicy& policy, const ReleaseClaims& cl
     if (claims.requester.empty() || (!any && !Contains(rule->requesters, claims.requester))) {
       r.push_back("requester '" + Quote(claims.requester) + "' may not use dataset '" + Quote(id) + "'");
     }
+    if (std::find(rule->workloads.begin(), rule->workloads.end(), claims.workload_digest) == rule->workloads.end()) {
+      r.push_back("workload " + HexEncode(claims.workload_digest) + " is not approved for dataset '" + Quote(id) +
+                  "' in " + pol);
+    }
   }
   // 4. One suite per dataset, each allowed.
   if (dataset_suites.size() != claims.datasets.size()) {
@@ -434,7 +465,12 @@ UsageDecision EvaluateRelease(const UsagePolicy& policy, const ReleaseClaims& cl
   if (!claims.model_export) {
     r.push_back("the model must leave encrypted to the export key (" + pol + "), and the job does not export it so");
   }
-  // 9. The dataset list itself.
+  // 9. Released keys stay in the attested process unless the policy lets them be written.
+  if (claims.writes_keys && policy.released_keys != KeyCustody::kMayBeWritten) {
+    r.push_back("the requester would write the released keys out of process memory, which " + pol +
+                " forbids (outputs.released_keys is \"" + std::string(kKeysInProcessMemory) + "\")");
+  }
+  // 10. The dataset list itself.
   if (claims.datasets.empty()) r.push_back("no dataset is asked for");
   std::set<std::string> seen_twice;
   std::set<std::string> once;
@@ -539,7 +575,7 @@ Result<SignerPublicKey> ParseSignerPublicKey(std::string_view text) {
   if (text.size() > 64 * 1024) return InvalidInput(std::string(kWhat) + ": file larger than 64 KiB");
   ASSIGN_OR_RETURN(json j, audit::ParseStrictJson(text, kWhat));
   if (!j.is_object()) return InvalidInput(std::string(kWhat) + ": the top level must be a JSON object");
-  RETURN_IF_ERROR(FormatAndVersion(j, kPublicKeyFormat, kWhat));
+  RETURN_IF_ERROR(FormatAndVersion(j, kPublicKeyFormat, kWhat, 1));
   RETURN_IF_ERROR(ExactTopKeys(j, kWhat, {"format", "version", "algorithm", "public_key"}));
   if (!j["algorithm"].is_string() || j["algorithm"].get<std::string>() != "ed25519") {
     return Unsupported(std::string(kWhat) + ": 'algorithm' must be \"ed25519\"");
@@ -602,7 +638,7 @@ Result<VerifiedPolicy> VerifyUsagePolicy(std::string_view policy_bytes, std::str
   }
   ASSIGN_OR_RETURN(json j, audit::ParseStrictJson(signature_text, kWhat));
   if (!j.is_object()) return InvalidInput(std::string(kWhat) + ": the top level must be a JSON object");
-  RETURN_IF_ERROR(FormatAndVersion(j, kSignatureFormat, kWhat));
+  RETURN_IF_ERROR(FormatAndVersion(j, kSignatureFormat, kWhat, 1));
   RETURN_IF_ERROR(ExactTopKeys(j, kWhat, {"format", "version", "policy_sha256", "signer", "signature"}));
   auto claimed = Hex32(j["policy_sha256"], "policy_sha256");
   if (!claimed.ok()) return InvalidInput(std::string(kWhat) + ": 'policy_sha256' must be 64 lowercase hex digits");

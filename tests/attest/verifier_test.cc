@@ -540,6 +540,108 @@ TEST_F(VerifierTest, ImaLogRequired) {
   ExpectOnly(Appraise(), "ima.missing");
 }
 
+// Allowlist mode: every measurement must be listed with an allowed digest or excluded.
+class ImaAllowlistTest : public VerifierTest {
+ protected:
+  void SetUp() override {
+    VerifierTest::SetUp();
+    policy_["ima"]["mode"] = "allowlist";
+    policy_["ima"]["allowlist"] = {
+        {"/usr/bin/enclave-train", {"sha256:" + Hex(Sha256(StrBytes("trainer v1")))}},
+        {"/usr/lib/modules/nvidia.ko", {"sha256:" + Hex(Sha256(StrBytes("driver 550")))}},
+        {"/usr/bin/bash", {"sha256:" + Hex(Sha256(StrBytes("bash")))}}};
+    policy_["ima"]["exclude_path_prefixes"] = {"/var/log/"};
+  }
+};
+
+TEST_F(ImaAllowlistTest, EveryMeasurementListedPasses) {
+  Verdict v = Appraise();
+  EXPECT_TRUE(v.passed()) << v.appraisal.Summary();
+  const auto& p = v.appraisal.passed();
+  EXPECT_NE(std::find(p.begin(), p.end(), "ima.allowlist"), p.end());
+}
+
+TEST_F(ImaAllowlistTest, AnUnlistedProgramFailsByName) {
+  // What the files rules alone never saw: another program ran on the attested host.
+  host_.ima.push_back({"/tmp/exfiltrate", Sha256(StrBytes("attacker"))});
+  Verdict v = Appraise();
+  ExpectOnly(v, "ima.allowlist.path_not_listed");
+  EXPECT_EQ(v.appraisal.failures()[0].where, "line 4 /tmp/exfiltrate");
+  EXPECT_EQ(v.appraisal.failures()[0].got, "sha256:" + Hex(Sha256(StrBytes("attacker"))));
+  // The same measurement passes without allowlist mode: the files rules judge listed paths only.
+  policy_["ima"].erase("mode");
+  policy_["ima"].erase("allowlist");
+  policy_["ima"].erase("exclude_path_prefixes");
+  EXPECT_TRUE(Appraise().passed());
+}
+
+TEST_F(ImaAllowlistTest, ListedPathWithAnotherDigestFails) {
+  host_.ima[2].sha256 = Sha256(StrBytes("bash with a backdoor"));
+  ExpectOnly(Appraise(), "ima.allowlist.digest_not_allowed");
+}
+
+TEST_F(ImaAllowlistTest, ExcludedPrefixesOnlyCoverTheirDirectory) {
+  host_.ima.push_back({"/var/log/syslog", Sha256(StrBytes("log"))});
+  EXPECT_TRUE(Appraise().passed());
+  host_.ima.push_back({"/var/logger", Sha256(StrBytes("not under /var/log/"))});
+  ExpectOnly(Appraise(), "ima.allowlist.path_not_listed");
+}
+
+TEST_F(ImaAllowlistTest, ParserRefusesWeakAllowlists) {
+  auto refused = [&](const std::string& expected) {
+    auto p = ParsePolicy(policy_.dump(), dir_);
+    ASSERT_FALSE(p.ok());
+    EXPECT_NE(p.status().message().find(expected), std::string::npos) << p.status().message();
+  };
+  json saved = policy_;
+  policy_["ima"]["exclude_path_prefixes"] = {"/"};
+  refused("$.ima.exclude_path_prefixes[0]");
+  policy_ = saved;
+  policy_["ima"]["exclude_path_prefixes"] = {"/var/lo"};
+  refused("ending in '/'");
+  policy_ = saved;
+  policy_["ima"]["allow_violations"] = true;
+  refused("$.ima.allow_violations");
+  policy_ = saved;
+  policy_["ima"]["required"] = false;
+  refused("$.ima.required");
+  policy_ = saved;
+  policy_["ima"]["allowlist"] = json::object();
+  refused("lists no file");
+  policy_ = saved;
+  policy_["ima"]["mode"] = "strict";
+  refused("$.ima.mode");
+  policy_ = saved;
+  policy_["ima"].erase("mode");
+  refused("must be \"allowlist\" when an allowlist is given");
+}
+
+crypto::Digest256 Sha256Digest(const Bytes& b) {
+  crypto::Digest256 d{};
+  const Bytes h = Sha256(b);
+  std::copy(h.begin(), h.end(), d.begin());
+  return d;
+}
+
+TEST_F(VerifierTest, FindImaMeasurementNeedsTheQuotedLog) {
+  const crypto::Digest256 trainer = Sha256Digest(StrBytes("trainer v1"));
+  auto found = FindImaMeasurement(host_.Evidence(), trainer);
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  EXPECT_EQ(*found, "/usr/bin/enclave-train");
+  // Not measured at all.
+  auto absent = FindImaMeasurement(host_.Evidence(), Sha256Digest(StrBytes("trainer v2")));
+  EXPECT_EQ(absent.status().code(), Code::kFailedPrecondition);
+  // A log the quoted PCR 10 does not replay to proves nothing.
+  EvidenceParts ev = host_.Evidence();
+  ev.ima_log = ImaLogText({host_.ima[0]});
+  EXPECT_EQ(FindImaMeasurement(ev, trainer).status().code(), Code::kFailedPrecondition);
+  // PCR 10 not quoted: the log is not bound to the quote.
+  host_.quoted = {0, 1, 2, 3, 4, 5, 6, 7};
+  EXPECT_EQ(FindImaMeasurement(host_.Evidence(), trainer).status().code(), Code::kFailedPrecondition);
+  host_.send_ima_log = false;
+  EXPECT_EQ(FindImaMeasurement(host_.Evidence(), trainer).status().code(), Code::kFailedPrecondition);
+}
+
 TEST_F(VerifierTest, VerdictJsonGolden) {
   Verdict v;
   v.appraisal.Pass("quote.signature");

@@ -215,7 +215,7 @@ class BrokerProcess {
   "quote_pcrs": )" + s.quote_pcrs + R"(,
   "ek_roots": {"files": )" + roots + R"(, "intermediates": )" + intermediates + R"(},
   "max_evidence_age_s": 300,
-  "event_log": {"required": false, "exempt_pcrs": []}
+  "event_log": {"required": false, "exempt_pcrs": [10]}
 }
 )");
     WriteText(Path("broker.toml"), "[server]\nlisten = \"127.0.0.1\"\nport = 0\ncertificate = \"tls.crt\"\n"

@@ -17,6 +17,7 @@
 #include "enclave/attest/host/tpm.h"
 #include "enclave/audit/verify.h"
 #include "enclave/broker/messages.h"
+#include "enclave/broker/release.h"
 #include "enclave/broker/service.h"
 #include "enclave/broker/store.h"
 #include "enclave/common/bytes.h"
@@ -117,6 +118,34 @@ class EnrolAttestTest : public ::testing::Test {
     auto ev = attest::host::MakeEvidence(*tpm_, state, *sel, n.nonce, bound, logs, Now());
     EXPECT_TRUE(ev.ok()) << ev.status().ToString();
     return *ev;
+  }
+
+  // Simulated IMA on this test process's swtpm (attest::host::SimulateImaMeasurement): the
+  // files a workload runs, measured into PCR 10 once each, and the log that shows them.
+  std::string ImaLogPath() const { return fixture_->dir() + "/ima.log"; }
+  void Measure(const std::string& file) {
+    static std::set<std::string> measured;  // one swtpm (and PCR 10) per test process
+    const std::string path = std::filesystem::canonical(file).string();
+    if (!measured.insert(path).second) return;
+    Status s = attest::host::SimulateImaMeasurement(*tpm_, path, path, ImaLogPath());
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  std::string ImaLog() const {
+    return std::filesystem::exists(ImaLogPath()) ? testing::ReadText(ImaLogPath()) : std::string();
+  }
+  // The flag that hands the simulated log to enclave-attest and enclave-train.
+  std::string ImaLogFlag() const { return "--ima-log=" + ImaLogPath(); }
+  // This test binary as the workload of requests the test makes itself (measured first).
+  Workload TestWorkload() {
+    Measure("/proc/self/exe");
+    auto w = WorkloadOfExecutable("/proc/self/exe", std::filesystem::canonical("/proc/self/exe").string());
+    EXPECT_TRUE(w.ok()) << w.status().ToString();
+    return w.ok() ? *w : Workload{};
+  }
+  static crypto::Digest256 WorkloadOfFile(const std::string& file) {
+    auto w = WorkloadOfExecutable(file, file);
+    EXPECT_TRUE(w.ok()) << w.status().ToString();
+    return w.ok() ? WorkloadDigest(*w) : crypto::Digest256{};
   }
 
   // Every entry of the broker's audit log, after verifying the log.

@@ -21,15 +21,21 @@ namespace {
 constexpr char kOfficerKey[] = "officer.key";
 constexpr char kToken[] = "0123456789abcdef0123456789abcdef-test-admin-token";
 
+// The approved workloads of the test policies: this test binary (the requests it makes
+// itself), enclave-train and enclave-attest, as a JSON array of digests (set in SetUp).
+std::string g_workloads = "[]";
+
 std::string UsagePolicyJson(const std::string& attestation_sha256, uint64_t serial, int lease_s = 600,
-                            int reattest_s = 60, const std::string& requester = "alice@hospital.example") {
-  return R"({"format":"enclave-data-use-policy","version":1,"policy_id":"medical","serial":)" + std::to_string(serial) +
+                            int reattest_s = 60, const std::string& requester = "alice@hospital.example",
+                            const std::string& released_keys = "may-be-written") {
+  return R"({"format":"enclave-data-use-policy","version":2,"policy_id":"medical","serial":)" + std::to_string(serial) +
          R"(,"description":"test","attestation_policy_sha256":")" + attestation_sha256 +
          R"(","datasets":[{"id":"wdbc","job_kinds":["train","cv"],"requesters":[")" + requester +
-         R"("]},{"id":"other","job_kinds":["cv"],"requesters":["*"]}],"cipher_suites":["aes-256-gcm"],)"
+         R"("],"workloads":)" + g_workloads + R"(},{"id":"other","job_kinds":["cv"],"requesters":["*"],"workloads":)" +
+         g_workloads + R"(}],"cipher_suites":["aes-256-gcm"],)"
          R"("lease":{"duration_s":)" + std::to_string(lease_s) + R"(,"reattest_interval_s":)" + std::to_string(reattest_s) +
          R"(},"max_epochs":100,"max_world_size":4,"outputs":{"model":"encrypted-to-export-key",)"
-         R"("clear_metrics":["loss","accuracy","roc_auc"]}})";
+         R"("clear_metrics":["loss","accuracy","roc_auc"],"released_keys":")" + released_keys + R"("}})";
 }
 
 class ReleaseTest : public EnrolAttestTest {
@@ -40,6 +46,19 @@ class ReleaseTest : public EnrolAttestTest {
     settings_.extra_config = "\n[release]\npolicy_signers = [\"officer.pub\"]\nexport_key = \"tenant-export\"\n"
                              "\n[admin]\ntoken_file = \"admin.token\"\n";
     settings_.before_launch = [this](const std::string& dir) -> Status { return PrepareKeys(dir); };
+    // PCR 10 is quoted: the IMA log it covers shows which workload asks.
+    settings_.quote_pcrs = R"({"sha256": [0, 1, 2, 3, 4, 5, 6, 7, 10]})";
+    test_workload_ = TestWorkload();
+    g_workloads = "[\"" + HexEncode(WorkloadDigest(test_workload_)) + "\"";
+#ifdef ENCLAVE_TRAIN_BIN
+    Measure(ENCLAVE_TRAIN_BIN);
+    g_workloads += ",\"" + HexEncode(WorkloadOfFile(ENCLAVE_TRAIN_BIN)) + "\"";
+#endif
+#ifdef ENCLAVE_ATTEST_BIN
+    Measure(ENCLAVE_ATTEST_BIN);
+    g_workloads += ",\"" + HexEncode(WorkloadOfFile(ENCLAVE_ATTEST_BIN)) + "\"";
+#endif
+    g_workloads += "]";
   }
 
   // The broker folder gets the keys and the sealed sample dataset before the broker starts.
@@ -172,7 +191,11 @@ class ReleaseTest : public EnrolAttestTest {
       crypto::Digest256 b = bound;
       if (tamper) b[0] ^= 1;
       ASSIGN_OR_RETURN(attest::PcrSelection sel, attest::PcrSelection::FromString(n.pcr_selection));
-      auto logs = [] { return Result<attest::host::HostLogs>(attest::host::HostLogs{}); };
+      auto logs = [this] {
+        attest::host::HostLogs l;
+        l.ima_log = ImaLog();
+        return Result<attest::host::HostLogs>(l);
+      };
       return attest::host::MakeEvidence(*tpm_, state, sel, n.nonce, b, logs, Now());
     };
   }
@@ -190,6 +213,8 @@ class ReleaseTest : public EnrolAttestTest {
     r.job.clear_metrics = {"loss", "accuracy"};
     r.rank = rank;
     r.keys = {{"wdbc", wdbc_key_id_}};
+    r.workload = test_workload_;
+    r.job.workload_digest = WorkloadDigest(r.workload);
     return r;
   }
 
@@ -211,6 +236,7 @@ class ReleaseTest : public EnrolAttestTest {
 
   crypto::SecretBytes wdbc_dek_;
   crypto::Id128 wdbc_key_id_{}, other_key_id_{}, chacha_key_id_{};
+  Workload test_workload_;
   crypto::X25519PublicKey export_public_{};
 };
 
@@ -634,11 +660,12 @@ TEST_F(ReleaseTest, RenewalMovesTheDeadlineAndSurvivesARestart) {
   ASSERT_TRUE(rank1.ok()) << rank1.status().ToString();
   EXPECT_TRUE(Same(rank1->job_key, rel->job_key));
   EXPECT_EQ(rank1->ranks_joined, (std::vector<uint32_t>{0, 1}));
-  // Evidence bound to another lease's recipient does not renew, and ends the lease.
+  // Evidence bound to another lease's recipient does not renew, and leaves the lease as it
+  // was (only the host's own quote for this renewal may end it: issue 16 §5).
   auto bad = client->Renew(rel->lease, keys2->recipient(), Quoter(state));
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), Code::kPermissionDenied);
-  EXPECT_EQ(client->Renew(rel->lease, keys->recipient(), Quoter(state)).status().code(), Code::kFailedPrecondition);
+  EXPECT_TRUE(client->Renew(rel->lease, keys->recipient(), Quoter(state)).ok());
 }
 
 TEST_F(ReleaseTest, AJobIdNamesOneJobAndAProcessOfAnotherJobGetsAnotherKey) {
@@ -654,6 +681,260 @@ TEST_F(ReleaseTest, AJobIdNamesOneJobAndAProcessOfAnotherJobGetsAnotherKey) {
   auto b = client->RequestRelease(host, Request("job-y"), *keys, Quoter(state));
   ASSERT_TRUE(b.ok());
   EXPECT_FALSE(Same(a->job_key, b->job_key));
+}
+
+#ifdef ENCLAVE_TRAIN_BIN
+// Issue 16 §2: a job key is bound to the whole job. Reproduced on 08a59af: a medical job
+// released under one policy; a requester released only another dataset under another
+// policy, naming the same job id, digest and world size, received the same job key (and so
+// the medical job's checkpoint key and its transport traffic).
+TEST_F(ReleaseTest, AJobKeyIsBoundToTheWholeJob) {
+  HostState state = State("host");
+  const std::string host = Ready(state);
+  std::string credit = UsagePolicyJson(AttestationPolicySha256(), 1);
+  credit.replace(credit.find(R"("policy_id":"medical")"), 21, R"("policy_id":"credit")");
+  ASSERT_EQ(Activate(credit).status, 200);
+  auto client = Client();
+  auto k0 = ReleaseKeys::Generate();
+  auto medical = client->RequestRelease(host, Request("job-med", 0, 2), *k0, Quoter(state));
+  ASSERT_TRUE(medical.ok()) << medical.status().ToString();
+  const size_t refused_before = CountType(audit::EventType::kReleaseRefused);
+
+  // Rank 1 of "the same job" under the other policy, for the other dataset only.
+  ReleaseRequest other = Request("job-med", 1, 2);
+  other.policy_id = "credit";
+  other.job.kind = "cv";
+  other.job.requester = "mallory@bank.example";
+  other.job.datasets = {"other"};
+  other.keys = {{"other", other_key_id_}};
+  auto k1 = ReleaseKeys::Generate();
+  auto stolen = client->RequestRelease(host, other, *k1, Quoter(state));
+  ASSERT_FALSE(stolen.ok()) << "the other policy's requester received the medical job's key";
+  EXPECT_EQ(stolen.status().code(), Code::kPermissionDenied);
+  // Another workload, or another world size, is another job as well.
+  ReleaseRequest other_code = Request("job-med", 1, 2);
+  auto train_workload = WorkloadOfExecutable(ENCLAVE_TRAIN_BIN, std::filesystem::canonical(ENCLAVE_TRAIN_BIN).string());
+  ASSERT_TRUE(train_workload.ok());
+  other_code.workload = *train_workload;
+  other_code.job.workload_digest = WorkloadDigest(other_code.workload);
+  EXPECT_EQ(client->RequestRelease(host, other_code, *k1, Quoter(state)).status().code(), Code::kPermissionDenied);
+  EXPECT_EQ(client->RequestRelease(host, Request("job-med", 1, 3), *k1, Quoter(state)).status().code(),
+            Code::kPermissionDenied);
+  // Each refusal is logged with what differs.
+  std::vector<std::string> reasons;
+  for (const auto& e : AuditEntries()) {
+    if (e.event.type == audit::EventType::kReleaseRefused) reasons.push_back(e.event.fields["reason"]);
+  }
+  ASSERT_EQ(reasons.size(), refused_before + 3);
+  EXPECT_NE(reasons[refused_before].find("is another job: its data-use policy"), std::string::npos)
+      << reasons[refused_before];
+  EXPECT_NE(reasons[refused_before].find("datasets"), std::string::npos) << reasons[refused_before];
+  EXPECT_NE(reasons[refused_before + 1].find("workload differ"), std::string::npos) << reasons[refused_before + 1];
+  EXPECT_NE(reasons[refused_before + 2].find("world size (2, asked 3)"), std::string::npos) << reasons[refused_before + 2];
+  // The real second rank (the same binding) joins and shares the key.
+  auto rank1 = client->RequestRelease(host, Request("job-med", 1, 2), *k1, Quoter(state));
+  ASSERT_TRUE(rank1.ok()) << rank1.status().ToString();
+  EXPECT_TRUE(Same(medical->job_key, rank1->job_key));
+}
+#endif
+
+// Issue 16 §1: keys go to approved code, not to any process on an attested host. The
+// release names its workload; the broker finds its executable in the quoted IMA log and the
+// data-use policy must approve its digest for every dataset. Each refusal is logged.
+TEST_F(ReleaseTest, OnlyAMeasuredApprovedWorkloadGetsKeys) {
+  // The policy approves a program this host never ran: only the IMA log can tell.
+  Workload never_run;
+  never_run.executable = {"/usr/bin/not-run", crypto::Sha256(AsBytes(std::string("never executed")))};
+  g_workloads.insert(g_workloads.size() - 1, ",\"" + HexEncode(WorkloadDigest(never_run)) + "\"");
+  HostState state = State("host");
+  const std::string host = Ready(state);
+  auto client = Client();
+  auto keys = ReleaseKeys::Generate();
+  auto refusal = [&](const ReleaseRequest& r) -> std::string {
+    const size_t before = CountType(audit::EventType::kReleaseRefused);
+    auto rel = client->RequestRelease(host, r, *keys, Quoter(state));
+    EXPECT_FALSE(rel.ok()) << "released to " << r.workload.executable.path;
+    if (rel.ok()) return "";
+    EXPECT_EQ(rel.status().code(), Code::kPermissionDenied) << rel.status().ToString();
+    std::string reason;
+    nlohmann::json last;
+    for (const auto& e : AuditEntries()) {
+      if (e.event.type == audit::EventType::kReleaseRefused) last = e.event.fields;
+    }
+    EXPECT_EQ(last["workload"], HexEncode(r.job.workload_digest));
+    EXPECT_EQ(last["requester"], r.job.requester);
+    if (last.contains("reason")) reason = last["reason"];
+    EXPECT_EQ(CountType(audit::EventType::kReleaseRefused), before + 1);
+    return reason;
+  };
+  // A process claims to be an approved program that never ran on the host (not in the IMA
+  // log): what any other code on an attested host could claim.
+  ReleaseRequest unmeasured = Request("job-u");
+  unmeasured.workload = never_run;
+  unmeasured.job.workload_digest = WorkloadDigest(never_run);
+  std::string reason = refusal(unmeasured);
+  EXPECT_NE(reason.find("workload executable /usr/bin/not-run is not measured"), std::string::npos) << reason;
+  // A program that ran (measured) but that the policy does not approve.
+  Measure("/bin/true");
+  ReleaseRequest unapproved = Request("job-v");
+  auto w = WorkloadOfExecutable("/bin/true", "/bin/true");
+  ASSERT_TRUE(w.ok());
+  unapproved.workload = *w;
+  unapproved.job.workload_digest = WorkloadDigest(*w);
+  reason = refusal(unapproved);
+  EXPECT_NE(reason.find("workload " + HexEncode(unapproved.job.workload_digest) + " is not approved for dataset 'wdbc'"),
+            std::string::npos)
+      << reason;
+  // The approved, measured workload gets the keys, and the entry names it and its requester.
+  auto ok = client->RequestRelease(host, Request("job-w"), *keys, Quoter(state));
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  bool logged = false;
+  for (const auto& e : AuditEntries()) {
+    if (e.event.type == audit::EventType::kKeyReleased && e.event.fields["job_id"] == "job-w") {
+      EXPECT_EQ(e.event.fields["workload"], HexEncode(WorkloadDigest(test_workload_)));
+      EXPECT_EQ(e.event.fields["requester"], "alice@hospital.example");
+      logged = true;
+    }
+  }
+  EXPECT_TRUE(logged);
+}
+
+// Issue 16 §5: reproduced on 08a59af, anyone who knew a lease id (it is in the trainer's
+// stderr, report.json and the audit log) ended that lease by posting a failed
+// re-attestation with a free nonce and any evidence that parses. Only the lease host's own
+// quote for this renewal can end it; before that quote is checked, an unknown lease, an
+// active one and an ended one get the same answer, and nothing is logged.
+TEST_F(ReleaseTest, ALeaseIdAloneNeitherEndsALeaseNorTellsItsState) {
+  HostState state = State("host");
+  const std::string host = Ready(state);
+  auto client = Client();
+  auto keys = ReleaseKeys::Generate();
+  auto rel = client->RequestRelease(host, Request("job-l"), *keys, Quoter(state));
+  ASSERT_TRUE(rel.ok()) << rel.status().ToString();
+  auto ended_keys = ReleaseKeys::Generate();
+  auto ended = client->RequestRelease(host, Request("job-ended"), *ended_keys, Quoter(state));
+  ASSERT_TRUE(ended.ok()) << ended.status().ToString();
+  ASSERT_EQ(PostAdmin("/v1/admin/revocations", EncodeRevocationRequest({"job", "job-ended", "ended for the test"})).status,
+            200);
+  const size_t entries_before = AuditEntries().size();
+  // Evidence that parses: this host's real quote for a fresh nonce, but bound to something
+  // else (what an outsider could replay), or with its signature damaged.
+  auto forged = [&](bool damage_signature) {
+    auto n = client->Nonce(host);
+    EXPECT_TRUE(n.ok()) << n.status().ToString();
+    crypto::Digest256 other{};
+    other.fill(0x42);
+    auto ev = Quoter(state)(*n, other);
+    EXPECT_TRUE(ev.ok()) << ev.status().ToString();
+    if (damage_signature) ev->signature.back() ^= 1;
+    return EncodeRenewalRequest({attest::EncodeEvidenceBundle(*ev)});
+  };
+  std::vector<BrokerProcess::Answer> answers;
+  for (const std::string& lease_id : {rel->lease.lease_id, std::string(32, 'a'), ended->lease.lease_id}) {
+    for (bool damage : {false, true}) {
+      answers.push_back(broker_->Post("/v1/leases/" + lease_id + "/renewals", forged(damage)));
+    }
+  }
+  for (const auto& a : answers) {
+    EXPECT_EQ(a.status, 403) << a.body;
+    EXPECT_EQ(a.body, answers[0].body) << "the answers tell the leases apart";
+  }
+  EXPECT_EQ(AuditEntries().size(), entries_before) << "an unproven renewal was logged";
+  // The lease is as it was: its host renews it.
+  auto renewed = client->Renew(rel->lease, keys->recipient(), Quoter(state));
+  EXPECT_TRUE(renewed.ok()) << renewed.status().ToString();
+
+  // The rendezvous the same way: without the job key every lease looks alike.
+  auto stranger = crypto::SecretBytes::Random(32);
+  std::vector<BrokerProcess::Answer> meets;
+  for (const auto& [job, lease_id] : {std::pair<std::string, std::string>{"job-l", rel->lease.lease_id},
+                                      {"job-l", std::string(32, 'b')},
+                                      {"job-l", ended->lease.lease_id},
+                                      {"job-ended", ended->lease.lease_id},
+                                      {"no-such-job", rel->lease.lease_id}}) {
+    RendezvousRequest r{lease_id, "10.0.0.66:1", RendezvousProof(*stranger, job, lease_id, "10.0.0.66:1")};
+    meets.push_back(broker_->Post("/v1/jobs/" + job + "/rendezvous", EncodeRendezvousRequest(r)));
+  }
+  for (const auto& a : meets) {
+    EXPECT_EQ(a.status, 403) << a.body;
+    EXPECT_EQ(a.body, meets[0].body) << "the rendezvous answers tell the leases apart";
+  }
+
+  // The host's own quote for this renewal, of a state that fails (PCR 10 extended outside
+  // its IMA log: code ran that the log does not show), still ends the lease.
+  crypto::Digest256 stray{};
+  stray.fill(0x99);
+  ASSERT_TRUE(tpm_->ExtendPcr(10, attest::alg::kSha256, stray).ok());
+  auto failed = client->Renew(*renewed, keys->recipient(), Quoter(state));
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), Code::kPermissionDenied);
+  EXPECT_EQ(client->Renew(*renewed, keys->recipient(), Quoter(state)).status().code(), Code::kFailedPrecondition);
+}
+
+// Issue 16 §6: reproduced on 08a59af, a lease granted under serial 1 kept renewing after
+// serial 2 dropped its dataset, at serial 2's interval. A renewal judges the lease under
+// the policy in force: one that no longer allows it ends it (logged); one that does sets
+// the interval.
+TEST_F(ReleaseTest, RenewalJudgesTheLeaseUnderThePolicyInForce) {
+  HostState state = State("host");
+  const std::string host = Ready(state, /*lease_s=*/600, /*reattest_s=*/60);
+  auto client = Client();
+  auto keys = ReleaseKeys::Generate();
+  auto rel = client->RequestRelease(host, Request("job-p"), *keys, Quoter(state));
+  ASSERT_TRUE(rel.ok()) << rel.status().ToString();
+  // Serial 2 still allows the lease, with a longer interval: the renewal uses it.
+  ASSERT_EQ(Activate(UsagePolicyJson(AttestationPolicySha256(), 2, 600, 300)).status, 200);
+  auto renewed = client->Renew(rel->lease, keys->recipient(), Quoter(state));
+  ASSERT_TRUE(renewed.ok()) << renewed.status().ToString();
+  EXPECT_GT(renewed->reattest_by - Now(), 200);
+  // Serial 3 drops the lease's dataset: the next renewal ends the lease.
+  auto j = nlohmann::json::parse(UsagePolicyJson(AttestationPolicySha256(), 3));
+  j["datasets"].erase(0);  // "wdbc"
+  ASSERT_EQ(Activate(j.dump()).status, 200);
+  auto refused = client->Renew(*renewed, keys->recipient(), Quoter(state));
+  ASSERT_FALSE(refused.ok()) << "a lease renewed under a policy that no longer allows it";
+  EXPECT_EQ(refused.status().code(), Code::kPermissionDenied) << refused.status().ToString();
+  std::string reason;
+  for (const auto& e : AuditEntries()) {
+    if (e.event.type == audit::EventType::kRevoked && e.event.fields["subject_id"] == rel->lease.lease_id)
+      reason = e.event.fields["reason"];
+  }
+  EXPECT_NE(reason.find("policy medical serial 3 no longer allows this lease: dataset 'wdbc' is not in policy"),
+            std::string::npos)
+      << reason;
+  auto again = client->Renew(*renewed, keys->recipient(), Quoter(state));
+  EXPECT_EQ(again.status().code(), Code::kFailedPrecondition) << again.status().ToString();  // ended
+}
+
+// Issue 16 §6: reproduced on 08a59af, concurrent activations of serials 31, 32, 33 were
+// logged as 31, 33, 32 (33 in force): the log showed a move to a lower serial. Activations
+// are one at a time: every logged serial is above the one before, and the highest is in force.
+TEST_F(ReleaseTest, ConcurrentActivationsAreLoggedInSerialOrder) {
+  HostState state = State("host");
+  Ready(state);
+  uint64_t serial = 10;
+  for (int round = 0; round < 8; ++round) {
+    std::vector<std::thread> threads;
+    for (int k = 0; k < 3; ++k) {
+      const uint64_t sn = serial + k;
+      threads.emplace_back([this, sn] { Activate(UsagePolicyJson(AttestationPolicySha256(), sn)); });
+    }
+    for (auto& t : threads) t.join();
+    serial += 3;
+  }
+  std::vector<uint64_t> logged;
+  for (const auto& e : AuditEntries()) {
+    if (e.event.type == audit::EventType::kPolicyActivated) logged.push_back(e.event.fields["version"].get<uint64_t>());
+  }
+  ASSERT_GE(logged.size(), 9u);  // serial 1, then at least one per round
+  for (size_t i = 1; i < logged.size(); ++i) EXPECT_LT(logged[i - 1], logged[i]) << "entry " << i;
+  std::string out;
+  ASSERT_EQ(BrokerProcess::RunBroker({"policies", "--config", broker_->config(), "--json"}, "", &out), 0) << out;
+  auto listed = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_TRUE(listed.is_object() && listed["policies"].is_array()) << out;
+  ASSERT_EQ(listed["policies"].size(), 1u) << out;
+  EXPECT_EQ(listed["policies"][0]["serial"], serial - 1) << out;
+  EXPECT_EQ(logged.back(), serial - 1);
 }
 
 TEST_F(ReleaseTest, RendezvousTellsEachRankWhereTheOthersListenOnlyWithTheJobKey) {
@@ -716,6 +997,12 @@ TEST_F(ReleaseTest, ALeaseNotRenewedInTimeEndsAndCannotBeRenewed) {
   ASSERT_EQ(BrokerProcess::RunBroker({"leases", "--config", broker_->config(), "--json"}, "", &out), 0) << out;
   EXPECT_EQ(nlohmann::json::parse(out)["leases"].size(), 0u);
   EXPECT_EQ(CountType(audit::EventType::kLeaseRenewed), 0u);
+  // Its last lease ended, so the job did: the same job, asked for again, gets no key.
+  auto keys2 = ReleaseKeys::Generate();
+  auto again = client->RequestRelease(host, Request(), *keys2, Quoter(state));
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), Code::kPermissionDenied) << again.status().ToString();
+  EXPECT_NE(broker_->log().find("job 'job-1' has ended (its last lease ended)"), std::string::npos) << broker_->log();
 }
 
 #ifdef ENCLAVE_ATTEST_BIN
@@ -744,7 +1031,7 @@ TEST_F(ReleaseTest, EnclaveAttestRegisterAttestRenew) {
   testing::WriteText(work_ + "/job.toml", JobToml("out", "cli-job"));
   const std::string job_pass = "another passphrase for the released keys";
   std::tie(rc, out) = run({"attest", "--job", work_ + "/job.toml", "--out", work_ + "/released", "--event-log=",
-                           "--ima-log=", "--passphrase-fd", "3", "--json"},
+                           ImaLogFlag(), "--passphrase-fd", "3", "--json"},
                           job_pass);
   ASSERT_EQ(rc, 0) << out;
   // The new keystore holds exactly the tenant's DEK of the sealed file, under the tenant keystore id.
@@ -769,12 +1056,53 @@ TEST_F(ReleaseTest, EnclaveAttestRegisterAttestRenew) {
                           job_pass);
   EXPECT_EQ(rc, 7) << out;
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));
-  std::tie(rc, out) = run({"renew", "--lease", work_ + "/released/lease.json", "--event-log=", "--ima-log=", "--json"});
+  std::tie(rc, out) = run({"renew", "--lease", work_ + "/released/lease.json", "--event-log=", ImaLogFlag(), "--json"});
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(CountType(audit::EventType::kLeaseRenewed), 1u);
   ASSERT_EQ(PostAdmin("/v1/admin/revocations", EncodeRevocationRequest({"job", "cli-job", "test"})).status, 200);
-  std::tie(rc, out) = run({"renew", "--lease", work_ + "/released/lease.json", "--event-log=", "--ima-log="});
+  std::tie(rc, out) = run({"renew", "--lease", work_ + "/released/lease.json", "--event-log=", ImaLogFlag()});
   EXPECT_EQ(rc, 8) << out;  // failed precondition: the lease ended with the revocation
+}
+
+// Issue 16 §1: reproduced on 08a59af, `enclave-attest attest` wrote the released keys into
+// a keystore under a passphrase its caller chose, under any policy, and `enclave-data open`
+// then gave the plaintext. Under a policy whose released keys stay in process memory the
+// broker refuses that release (logged), nothing is written, and the trainer still gets them.
+TEST_F(ReleaseTest, KeysAreWrittenOutOnlyWhereThePolicySaysSo) {
+  PrepareKeysAndSampleBeforeLaunch();
+  StartBroker();
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_EQ(Activate(UsagePolicyJson(AttestationPolicySha256(), 1, 600, 60, "alice@hospital.example",
+                                     "process-memory"))
+                .status,
+            200);
+  const std::string url = "https://127.0.0.1:" + std::to_string(broker_->port());
+  const std::vector<std::string> host = {"--state", work_ + "/cli-host", "--tcti", fixture_->tcti()};
+  std::string out;
+  std::vector<std::string> reg = {"register", "--broker", url, "--ca", broker_->Path("tls.crt")};
+  reg.insert(reg.end(), host.begin(), host.end());
+  ASSERT_EQ(BrokerProcess::RunProgram(ENCLAVE_ATTEST_BIN, reg, "", &out), 0) << out;
+  testing::WriteText(work_ + "/job.toml", JobToml(work_ + "/trained", "memory-job"));
+  std::vector<std::string> attest = {"attest", "--job", work_ + "/job.toml", "--out", work_ + "/released",
+                                     "--event-log=", ImaLogFlag(), "--passphrase-fd", "3"};
+  attest.insert(attest.end(), host.begin(), host.end());
+  EXPECT_EQ(BrokerProcess::RunProgram(ENCLAVE_ATTEST_BIN, attest, "a passphrase of the caller's choosing", &out), 5)
+      << out;
+  EXPECT_FALSE(std::filesystem::exists(work_ + "/released"));
+  bool refused = false;
+  for (const auto& e : AuditEntries()) {
+    if (e.event.type == audit::EventType::kReleaseRefused && e.event.fields["job_id"] == "memory-job") {
+      refused = e.event.fields["reason"].get<std::string>().find("out of process memory") != std::string::npos;
+    }
+    EXPECT_NE(e.event.type, audit::EventType::kKeyReleased);
+  }
+  EXPECT_TRUE(refused);
+#ifdef ENCLAVE_TRAIN_BIN
+  testing::WriteText(work_ + "/job2.toml", JobToml(work_ + "/trained", "memory-job-2"));
+  std::vector<std::string> train = {"run", "--job", work_ + "/job2.toml", "--event-log=", ImaLogFlag(), "--device", "cpu"};
+  train.insert(train.end(), host.begin(), host.end());
+  EXPECT_EQ(BrokerProcess::RunProgram(ENCLAVE_TRAIN_BIN, train, "", &out), 0) << out;
+#endif
 }
 #endif
 
@@ -787,7 +1115,7 @@ TEST_F(ReleaseTest, EnclaveTrainAttestsItselfAndSignsItsReport) {
   ASSERT_NO_FATAL_FAILURE(StartAndRegister("train-host", &host));
   std::string out;
   testing::WriteText(work_ + "/job.toml", JobToml(work_ + "/trained", "train-job"));
-  std::vector<std::string> run = {"run", "--job", work_ + "/job.toml", "--event-log=", "--ima-log=", "--json"};
+  std::vector<std::string> run = {"run", "--job", work_ + "/job.toml", "--event-log=", ImaLogFlag(), "--json"};
   run.insert(run.end(), host.begin(), host.end());
   ASSERT_EQ(BrokerProcess::RunProgram(ENCLAVE_TRAIN_BIN, run, "", &out), 0) << out;
   EXPECT_EQ(out.find("DEVELOPMENT MODE"), std::string::npos) << out;
@@ -874,7 +1202,7 @@ TEST_F(ReleaseTest, EnclaveTrainCvSignsItsMetricsInTheAttestedMode) {
   std::vector<std::string> host;
   ASSERT_NO_FATAL_FAILURE(StartAndRegister("cv-host", &host));
   testing::WriteText(work_ + "/cv.toml", JobToml(work_ + "/cv", "cv-job"));
-  std::vector<std::string> cv = {"cv", "--job", work_ + "/cv.toml", "--folds", "3", "--event-log=", "--ima-log=",
+  std::vector<std::string> cv = {"cv", "--job", work_ + "/cv.toml", "--folds", "3", "--event-log=", ImaLogFlag(),
                                  "--device", "cpu"};
   cv.insert(cv.end(), host.begin(), host.end());
   std::string out;
@@ -917,7 +1245,7 @@ TEST_F(ReleaseTest, EnclaveTrainResumesAnAttestedJobFromItsCheckpoint) {
   auto train = [&](const std::string& name, std::vector<std::string> extra) {
     testing::WriteText(work_ + "/" + name + ".toml",
                        JobToml(work_ + "/" + name, name) + "batch_size = 8\n[checkpoint]\nevery_steps = 5\n");
-    std::vector<std::string> run = {"run", "--job", work_ + "/" + name + ".toml", "--event-log=", "--ima-log=",
+    std::vector<std::string> run = {"run", "--job", work_ + "/" + name + ".toml", "--event-log=", ImaLogFlag(),
                                     "--device", "cpu"};
     run.insert(run.end(), host.begin(), host.end());
     run.insert(run.end(), extra.begin(), extra.end());
@@ -958,6 +1286,16 @@ TEST_F(ReleaseTest, EnclaveTrainRanksEachAttestAndShareTheReleasedJobKey) {
   std::vector<std::string> hosts[2];
   ASSERT_NO_FATAL_FAILURE(StartAndRegister("dist-host-0", &hosts[0]));
   hosts[1] = {"--state", work_ + "/dist-host-1", "--tcti", (*second)->tcti()};
+  // The second host's kernel measured the trainer too: its own PCR 10 and IMA log.
+  const std::string second_ima = (*second)->dir() + "/ima.log";
+  {
+    auto t = Tpm::Open((*second)->tcti());
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    Status m = attest::host::SimulateImaMeasurement(**t, std::filesystem::canonical(ENCLAVE_TRAIN_BIN).string(),
+                                                    std::filesystem::canonical(ENCLAVE_TRAIN_BIN).string(), second_ima);
+    ASSERT_TRUE(m.ok()) << m.ToString();
+  }
+  const std::string ima_flags[2] = {ImaLogFlag(), "--ima-log=" + second_ima};
   std::vector<std::string> reg = {"register", "--broker", "https://127.0.0.1:" + std::to_string(broker_->port()),
                                   "--ca", broker_->Path("tls.crt")};
   reg.insert(reg.end(), hosts[1].begin(), hosts[1].end());
@@ -975,7 +1313,7 @@ TEST_F(ReleaseTest, EnclaveTrainRanksEachAttestAndShareTheReleasedJobKey) {
     std::vector<std::thread> ranks;
     for (int r = 0; r < 2; ++r) {
       ranks.emplace_back([&, r] {
-        std::vector<std::string> run = {"run", "--job", work_ + "/" + name + ".toml", "--event-log=", "--ima-log=",
+        std::vector<std::string> run = {"run", "--job", work_ + "/" + name + ".toml", "--event-log=", ima_flags[r],
                                         "--device", "cpu", "--world-size", "2", "--rank", std::to_string(r),
                                         "--peer-timeout", "60", "--json"};
         if (!at_broker) run.insert(run.end(), {"--rendezvous", work_ + "/rendezvous"});
@@ -1023,7 +1361,7 @@ TEST_F(ReleaseTest, EnclaveTrainStopsWhenItsLeaseEnds) {
   job.replace(job.find("epochs = 20"), 11, "epochs = 100");
   job += "batch_size = 16\n[model]\nhidden = [512, 512]\n";
   testing::WriteText(work_ + "/long.toml", job);
-  std::vector<std::string> run = {"run", "--job", work_ + "/long.toml", "--event-log=", "--ima-log=", "--device", "cpu"};
+  std::vector<std::string> run = {"run", "--job", work_ + "/long.toml", "--event-log=", ImaLogFlag(), "--device", "cpu"};
   run.insert(run.end(), host.begin(), host.end());
   int rc = -1;
   std::string train_out;
@@ -1068,7 +1406,7 @@ TEST_F(ReleaseTest, EnclaveTrainRetriesARenewalWhileTheBrokerIsDown) {
   job += "batch_size = 16\n[model]\nhidden = [512, 512]\n";
   testing::WriteText(work_ + "/retry.toml", job);
   std::vector<std::string> run = {"run",        "--job",    work_ + "/retry.toml", "--event-log=",
-                                  "--ima-log=", "--device", "cpu"};
+                                  ImaLogFlag(), "--device", "cpu"};
   run.insert(run.end(), host.begin(), host.end());
   int rc = -1;
   std::string train_out;

@@ -157,6 +157,8 @@ std::string ReleaseJson(const std::string& evidence) {
   r.job.epochs = 5;
   r.job.world_size = 2;
   r.job.clear_metrics = {"loss"};
+  r.workload.executable = {"/usr/local/bin/enclave-train", crypto::Sha256(AsBytes(std::string("trainer")))};
+  r.job.workload_digest = WorkloadDigest(r.workload);
   r.rank = 1;
   r.keys = {{"wdbc", {}}};
   r.recipient.fill(0x11);

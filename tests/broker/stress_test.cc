@@ -49,15 +49,16 @@ constexpr int kWarmUpReleases = 50;     // before the memory and descriptor base
 constexpr char kOfficerKey[] = "officer.key";
 constexpr char kToken[] = "0123456789abcdef0123456789abcdef-stress-admin-token";
 
-std::string UsagePolicyJson(const std::string& attestation_sha256) {
+std::string UsagePolicyJson(const std::string& attestation_sha256, const std::string& workload) {
   // Leases outlast the test (a day; re-attestation due after an hour), so every lease
   // granted is still active when they are counted.
-  return R"({"format":"enclave-data-use-policy","version":1,"policy_id":"medical","serial":1,)"
+  return R"({"format":"enclave-data-use-policy","version":2,"policy_id":"medical","serial":1,)"
          R"("description":"stress","attestation_policy_sha256":")" + attestation_sha256 +
-         R"(","datasets":[{"id":"wdbc","job_kinds":["train"],"requesters":["alice@hospital.example"]}],)"
+         R"(","datasets":[{"id":"wdbc","job_kinds":["train"],"requesters":["alice@hospital.example"],"workloads":[")" +
+         workload + R"("]}],)"
          R"("cipher_suites":["aes-256-gcm"],"lease":{"duration_s":86400,"reattest_interval_s":3600},)"
          R"("max_epochs":100,"max_world_size":4,"outputs":{"model":"encrypted-to-export-key",)"
-         R"("clear_metrics":["loss","accuracy"]}})";
+         R"("clear_metrics":["loss","accuracy"],"released_keys":"process-memory"}})";
 }
 
 bool Same(const crypto::SecretBytes& a, const crypto::SecretBytes& b) {
@@ -98,6 +99,7 @@ class StressTest : public EnrolAttestTest {
     std::unique_ptr<HostState> state;
     std::string id;
     std::mutex mu;  // held from the quote through the release's answer
+    std::string ima_log;  // this host's simulated IMA log: the test binary measured
   };
 
   // What one release gave, for the checks after the run.
@@ -131,7 +133,17 @@ class StressTest : public EnrolAttestTest {
         settings_.ek_intermediate_files.push_back(f->ca_issuer_cert());
       }
       h.state = std::make_unique<HostState>(State("host-" + std::to_string(i)));
+      // The workload (this test binary) ran on every host: measured into its PCR 10.
+      const std::string exe = std::filesystem::canonical("/proc/self/exe").string();
+      const std::string log = work_ + "/ima-" + std::to_string(i) + ".log";
+      Status m = attest::host::SimulateImaMeasurement(*h.tpm, exe, exe, log);
+      ASSERT_TRUE(m.ok()) << m.ToString();
+      h.ima_log = testing::ReadText(log);
     }
+    auto w = WorkloadOfExecutable("/proc/self/exe", std::filesystem::canonical("/proc/self/exe").string());
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    workload_ = *w;
+    settings_.quote_pcrs = R"({"sha256": [0, 1, 2, 3, 4, 5, 6, 7, 10]})";
     // The server's pool: at most `threads` connections are served at a time while up to
     // `max_queued` accepted ones wait; when the queue is full the acceptor blocks and new
     // connects pile up in the kernel's accept queue, which httplib's listen() makes 5
@@ -198,7 +210,8 @@ class StressTest : public EnrolAttestTest {
     ASSERT_EQ(ids.size(), static_cast<size_t>(kHosts)) << "two swtpm instances share an EK";
 
     const std::string policy =
-        UsagePolicyJson(HexEncode(crypto::Sha256(AsBytes(testing::ReadText(broker_->Path("policy.json"))))));
+        UsagePolicyJson(HexEncode(crypto::Sha256(AsBytes(testing::ReadText(broker_->Path("policy.json"))))),
+                        HexEncode(WorkloadDigest(workload_)));
     auto key = PolicySignerKey::Load(broker_->Path(kOfficerKey));
     ASSERT_TRUE(key.ok()) << key.status().ToString();
     auto sig = SignUsagePolicy(policy, *key);
@@ -221,6 +234,8 @@ class StressTest : public EnrolAttestTest {
     r.job.clear_metrics = {"loss", "accuracy"};
     r.rank = 0;
     r.keys = {{"wdbc", wdbc_key_id_}};
+    r.workload = workload_;
+    r.job.workload_digest = WorkloadDigest(workload_);
     return r;
   }
 
@@ -268,7 +283,11 @@ class StressTest : public EnrolAttestTest {
             held.lock();
             t2 = std::chrono::steady_clock::now();
             ASSIGN_OR_RETURN(attest::PcrSelection sel, attest::PcrSelection::FromString(n.pcr_selection));
-            auto logs = [] { return Result<attest::host::HostLogs>(attest::host::HostLogs{}); };
+            auto logs = [&h] {
+              attest::host::HostLogs l;
+              l.ima_log = h.ima_log;
+              return Result<attest::host::HostLogs>(l);
+            };
             auto ev = attest::host::MakeEvidence(*h.tpm, *h.state, sel, n.nonce, bound, logs, Now());
             t3 = std::chrono::steady_clock::now();
             return ev;
@@ -327,6 +346,7 @@ class StressTest : public EnrolAttestTest {
   std::vector<std::unique_ptr<Host>> hosts_;
   crypto::SecretBytes wdbc_dek_;
   crypto::Id128 wdbc_key_id_{};
+  Workload workload_;
   std::mutex granted_mu_;
   std::vector<Granted> granted_;
   std::vector<std::string> errors_;

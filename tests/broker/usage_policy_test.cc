@@ -66,20 +66,24 @@ class TempDir {
 // A valid policy exercising every key; tests mutate a copy.
 const char kBase[] = R"({
   "format": "enclave-data-use-policy",
-  "version": 1,
+  "version": 2,
   "policy_id": "unit",
   "serial": 3,
   "description": "unit test policy",
   "attestation_policy_sha256": "1111111111111111111111111111111111111111111111111111111111111111",
   "datasets": [
-    {"id": "ds-a", "job_kinds": ["train", "cv"], "requesters": ["alice@x.example", "bob@x.example"]},
-    {"id": "ds-b", "job_kinds": ["cv"], "requesters": ["*"]}
+    {"id": "ds-a", "job_kinds": ["train", "cv"], "requesters": ["alice@x.example", "bob@x.example"],
+     "workloads": ["2222222222222222222222222222222222222222222222222222222222222222"]},
+    {"id": "ds-b", "job_kinds": ["cv"], "requesters": ["*"],
+     "workloads": ["2222222222222222222222222222222222222222222222222222222222222222",
+                   "3333333333333333333333333333333333333333333333333333333333333333"]}
   ],
   "cipher_suites": ["aes-256-gcm"],
   "lease": {"duration_s": 3600, "reattest_interval_s": 600},
   "max_epochs": 100,
   "max_world_size": 4,
-  "outputs": {"model": "encrypted-to-export-key", "clear_metrics": ["loss", "accuracy"]}
+  "outputs": {"model": "encrypted-to-export-key", "clear_metrics": ["loss", "accuracy"],
+              "released_keys": "process-memory"}
 })";
 
 ojson Base() { return ojson::parse(kBase); }
@@ -187,12 +191,49 @@ TEST(UsagePolicyParse, FormatAndVersion) {
   j["format"] = "enclave-attestation-policy";
   ExpectRefused(j, "data-use policy: not a data-use policy ('format' must be \"enclave-data-use-policy\")");
   j = Base();
-  j["version"] = 2;
-  ExpectRefused(j, "data-use policy: version 2 is not supported (only 1)", Code::kUnsupported);
-  j["version"] = "1";
-  ExpectRefused(j, "data-use policy: 'version' must be the integer 1");
-  j["version"] = 1.0;
-  ExpectRefused(j, "data-use policy: 'version' must be the integer 1");
+  j["version"] = 3;
+  ExpectRefused(j, "data-use policy: version 3 is not supported (only 2)", Code::kUnsupported);
+  // Version 1 had no workload rule: refused, saying what to add.
+  j["version"] = 1;
+  ExpectRefused(j,
+                "data-use policy: version 1 is not supported (only 2; version 1 has no workload rule: add "
+                "datasets[].workloads and outputs.released_keys, set version 2 and sign it again)",
+                Code::kUnsupported);
+  j["version"] = "2";
+  ExpectRefused(j, "data-use policy: 'version' must be the integer 2");
+  j["version"] = 2.0;
+  ExpectRefused(j, "data-use policy: 'version' must be the integer 2");
+}
+
+TEST(UsagePolicyParse, WorkloadsAndReleasedKeys) {
+  auto p = ParseUsagePolicy(kBase);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_EQ(p->datasets[1].workloads.size(), 2u);
+  EXPECT_EQ(Hex(p->datasets[1].workloads[1]), std::string(64, '3'));
+  EXPECT_EQ(p->released_keys, KeyCustody::kProcessMemory);
+  const std::string w = "data-use policy: ";
+  ojson j = Base();
+  j["datasets"][0].erase("workloads");
+  ExpectRefused(j, w + "missing key 'datasets[0].workloads'");
+  j = Base();
+  j["datasets"][0]["workloads"] = ojson::array();
+  ExpectRefused(j, w + "'datasets[0].workloads' must not be empty");
+  j = Base();
+  j["datasets"][0]["workloads"] = {"*"};  // no wildcard: approved code is named by digest
+  ExpectRefused(j, w + "'datasets[0].workloads[0]' must be 64 lowercase hex digits");
+  j = Base();
+  j["datasets"][1]["workloads"][1] = std::string(64, '2');
+  ExpectRefused(j, w + "'datasets[1].workloads[1]' repeats workload " + std::string(64, '2'));
+  j = Base();
+  j["outputs"].erase("released_keys");
+  ExpectRefused(j, w + "missing key 'outputs.released_keys'");
+  j = Base();
+  j["outputs"]["released_keys"] = "keystore";
+  ExpectRefused(j, w + "'outputs.released_keys' must be \"process-memory\" or \"may-be-written\"");
+  j["outputs"]["released_keys"] = "may-be-written";
+  auto dev = ParseUsagePolicy(j.dump());
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  EXPECT_EQ(dev->released_keys, KeyCustody::kMayBeWritten);
 }
 
 struct Case {
@@ -289,7 +330,7 @@ TEST(UsagePolicyParse, EveryRuleNamesItsPath) {
        p + "'max_world_size' must be in 1 .. 1024, got 18446744073709551615"},
       {"outputs type", [](ojson& j) { j["outputs"] = ojson::array(); }, p + "'outputs' must be a JSON object"},
       {"model clear", [](ojson& j) { j["outputs"]["model"] = "clear"; },
-       p + "'outputs.model' must be \"encrypted-to-export-key\" (the only value in v1)"},
+       p + "'outputs.model' must be \"encrypted-to-export-key\" (the only value in v2)"},
       {"metric unknown", [](ojson& j) { j["outputs"]["clear_metrics"][1] = "f1"; },
        p + "'outputs.clear_metrics[1]' must be one of accuracy, loss, roc_auc"},
       {"metric repeated", [](ojson& j) { j["outputs"]["clear_metrics"][1] = "loss"; },
@@ -336,6 +377,7 @@ class Evaluate : public ::testing::Test {
     claims_.world_size = 4;
     claims_.clear_metrics = {"loss"};
     claims_.model_export = true;
+    claims_.workload_digest.fill(0x22);
     suites_ = {crypto::Suite::kAes256Gcm};
   }
   UsageDecision Run() const { return EvaluateRelease(policy_, claims_, att_, suites_); }
@@ -428,6 +470,28 @@ TEST_F(Evaluate, ModelExport) {
   claims_.model_export = false;
   EXPECT_EQ(Reasons(), std::vector<std::string>{"the model must leave encrypted to the export key (policy 'unit'), "
                                                 "and the job does not export it so"});
+}
+
+TEST_F(Evaluate, WorkloadApprovedPerDataset) {
+  claims_.workload_digest.fill(0x33);  // approved for ds-b only
+  EXPECT_EQ(Reasons(), std::vector<std::string>{"workload " + std::string(64, '3') +
+                                                " is not approved for dataset 'ds-a' in policy 'unit'"});
+  claims_.kind = "cv";
+  claims_.datasets = {"ds-b"};
+  EXPECT_TRUE(Run().allowed);
+  claims_.datasets = {"ds-a", "ds-b"};
+  suites_ = {crypto::Suite::kAes256Gcm, crypto::Suite::kAes256Gcm};
+  EXPECT_EQ(Reasons(), std::vector<std::string>{"workload " + std::string(64, '3') +
+                                                " is not approved for dataset 'ds-a' in policy 'unit'"});
+}
+
+TEST_F(Evaluate, ReleasedKeysStayInProcessMemory) {
+  claims_.writes_keys = true;
+  EXPECT_EQ(Reasons(), std::vector<std::string>{
+                           "the requester would write the released keys out of process memory, which policy 'unit' "
+                           "forbids (outputs.released_keys is \"process-memory\")"});
+  policy_.released_keys = KeyCustody::kMayBeWritten;
+  EXPECT_TRUE(Run().allowed);
 }
 
 TEST_F(Evaluate, DatasetList) {
@@ -604,7 +668,7 @@ TEST(UsagePolicySignature, SigningRefusesAnInvalidPolicy) {
 // signature checks, with the parser's message.
 TEST(UsagePolicySignature, VerifiedButInvalidPolicyIsRefused) {
   PolicySignerKey key = KeyFromSeedByte(1);
-  const std::string bad = "{\"format\":\"enclave-data-use-policy\",\"version\":1}";
+  const std::string bad = "{\"format\":\"enclave-data-use-policy\",\"version\":2}";
   const crypto::Digest256 digest = crypto::Sha256(AsBytes(bad));
   const std::vector<uint8_t> msg = UsagePolicySignatureInput(digest);
   std::array<uint8_t, 64> sig{};
@@ -795,6 +859,9 @@ TEST(UsagePolicyVector, DocumentEvaluationExample) {
   c.world_size = 2;
   c.clear_metrics = {"loss"};
   c.model_export = true;
+  ASSERT_FALSE(p->datasets.empty());
+  ASSERT_FALSE(p->datasets[0].workloads.empty());
+  c.workload_digest = p->datasets[0].workloads[0];
   EXPECT_TRUE(EvaluateRelease(*p, c, swtpm, {crypto::Suite::kAes256Gcm}).allowed);
   c.kind = "cv";
   c.epochs = 101;

@@ -70,7 +70,14 @@ bool IsLowerHex(const std::string& s, size_t n) {
 bool SameClaims(const ReleaseClaims& a, const ReleaseClaims& b) {
   return a.job_id == b.job_id && a.job_digest == b.job_digest && a.kind == b.kind && a.requester == b.requester &&
          a.datasets == b.datasets && a.epochs == b.epochs && a.world_size == b.world_size &&
-         a.clear_metrics == b.clear_metrics && a.model_export == b.model_export;
+         a.clear_metrics == b.clear_metrics && a.model_export == b.model_export &&
+         a.workload_digest == b.workload_digest && a.writes_keys == b.writes_keys;
+}
+
+bool SameWorkload(const Workload& a, const Workload& b) {
+  auto same = [](const WorkloadFile& x, const WorkloadFile& y) { return x.path == y.path && x.sha256 == y.sha256; };
+  return same(a.executable, b.executable) && a.code.size() == b.code.size() &&
+         std::equal(a.code.begin(), a.code.end(), b.code.begin(), same);
 }
 
 bool SameKeys(const std::vector<KeyRef>& a, const std::vector<KeyRef>& b) {
@@ -82,6 +89,7 @@ bool SameKeys(const std::vector<KeyRef>& a, const std::vector<KeyRef>& b) {
 // Everything but the evidence text, which is compared separately (after one round).
 bool SameRequestButEvidence(const ReleaseRequest& a, const ReleaseRequest& b) {
   return a.policy_id == b.policy_id && SameClaims(a.job, b.job) && a.rank == b.rank && SameKeys(a.keys, b.keys) &&
+         SameWorkload(a.workload, b.workload) && a.job.workload_digest == WorkloadDigest(a.workload) &&
          a.recipient == b.recipient && a.report_key == b.report_key && ReleaseBinding(a) == ReleaseBinding(b);
 }
 

@@ -44,7 +44,7 @@ const PolicySignerKey& FixedSigner() {
 }
 
 bool SameRule(const DatasetRule& a, const DatasetRule& b) {
-  return a.dataset_id == b.dataset_id && a.job_kinds == b.job_kinds && a.requesters == b.requesters;
+  return a.dataset_id == b.dataset_id && a.job_kinds == b.job_kinds && a.requesters == b.requesters && a.workloads == b.workloads;
 }
 
 bool Same(const UsagePolicy& a, const UsagePolicy& b) {
@@ -54,7 +54,7 @@ bool Same(const UsagePolicy& a, const UsagePolicy& b) {
          a.cipher_suites == b.cipher_suites && a.lease_s == b.lease_s &&
          a.reattest_interval_s == b.reattest_interval_s && a.max_epochs == b.max_epochs &&
          a.max_world_size == b.max_world_size && a.clear_metrics == b.clear_metrics &&
-         a.require_model_export == b.require_model_export;
+         a.require_model_export == b.require_model_export && a.released_keys == b.released_keys;
 }
 
 template <typename T>
@@ -83,6 +83,7 @@ void CheckRanges(const UsagePolicy& p) {
     Check(!d.job_kinds.empty() && d.job_kinds.size() <= 2 && Unique(d.job_kinds), "job_kinds count");
     for (const auto& k : d.job_kinds) Check(OneOf(k, {"train", "cv"}), "job kind");
     Check(!d.requesters.empty() && d.requesters.size() <= 1024 && Unique(d.requesters), "requesters count");
+    Check(!d.workloads.empty() && d.workloads.size() <= 256 && Unique(d.workloads), "workloads count");
     for (const auto& r : d.requesters) {
       Check(!r.empty() && r.size() <= 256, "requester length");
       if (r == "*") Check(d.requesters.size() == 1, "\"*\" alone");
@@ -113,6 +114,8 @@ void CheckEvaluate(const UsagePolicy& p) {
   ok.world_size = p.max_world_size;
   ok.clear_metrics = p.clear_metrics;
   ok.model_export = true;
+  ok.workload_digest = d.workloads.front();
+  ok.writes_keys = p.released_keys == KeyCustody::kMayBeWritten;
   UsageDecision yes = EvaluateRelease(p, ok, p.attestation_policy_sha256, {p.cipher_suites.front()});
   Check(yes.allowed && yes.reasons.empty(), "a job that keeps to the policy is allowed");
 
@@ -121,12 +124,22 @@ void CheckEvaluate(const UsagePolicy& p) {
   bad.epochs = p.max_epochs + 1;
   bad.world_size = p.max_world_size + 1;
   bad.model_export = false;
+  bad.writes_keys = true;  // a reason only under process-memory
   crypto::Digest256 other = p.attestation_policy_sha256;
   other[0] ^= 1;
   UsageDecision no = EvaluateRelease(p, bad, other, {});
   Check(!no.allowed, "a job that breaks the policy is refused");
-  // attestation, kind, dataset kind, suite count, epochs, world size, model export.
-  Check(no.reasons.size() == 7, "one reason per broken rule");
+  // attestation, kind, dataset kind, suite count, epochs, world size, model export, and
+  // writing keys out where the policy keeps them in process memory.
+  Check(no.reasons.size() == (p.released_keys == KeyCustody::kProcessMemory ? 8u : 7u), "one reason per broken rule");
+  ReleaseClaims unapproved = ok;
+  unapproved.workload_digest[0] ^= 1;
+  bool approved_elsewhere = false;
+  for (const auto& w : d.workloads) approved_elsewhere |= w == unapproved.workload_digest;
+  if (!approved_elsewhere) {
+    Check(!EvaluateRelease(p, unapproved, p.attestation_policy_sha256, {p.cipher_suites.front()}).allowed,
+          "an unapproved workload is refused");
+  }
   for (const auto& r : no.reasons) Check(!r.empty(), "empty reason");
 }
 

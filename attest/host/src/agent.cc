@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <set>
@@ -127,6 +128,29 @@ Status WriteFileAtomically(const std::string& path, std::string_view data, bool 
   ASSIGN_OR_RETURN(AtomicOutputFile out, AtomicOutputFile::Create(path, allow_overwrite));
   RETURN_IF_ERROR(out.Write(data.data(), data.size()));
   return out.Commit();
+}
+
+Status SimulateImaMeasurement(Tpm& tpm, const std::string& file, const std::string& logged_path,
+                              const std::string& log_path) {
+  if (logged_path.empty() || logged_path.size() > kMaxImaPathBytes ||
+      std::any_of(logged_path.begin(), logged_path.end(),
+                  [](char c) { return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f; }))
+    return InvalidInput("IMA path '" + logged_path + "': 1..4096 bytes without spaces or control characters");
+  ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadWholeFile(file, size_t{1} << 30));
+  const crypto::Digest256 digest = crypto::Sha256(bytes);
+  const std::vector<uint8_t> data = ImaNgTemplateData("sha256", digest, logged_path);
+  const crypto::Digest256 template_hash = crypto::Sha256(data);
+  std::string existing;
+  if (std::filesystem::exists(log_path)) {
+    ASSIGN_OR_RETURN(std::vector<uint8_t> old, ReadWholeFile(log_path, kMaxImaLogBytes));
+    existing.assign(old.begin(), old.end());
+  }
+  // The log first, then PCR 10: a failed extend leaves a line the PCR lacks, which the
+  // verifier reports (ima.pcr.mismatch); never a PCR the log cannot explain.
+  const std::string line =
+      "10 " + HexEncode(template_hash) + " ima-ng sha256:" + HexEncode(digest) + " " + logged_path + "\n";
+  RETURN_IF_ERROR(WriteFileAtomically(log_path, existing + line, /*allow_overwrite=*/true));
+  return tpm.ExtendPcr(kImaPcr, alg::kSha256, template_hash);
 }
 
 // ---- state directory -------------------------------------------------------------------

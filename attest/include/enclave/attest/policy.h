@@ -60,6 +60,12 @@ struct Policy {
   bool require_ima_log = false;
   bool ima_allow_violations = false;
   std::vector<ImaFileRule> ima_files;
+  // Allowlist mode ("ima.mode": "allowlist", as Keylime's runtime policies): every
+  // measurement in the log must be of a listed path with one of its digests, or of a path
+  // under one of the excluded prefixes; anything else fails the appraisal by name.
+  bool ima_allowlist_mode = false;
+  std::map<std::string, std::set<std::pair<uint16_t, std::vector<uint8_t>>>> ima_allowlist;  // path -> digests
+  std::vector<std::string> ima_exclude_prefixes;  // absolute, each ending in '/'
 
   // PCRs whose events the policy reads or judges: an event type the verifier does not
   // know in one of them is a failure (the type is not covered by the digest).

@@ -58,6 +58,19 @@ struct Verdict {
 // kernel command line, IMA file digests).
 Result<Verdict> AppraiseEvidence(const Policy& policy, const EvidenceParts& evidence, const AppraisalContext& context);
 
+// Whether the AK (`ak_public`, a marshalled TPM2B_PUBLIC as enrolled) signed this quote for this nonce and
+// bound digest: the two checks that tie evidence to a host and to a request, and nothing
+// else (no policy, no logs). For callers that must not act on, log or archive evidence
+// before they know who made it. PermissionDenied naming the first failed check.
+Status VerifyQuoteOrigin(ByteSpan ak_public, const QuoteEvidence& quote, std::span<const uint8_t> nonce,
+                         const std::optional<crypto::Digest256>& bound_digest);
+
+// The path of the first IMA measurement of a file whose SHA-256 is `sha256` (a workload's
+// executable, docs/protocol.md "Workload"), in an IMA log that replays to a PCR 10 of the
+// quote. The quote's signature is not checked here: call this only on evidence that
+// AppraiseEvidence passed. FailedPrecondition saying what is missing otherwise.
+Result<std::string> FindImaMeasurement(const EvidenceParts& evidence, const crypto::Digest256& sha256);
+
 // {"verdict":"pass"|"fail","passed":[check...],"failures":[{check,where,expected,got}...]}
 // with keys in that order; the form `enclave-attest verify` prints and the audit log stores.
 std::string VerdictJson(const Verdict& verdict);

@@ -30,6 +30,54 @@ inline constexpr size_t kMaxReleaseBody = 16u << 20;  // evidence with its logs
 inline constexpr size_t kMaxAdminBody = 1u << 20;
 inline constexpr size_t kMaxRendezvousBody = 4u << 10;
 
+// The code that asks for keys (docs/protocol.md, "Workload"): the executable as IMA
+// measured it when it was started, and, for an interpreter, the files of code it runs.
+inline constexpr size_t kMaxWorkloadCodeFiles = 256;
+inline constexpr size_t kMaxWorkloadPathBytes = 4096;
+struct WorkloadFile {
+  std::string path;  // the executable: absolute, as the process saw it; code: relative to the job
+  crypto::Digest256 sha256{};
+};
+struct Workload {
+  WorkloadFile executable;
+  std::vector<WorkloadFile> code;  // 0..kMaxWorkloadCodeFiles, unique paths, in the order given
+};
+// SHA-256("enclave workload v1" || 0x00 || executable sha256 || u32 n ||
+// n x (u32 len || path || sha256)): what a data-use policy approves. The executable's path
+// is not part of it (hosts install one binary at different places); code paths are.
+crypto::Digest256 WorkloadDigest(const Workload& w);
+// The workload of a running executable: `exe` (normally /proc/self/exe) read and hashed,
+// and `path` as the name it reports.
+Result<Workload> WorkloadOfExecutable(const std::string& exe, const std::string& path);
+
+// What a job key is bound to (docs/protocol.md, "Job keys"): the job, the exact data-use
+// policy file (its id, and its digest, which names the serial), the datasets, the world size
+// and the workload. A later rank whose binding differs in any field is refused; a job's
+// checkpoint keys derive from the job key and this binding's digest.
+struct JobBinding {
+  std::string job_id;
+  crypto::Digest256 job_digest{};
+  std::string policy_id;
+  crypto::Digest256 policy_sha256{};
+  std::vector<std::string> datasets;  // sorted, unique
+  uint32_t world_size = 1;
+  crypto::Digest256 workload_digest{};
+};
+// Canonical JSON text (sorted keys), as the broker stores it with the job.
+std::string EncodeJobBinding(const JobBinding& b);
+Result<JobBinding> ParseJobBinding(std::string_view text);
+// SHA-256("enclave job binding v1" || 0x00 || u32 len || job_id || job_digest ||
+// u32 len || policy_id || policy_sha256 || u32 n || n x (u32 len || dataset) ||
+// u32 world_size || workload_digest); datasets sorted.
+crypto::Digest256 JobBindingDigest(const JobBinding& b);
+// The names of the fields in which `asked` differs from `stored`, for a refusal.
+std::vector<std::string> JobBindingDifferences(const JobBinding& stored, const JobBinding& asked);
+
+// A lease's release claims and the suites of its data keys, as the broker stores them with
+// the lease so that each renewal can judge the lease under the policy then in force.
+std::string EncodeLeaseClaims(const ReleaseClaims& claims, const std::vector<crypto::Suite>& suites);
+Status ParseLeaseClaims(std::string_view text, ReleaseClaims* claims, std::vector<crypto::Suite>* suites);
+
 struct KeyRef {
   std::string dataset_id;
   crypto::Id128 key_id{};  // as the sealed file's header names it
@@ -41,6 +89,7 @@ struct ReleaseRequest {
   ReleaseClaims job;          // job.datasets is derived from `keys` (in order, unique)
   uint32_t rank = 0;          // < job.world_size
   std::vector<KeyRef> keys;   // 1..kMaxReleaseKeys, one per dataset
+  Workload workload;          // job.workload_digest is WorkloadDigest(workload)
   X25519Public recipient{};   // secrets are sealed to this key
   SignerPublicKey report_key{};  // Ed25519: the job report's signing key
   std::string evidence;       // attest evidence bundle (JSON text) whose bound digest is ReleaseBinding(*this)
@@ -50,7 +99,7 @@ std::string EncodeReleaseRequest(const ReleaseRequest& r);
 
 // SHA-256 over the binding encoding (docs/protocol.md, "Release binding"): every field
 // of the request but the evidence, length-prefixed, after the domain string
-// "enclave key release v1" || 0x00.
+// "enclave key release v2" || 0x00 (v2 added the workload and writes_keys).
 crypto::Digest256 ReleaseBinding(const ReleaseRequest& r);
 
 struct SealedKey {

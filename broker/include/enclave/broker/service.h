@@ -94,7 +94,9 @@ class Service {
                                              const std::optional<crypto::Digest256>& bound,
                                              const std::string& job_digest_hex);
   // The job's communication key: unwrapped, or made and stored for a new job id.
-  Result<crypto::SecretBytes> JobKey(const ReleaseRequest& request, int64_t now);
+  // The job's key: created with the job, or the stored one when `binding` is the job's
+  // and the job has not ended. FailedPrecondition (a refusal to log) otherwise.
+  Result<crypto::SecretBytes> JobKey(const JobBinding& binding, int64_t now);
   // The stored job's key, unwrapped.
   Result<crypto::SecretBytes> UnwrapJobKey(const JobRecord& job);
 
@@ -113,6 +115,7 @@ class Service {
   // commits either before the lease (refused in the store's transaction) or after the
   // release's entries (and ends the lease).
   std::shared_mutex revocation_mu_;
+  std::mutex activation_mu_;  // policy activations, one at a time (serial order = log order)
   crypto::Digest256 policy_sha256_{};  // of policy_text_
 };
 

@@ -35,7 +35,7 @@ struct sqlite3;
 
 namespace enclave::broker {
 
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 
 struct HostRecord {
   std::string host_id;                 // hex SHA-256(EK public)[0..16): stable across AK changes
@@ -74,6 +74,11 @@ struct JobRecord {
   std::vector<uint8_t> key_nonce;    // 12 bytes
   std::vector<uint8_t> key_wrapped;  // AES-256-GCM(job key) || tag; AD: see service.cc
   int64_t created_at = 0;
+  // EncodeJobBinding (release.h) of everything the job key is bound to; empty for a job
+  // stored before schema 4, which is never issued again.
+  std::string binding;
+  std::optional<int64_t> ended_at;  // the job ended (report, revocation, last lease ended)
+  std::string end_reason;
 };
 
 struct LeaseRecord {
@@ -93,6 +98,7 @@ struct LeaseRecord {
   std::string address;                // rendezvous: where this rank listens ("" until published)
   std::vector<uint8_t> report_key;    // Ed25519: the job's report signing key bound into the quote
   std::optional<int64_t> reported_at; // set when the job's signed report was logged
+  std::string claims;                 // EncodeLeaseClaims (release.h): what renewals judge again
   // Usable at `now`: not ended, and before both deadlines.
   bool ActiveAt(int64_t now) const { return !ended_at && now < valid_until && now < reattest_by; }
 };
@@ -164,6 +170,10 @@ class Store {
   // job id names one job: the caller compares digests and world sizes.
   Result<JobRecord> GetOrCreateJob(const JobRecord& candidate);
   Result<std::optional<JobRecord>> GetJob(const std::string& job_id);
+  // Marks the job ended (kept when it already was); its key is never issued again.
+  Status EndJob(const std::string& job_id, const std::string& reason, int64_t now);
+  // How many leases the job ever had.
+  Result<int64_t> CountLeasesOfJob(const std::string& job_id);
 
   // Inserts the lease, in one transaction that first checks that neither its host (nor a
   // host linked to it, see IsRevoked) nor its job is revoked (PermissionDenied) and that

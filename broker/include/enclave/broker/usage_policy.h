@@ -29,6 +29,15 @@ struct DatasetRule {
   std::string dataset_id;               // a keystore dataset id
   std::vector<std::string> job_kinds;   // non-empty subset of {"train", "cv"}
   std::vector<std::string> requesters;  // non-empty; "*" allows any requester
+  // Approved code, by workload digest (WorkloadDigest in release.h): non-empty, unique.
+  // There is no wildcard: a key goes only to code the officer approved.
+  std::vector<crypto::Digest256> workloads;
+};
+
+// Where released keys may live (the policy's outputs.released_keys).
+enum class KeyCustody {
+  kProcessMemory,  // "process-memory": only in the attested process's locked memory
+  kMayBeWritten,   // "may-be-written": the requester may write them out (development only)
 };
 
 struct UsagePolicy {
@@ -44,6 +53,7 @@ struct UsagePolicy {
   uint32_t max_world_size = 1;                // 1 .. 1024 ranks per job
   std::vector<std::string> clear_metrics;     // metrics allowed to leave in clear (subset of the trainer's)
   bool require_model_export = true;           // the model may leave only encrypted to the export key
+  KeyCustody released_keys = KeyCustody::kProcessMemory;
 };
 
 // Strict parse (RFC 8259, no duplicate keys, exactly the documented keys and types, every
@@ -63,6 +73,8 @@ struct ReleaseClaims {
   uint32_t world_size = 1;
   std::vector<std::string> clear_metrics; // metrics the job will report in clear
   bool model_export = true;               // the model leaves encrypted to the export key
+  crypto::Digest256 workload_digest{};    // WorkloadDigest of the requesting code (release.h)
+  bool writes_keys = false;               // the requester writes the released keys out of memory
 };
 
 // One reason per rule the request breaks, in a fixed order, each a short sentence naming

@@ -83,6 +83,14 @@ class HostState {
 // Writes `data` to `path` atomically (temporary file, fsync, rename), mode 0600.
 Status WriteFileAtomically(const std::string& path, std::string_view data, bool allow_overwrite);
 
+// Development and tests on a software TPM only (docs/formats/evidence.md, "Simulated IMA"):
+// what the kernel's IMA does when it measures a file. Appends the ima-ng line of `file`'s
+// SHA-256 under the name `logged_path` (SHA-256 template hash) to the log at `log_path`
+// and extends that template hash into PCR 10 of the SHA-256 bank. On a real host the
+// kernel alone writes PCR 10 and the log; `enclave-attest ima-simulate` refuses TPM devices.
+Status SimulateImaMeasurement(Tpm& tpm, const std::string& file, const std::string& logged_path,
+                              const std::string& log_path);
+
 struct EnrollOptions {
   // nullopt: ECC P-256 when the TPM has that EK certificate (its EK is re-created for every
   // quote, about 8x faster than RSA-2048 on swtpm), else RSA-2048 when it has that one.
