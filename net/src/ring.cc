@@ -246,6 +246,8 @@ Result<std::unique_ptr<Ring>> Ring::Connect(const crypto::SecretBytes& job_key, 
         }
       }
     }
+    // accept() fails for local causes only: the plugin closes a connection that fails
+    // its handshake (anyone who reads our handle can make one) and goes on waiting.
     if (comms->recv == nullptr) {
       RETURN_IF_ERROR(FromNccl(net->accept(comms->listen, &comms->recv, nullptr),
                                "accepting rank " + std::to_string(from)));

@@ -839,6 +839,7 @@ struct ServerSock {
   std::array<uint8_t, kClientFinishedBytes> finished{};
   size_t io = 0;
   ClientHello ch;
+  bool have_hello = false;  // ch was parsed (names the socket in log lines)
   crypto::Digest256 transcript{};
   crypto::SecretBytes client_finished_key;
   crypto::SecretBytes data_key;
@@ -847,29 +848,61 @@ struct ServerSock {
   }
 };
 
+// The finished (authenticated) sockets of one connection, by client_random.
 struct ListenComm::Group {
   uint16_t nsocks = 0;
+  uint16_t have = 0;
   std::vector<std::unique_ptr<ServerSock>> socks;  // by socket index
+  std::string peer;                                // of its first socket, for the log
+  std::chrono::steady_clock::time_point deadline{};  // kGroupTimeout after its last socket joined
 };
 
 ListenComm::ListenComm(Context* ctx, int fd, Id listen_id) : ctx_(ctx), fd_(fd), listen_id_(listen_id) {}
 
-ListenComm::~ListenComm() { close(fd_); }
+ListenComm::~ListenComm() {
+  FlushRefused();
+  close(fd_);
+}
 
-Status ListenComm::Progress(ServerSock& s, bool* stray) {
-  *stray = false;
+void ListenComm::Refused(const std::string& line) {
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_refused_log_) {
+    ++refused_unlogged_;
+    last_refused_ = line;
+    return;
+  }
+  FlushRefused();
+  Log(LogLevel::kSecurity, line);
+  next_refused_log_ = now + kLimitLogInterval;
+}
+
+void ListenComm::FlushRefused() {
+  if (refused_unlogged_ == 0) return;
+  Log(LogLevel::kSecurity, "refused " + std::to_string(refused_unlogged_) + " more " +
+                               (refused_unlogged_ == 1 ? "handshake" : "handshakes") +
+                               " since the last such line (at most one line per " +
+                               std::to_string(kLimitLogInterval.count()) + " s); the last: " + last_refused_);
+  refused_unlogged_ = 0;
+  last_refused_.clear();
+}
+
+Status ListenComm::Progress(ServerSock& s, Failure* failure) {
+  // Once the ClientHello names our listen id, a failure is the peer's (kRefused), except
+  // where our own resources fail (kLocal).
+  *failure = Failure::kRefused;
   if (s.state == ServerSock::kReadHello) {
     auto got = ReadSome(s.fd, s.hello.data(), s.hello.size(), &s.io);
     if (!got.ok()) {
-      *stray = true;  // nothing proved it is our peer
+      *failure = Failure::kStray;  // nothing proved it is our peer
       return got.status();
     }
     if (!*got) return OkStatus();
     if (std::memcmp(s.hello.data() + kPreambleBytes, listen_id_.data(), kIdBytes) != 0) {
-      *stray = true;
+      *failure = Failure::kStray;
       return AuthFailed("ClientHello for another listen id (or not a ClientHello at all)");
     }
     ASSIGN_OR_RETURN(s.ch, ParseClientHello(s.hello));
+    s.have_hello = true;
     if (s.ch.comm_id != ctx_->comm_id()) {
       return AuthFailed("connector is in communicator " + std::to_string(s.ch.comm_id) + ", we are in " +
                         std::to_string(ctx_->comm_id()));
@@ -882,7 +915,12 @@ Status ListenComm::Progress(ServerSock& s, bool* stray) {
     sh.socket_index = s.ch.socket_index;
     sh.nsocks = s.ch.nsocks;
     auto body = EncodeServerHelloBody(sh);
-    ASSIGN_OR_RETURN(SocketKeys keys, DeriveSocketKeys(ctx_->job_key(), s.hello, body));
+    auto derived = DeriveSocketKeys(ctx_->job_key(), s.hello, body);
+    if (!derived.ok()) {
+      *failure = Failure::kLocal;  // the keys' locked memory, say: it would fail the real peer too
+      return derived.status().Annotate("deriving the socket's keys");
+    }
+    SocketKeys keys = std::move(derived).value();
     Mac sf = FinishedMac(keys.server_finished, keys.transcript);
     std::memcpy(s.server.data(), body.data(), body.size());
     std::memcpy(s.server.data() + body.size(), sf.data(), sf.size());
@@ -946,6 +984,13 @@ Result<std::unique_ptr<DataComm>> ListenComm::Accept() {
     }
   }
   const auto now = pending_.empty() ? Clock::time_point{} : Clock::now();
+  if (refused_unlogged_ > 0) {
+    const auto t = pending_.empty() ? Clock::now() : now;
+    if (t >= next_refused_log_) {
+      FlushRefused();
+      next_refused_log_ = t + kLimitLogInterval;
+    }
+  }
   size_t expired = 0;
   std::string expired_line;
   struct LogExpired {  // on every way out of the loop below
@@ -958,18 +1003,28 @@ Result<std::unique_ptr<DataComm>> ListenComm::Accept() {
   } log_expired{expired, expired_line};
   for (size_t i = 0; i < pending_.size();) {
     ServerSock& s = *pending_[i];
-    bool stray = false;
-    Status st = Progress(s, &stray);
+    Failure failure = Failure::kRefused;
+    Status st = Progress(s, &failure);
     if (!st.ok()) {
-      if (stray) {
-        Log(LogLevel::kWarn, "closed a connection from " + s.peer + ": " + st.message());
+      const std::string what = "closed a connection from " + s.peer +
+                               (s.have_hello ? " (socket " + std::to_string(s.ch.socket_index) + ")" : "") + ": " +
+                               st.message();
+      if (failure == Failure::kLocal) {
+        Status out = st.Annotate("accept from " + s.peer);
         pending_.erase(pending_.begin() + static_cast<long>(i));
-        continue;
+        return LogFailure(out);
       }
-      Status out = st.Annotate("accept from " + s.peer + " (socket " + std::to_string(s.ch.socket_index) + ")");
-      Log(LogLevel::kSecurity, out.message());
+      // The listen id travels in the clear (NCCL's bootstrap, the rendezvous), so a
+      // failed handshake does not mean that our peer failed: anyone who can reach the
+      // port can cause one. Only this socket is closed; accept() waits on for the peer,
+      // as long as its caller does (NCCL's bootstrap timeout, the ring's --peer-timeout).
+      if (failure == Failure::kStray) {
+        Log(LogLevel::kWarn, what);
+      } else {
+        Refused(what + "; accept() goes on waiting for its peer");
+      }
       pending_.erase(pending_.begin() + static_cast<long>(i));
-      return out;
+      continue;
     }
     if (s.state != ServerSock::kDone) {
       if (now > s.deadline) {
@@ -996,21 +1051,45 @@ Result<std::unique_ptr<DataComm>> ListenComm::Accept() {
       g = std::make_unique<Group>();
       g->nsocks = owned->ch.nsocks;
       g->socks.resize(g->nsocks);
+      g->peer = owned->peer;
     }
     const uint16_t idx = owned->ch.socket_index;
     if (owned->ch.nsocks != g->nsocks || g->socks[idx]) {
-      Status out = AuthFailed("accept from " + owned->peer + ": socket " + std::to_string(idx) +
-                              " repeats or disagrees on the socket count of its connection");
-      Log(LogLevel::kSecurity, out.message());
-      return out;
+      // Only a holder of the job key gets here (the socket proved it), but the group
+      // that came first may be our peer's: this socket alone is closed (owned), the
+      // group is kept and completes, or expires (below).
+      Refused("closed a connection from " + owned->peer + " (socket " + std::to_string(idx) + " of " +
+              std::to_string(owned->ch.nsocks) + "): it proved the job key, but " +
+              (owned->ch.nsocks != g->nsocks
+                   ? "its connection has " + std::to_string(g->nsocks) + " sockets"
+                   : "socket " + std::to_string(idx) + " of its connection is there already") +
+              " (a socket index that repeats or disagrees on the socket count); accept() goes on waiting for its "
+              "peer");
+      continue;
     }
     g->socks[idx] = std::move(owned);
+    ++g->have;
+    g->deadline = Clock::now() + kGroupTimeout;
+  }
+  // A connection whose other sockets never come (they failed their handshake, or their
+  // connector gave up) is closed: its sockets hold descriptors, never a slot.
+  if (!groups_.empty()) {
+    const auto group_now = Clock::now();
+    for (auto it = groups_.begin(); it != groups_.end();) {
+      Group& g = *it->second;
+      if (g.have == g.nsocks || group_now <= g.deadline) {
+        ++it;
+        continue;
+      }
+      Log(LogLevel::kWarn, "closed " + std::to_string(g.have) + " of the " + std::to_string(g.nsocks) +
+                               " sockets of a connection from " + g.peer + ": its other sockets did not finish their "
+                               "handshake within " + std::to_string(kGroupTimeout.count()) + " s");
+      it = groups_.erase(it);
+    }
   }
   for (auto it = groups_.begin(); it != groups_.end(); ++it) {
     Group& g = *it->second;
-    bool complete = true;
-    for (auto& s : g.socks) complete = complete && s != nullptr;
-    if (!complete) continue;
+    if (g.have != g.nsocks) continue;
     const std::string peer = g.socks[0]->peer;
     // Every socket gets its record layer (locked staging memory: RLIMIT_MEMLOCK) before
     // any is handed over. On a failure the group is dropped, which closes its sockets.

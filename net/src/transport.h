@@ -236,6 +236,11 @@ struct ServerSock;
 // ServerHello was sent), so idle connections cannot hold the slots.
 inline constexpr size_t kMaxPendingHandshakes = 4 * kMaxSockets;
 inline constexpr std::chrono::seconds kHandshakeTimeout{5};
+// A connection some of whose sockets finished their handshake is closed when no further
+// socket of it finished for this long: twice the handshake deadline, because a socket of
+// it may wait in the listen backlog behind the pending-handshake limit for up to one
+// deadline before its own handshake starts.
+inline constexpr std::chrono::seconds kGroupTimeout{2 * kHandshakeTimeout};
 
 class ListenComm {
  public:
@@ -244,13 +249,23 @@ class ListenComm {
   ListenComm(const ListenComm&) = delete;
   ListenComm& operator=(const ListenComm&) = delete;
   // Non-blocking: nullptr until every socket of one connection has completed its
-  // handshake. An authentication failure of a peer that presented this listen id is an
-  // error; a stray connection (another listen id, garbage) is closed and logged.
+  // handshake. A socket whose handshake fails (a stray, a wrong key, a bad Finished MAC,
+  // a malformed message, a socket index that repeats) is closed and logged, and accept()
+  // goes on waiting: the listen id is no secret, so anyone who can reach the port could
+  // otherwise end the job. Only local failures (accept4, locked memory) are errors.
   Result<std::unique_ptr<DataComm>> Accept();
 
  private:
   struct Group;
-  Status Progress(ServerSock& s, bool* stray);
+  // Why a socket's handshake failed: a stray (not our listen id) or a refused peer is
+  // closed and accept() goes on; a local failure fails accept().
+  enum class Failure { kStray, kRefused, kLocal };
+  Status Progress(ServerSock& s, Failure* failure);
+  // A refused socket's security line: the first per kLimitLogInterval in full, the others
+  // counted and summed up in the next line (FlushRefused: when the interval has passed,
+  // or when the listener closes).
+  void Refused(const std::string& line);
+  void FlushRefused();
   Context* ctx_;
   int fd_;
   Id listen_id_;
@@ -259,6 +274,9 @@ class ListenComm {
   // The "pending-handshake limit reached" line: at most once per kLimitLogInterval.
   static constexpr std::chrono::seconds kLimitLogInterval{5};
   std::chrono::steady_clock::time_point next_limit_log_{};
+  std::chrono::steady_clock::time_point next_refused_log_{};
+  size_t refused_unlogged_ = 0;
+  std::string last_refused_;
 };
 
 }  // namespace enclave::net

@@ -4,6 +4,9 @@
 // requests outstanding, receives posted larger than the message) and check every byte.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "peer_process.h"
 #include "plugin_driver.h"
 
@@ -152,26 +155,62 @@ TEST_F(PluginTest, TwoProcessesBothDirectionsZeroTo64MiB) {
   p_.net->finalize(ctx);
 }
 
-TEST_F(PluginTest, PeerWithAnotherJobKeyIsRefused) {
+// A process with another job key connects first (anyone can: the handle and its listen id
+// travel in the clear). Its connect() fails, since the listener cannot prove that key; the
+// listener closes the connection, logs it and goes on waiting. The peer with the key that
+// comes next is accepted and its schedule delivered.
+TEST_F(PluginTest, PeerWithAnotherJobKeyIsRefusedAndTheRealPeerIsAcceptedAfterIt) {
   void* ctx = nullptr;
   ASSERT_EQ(p_.net->init(&ctx, 0x5eed, nullptr, CaptureLog, nullptr), ncclSuccess);
   uint8_t handle[128] = {0};
   void* l = nullptr;
   ASSERT_EQ(p_.net->listen(ctx, 0, handle, &l), ncclSuccess);
+  {
+    const char* nsocks = std::getenv("ENCLAVE_NET_NSOCKS");
+    const std::string saved = nsocks != nullptr ? nsocks : "";
+    setenv("ENCLAVE_NET_NSOCKS", "1", 1);  // one socket: one refusal, logged in full
+    PeerProcess intruder;
+    ASSERT_TRUE(intruder.Start({ENCLAVE_NET_PEER, ENCLAVE_NET_PLUGIN, "send", "5", "4", "1000"}));
+    if (nsocks != nullptr) {
+      setenv("ENCLAVE_NET_NSOCKS", saved.c_str(), 1);
+    } else {
+      unsetenv("ENCLAVE_NET_NSOCKS");
+    }
+    uint8_t other[32];
+    for (int i = 0; i < 32; ++i) other[i] = static_cast<uint8_t>(kKey[i] ^ (i == 31 ? 1 : 0));  // one bit differs
+    ASSERT_TRUE(intruder.WriteLine(Hex(other, sizeof(other))));
+    ASSERT_TRUE(intruder.WriteLine(Hex(handle, sizeof(handle))));
+    // accept() as NCCL calls it, until the intruder gave up and the listener logged it:
+    // never an error, never a connection.
+    std::string line;
+    const auto deadline = Clock::now() + std::chrono::seconds(30);
+    while (Clock::now() < deadline && (line.empty() || LogText().find("proved the job key") == std::string::npos)) {
+      void* r = nullptr;
+      ASSERT_EQ(p_.net->accept(l, &r, nullptr), ncclSuccess) << "accept() failed on the intruder\n" << LogText();
+      ASSERT_EQ(r, nullptr) << "accept() returned a connection to a peer with another key";
+      if (line.empty()) line = intruder.ReadLine(0.005);
+    }
+    std::string out = line + "\n" + intruder.ReadAll(10);
+    EXPECT_EQ(intruder.Wait(), 2) << out;  // its connect() failed
+    EXPECT_NE(out.find("did not prove the job key"), std::string::npos) << out;
+    EXPECT_NE(LogText().find("before it proved the job key; accept() goes on waiting for its peer"), std::string::npos)
+        << LogText();
+  }
+  const uint64_t seed = 31;
+  const int count = 12;
   PeerProcess peer;
-  ASSERT_TRUE(peer.Start({ENCLAVE_NET_PEER, ENCLAVE_NET_PLUGIN, "send", "5", "4", "1000"}));
-  uint8_t other[32];
-  for (int i = 0; i < 32; ++i) other[i] = static_cast<uint8_t>(kKey[i] ^ (i == 31 ? 1 : 0));  // one bit differs
-  ASSERT_TRUE(peer.WriteLine(Hex(other, sizeof(other))));
+  ASSERT_TRUE(peer.Start({ENCLAVE_NET_PEER, ENCLAVE_NET_PLUGIN, "send", std::to_string(seed), std::to_string(count),
+                          "1000000"}));
+  ASSERT_TRUE(peer.WriteLine(Hex(kKey, sizeof(kKey))));
   ASSERT_TRUE(peer.WriteLine(Hex(handle, sizeof(handle))));
   void* r = nullptr;
-  ncclResult_t rc = ConnectAccept(p_.net, ctx, nullptr, l, nullptr, &r, 30);
-  EXPECT_NE(rc, ncclSuccess);
-  EXPECT_EQ(r, nullptr);
+  ASSERT_EQ(ConnectAccept(p_.net, ctx, nullptr, l, nullptr, &r, 30), ncclSuccess) << LogText();
+  ExchangeResult res = Exchange(p_.net, nullptr, r, {}, Schedule(seed, count, 1000000), 0, seed + 1, 8, 60);
+  EXPECT_EQ(res.rc, ncclSuccess) << res.what << "\n" << LogText();
+  EXPECT_EQ(res.received, count);
   std::string out = peer.ReadAll();
-  EXPECT_EQ(peer.Wait(), 2) << out;  // its connect() failed
-  EXPECT_NE(out.find("did not prove the job key"), std::string::npos) << out;
-  EXPECT_NE(LogText().find("before it proved the job key"), std::string::npos) << LogText();
+  EXPECT_EQ(peer.Wait(), 0) << out;
+  p_.net->closeRecv(r);
   p_.net->closeListen(l);
   p_.net->finalize(ctx);
 }

@@ -1,9 +1,11 @@
 // A man-in-the-middle TCP proxy on loopback between enclave_net_peer (the sender, a
 // separate process) and this process (the receiver, through the plugin's ABI). The
 // proxy parses the handshake and the record framing of each socket and flips,
-// replays, drops, reorders, injects or truncates. Each attack must fail the
-// connection: a test() returns an error, a log line names the failure, and no request
-// ever completes with bytes other than the sender's.
+// replays, drops, reorders, injects or truncates. Each attack on the records must fail
+// the connection: a test() returns an error, a log line names the failure, and no request
+// ever completes with bytes other than the sender's. An attack on the handshake closes
+// that connection only: accept() never fails and never returns it, logs why, and then
+// accepts the sender's next connection (not through the proxy).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -214,6 +216,45 @@ TEST_P(MitmTest, DetectedAndNoWrongBytesDelivered) {
   ASSERT_TRUE(peer.WriteLine(Hex(kKey, sizeof(kKey))));
   ASSERT_TRUE(peer.WriteLine(Hex(routed, sizeof(routed))));
   void* r = nullptr;
+  const bool on_handshake = c.attack == Attack::kFlipClientHello || c.attack == Attack::kFlipClientFinished;
+  if (on_handshake) {
+    // accept() as NCCL calls it until the refusal is logged: never an error, never the
+    // tampered connection.
+    const auto deadline = Clock::now() + std::chrono::seconds(30);
+    while (LogText().find(c.log) == std::string::npos && Clock::now() < deadline) {
+      ASSERT_EQ(p.net->accept(l, &r, nullptr), ncclSuccess) << "accept() failed on the tampered handshake\n"
+                                                            << LogText();
+      ASSERT_EQ(r, nullptr) << "accept() returned the tampered connection";
+    }
+    EXPECT_TRUE(proxy.attacked());
+    ASSERT_NE(LogText().find(c.log), std::string::npos) << "expected '" << c.log << "' in:\n" << LogText();
+    if (c.attack == Attack::kFlipClientHello) {
+      // The sender sees our ServerFinished over another transcript: its connect() fails.
+      const std::string out = peer.ReadAll(30);
+      EXPECT_EQ(peer.Wait(), 2) << out;
+    } else {
+      // The sender finished its side and sends into the proxy; it cannot tell.
+      peer.Kill();
+      peer.Wait();
+    }
+    // The sender again, with the handle as listen() wrote it: accepted, every message delivered.
+    PeerProcess again;
+    ASSERT_TRUE(again.Start({ENCLAVE_NET_PEER, ENCLAVE_NET_PLUGIN, "send", std::to_string(seed),
+                             std::to_string(count), std::to_string(max_size)}));
+    ASSERT_TRUE(again.WriteLine(Hex(kKey, sizeof(kKey))));
+    ASSERT_TRUE(again.WriteLine(Hex(handle, sizeof(handle))));
+    ASSERT_EQ(ConnectAccept(p.net, ctx, nullptr, l, nullptr, &r, 30), ncclSuccess) << LogText();
+    ExchangeResult res = Exchange(p.net, nullptr, r, {}, Schedule(seed, count, max_size), 0, seed + 1, 8, 60);
+    EXPECT_EQ(res.rc, ncclSuccess) << res.what << "\n" << LogText();
+    EXPECT_FALSE(res.wrong_data) << res.what;
+    EXPECT_EQ(res.received, count);
+    std::string out = again.ReadAll(30);
+    EXPECT_EQ(again.Wait(), 0) << out;
+    p.net->closeRecv(r);
+    p.net->closeListen(l);
+    p.net->finalize(ctx);
+    return;
+  }
   ncclResult_t rc = ConnectAccept(p.net, ctx, nullptr, l, nullptr, &r, 30);
   ExchangeResult res;
   if (rc == ncclSuccess) {

@@ -6,6 +6,7 @@
 //                                                      connect, send and receive
 //   enclave_net_peer PLUGIN recv SEED COUNT MAX_SIZE   listen (prints HANDLE hex),
 //                                                      accept, receive the schedule
+// COMM_ID (optional, decimal) is the communicator id init() gets; default 0x5eed.
 // Prints "PEER OK ..." and exits 0, or "PEER FAIL ..." and exits 1 (2: connect refused).
 #include <iostream>
 #include <string>
@@ -15,8 +16,8 @@
 using namespace enclave::net::test;
 
 int main(int argc, char** argv) {
-  if (argc != 6) {
-    std::cerr << "usage: enclave_net_peer PLUGIN send|both|recv SEED COUNT MAX_SIZE\n";
+  if (argc != 6 && argc != 7) {
+    std::cerr << "usage: enclave_net_peer PLUGIN send|both|recv SEED COUNT MAX_SIZE [COMM_ID]\n";
     return 64;
   }
   const std::string mode = argv[2];
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
   const uint64_t seed = std::stoull(argv[3]);
   const int count = std::stoi(argv[4]);
   const size_t max_size = std::stoull(argv[5]);
+  const uint64_t comm_id = argc == 7 ? std::stoull(argv[6]) : 0x5eed;
   Plugin p;
   if (!p.Load(argv[1])) {
     std::cout << "PEER FAIL " << p.error << std::endl;
@@ -39,7 +41,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   void* ctx = nullptr;
-  if (p.net->init(&ctx, 0x5eed, nullptr, CaptureLog, nullptr) != ncclSuccess) {
+  if (p.net->init(&ctx, comm_id, nullptr, CaptureLog, nullptr) != ncclSuccess) {
     std::cout << "PEER FAIL init" << std::endl;
     return 1;
   }

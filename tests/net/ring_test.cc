@@ -19,8 +19,10 @@
 #include <thread>
 #include <vector>
 
+#include "enclave/common/bytes.h"
 #include "enclave/net/plugin.h"
 #include "nccl_net_v11.h"
+#include "peer_process.h"
 
 extern "C" ncclNet_v11_t ncclNetPlugin_v11;  // libnccl-net-enclave.so, which the ring uses
 
@@ -167,6 +169,80 @@ Status RunAgainstChild(Child what, bool* dir_left_empty = nullptr) {
   return st;
 }
 
+// Rank 1's exchange, holding rank 1's Fetch until the test opens it: rank 1 publishes (so
+// rank 0 starts connecting and accepting) but does not connect to rank 0 yet.
+class Gated final : public HandleExchange {
+ public:
+  explicit Gated(std::unique_ptr<HandleExchange> inner) : inner_(std::move(inner)) {}
+  Status Publish(int rank, const RingHandle& h) override { return inner_->Publish(rank, h); }
+  Result<RingHandle> Fetch(int rank, std::chrono::steady_clock::time_point d) override {
+    while (!open.load() && std::chrono::steady_clock::now() < d) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return inner_->Fetch(rank, d);
+  }
+  void Withdraw(int rank) override { inner_->Withdraw(rank); }
+  std::atomic<bool> open{false};
+
+ private:
+  std::unique_ptr<HandleExchange> inner_;
+};
+
+// Someone without the job key who read rank 0's handle (the rendezvous carries it in the
+// clear) connects to rank 0 before rank 1 does: enclave_net_peer with another key, first
+// in another communicator, then in the ring's (its comm id is no secret either). Each
+// connect() fails. Rank 0's listener closes those connections and goes on waiting; the
+// ring of ranks 0 and 1 forms and sums.
+TEST(RingTest, AConnectionWithoutTheKeyBeforeTheNeighbourDoesNotEndTheRing) {
+  TempDir dir;
+  Result<std::unique_ptr<Ring>> r0 = Internal("not run"), r1 = Internal("not run");
+  std::thread t0([&] { r0 = Join(dir.path(), 2, 0, 7, seconds(20)); });
+  auto ex1 = DirectoryExchange(dir.path(), "job-ring-test");
+  ASSERT_TRUE(ex1.ok());
+  Gated gated(std::move(ex1).value());
+  std::thread t1([&] {
+    RingOptions o;
+    o.world_size = 2;
+    o.rank = 1;
+    o.comm_id = 0x1234;
+    o.timeout = seconds(20);
+    r1 = Ring::Connect(Key(7), o, gated);
+  });
+  auto ex = DirectoryExchange(dir.path(), "job-ring-test");
+  ASSERT_TRUE(ex.ok());
+  const auto deadline = std::chrono::steady_clock::now() + seconds(20);
+  auto h0 = (*ex)->Fetch(0, deadline);
+  ASSERT_TRUE(h0.ok()) << h0.status().ToString();
+  ASSERT_TRUE((*ex)->Fetch(1, deadline).ok());  // rank 0 reads it too and starts accepting
+  for (const char* comm_id : {"24301", "4660"}) {  // 0x5eed, then the ring's 0x1234
+    test::PeerProcess intruder;
+    ASSERT_TRUE(intruder.Start({ENCLAVE_NET_PEER, ENCLAVE_NET_PLUGIN, "send", "1", "1", "100", comm_id}));
+    const crypto::SecretBytes other = Key(8);
+    ASSERT_TRUE(intruder.WriteLine(HexEncode(other.ExposeSecret())));
+    ASSERT_TRUE(intruder.WriteLine(HexEncode(ByteSpan(h0->data(), h0->size()))));
+    const std::string out = intruder.ReadAll(15);
+    EXPECT_EQ(intruder.Wait(), 2) << out;  // its connect() was refused
+    EXPECT_NE(out.find(comm_id == std::string("4660") ? "did not prove the job key" : "before its ServerHello"),
+              std::string::npos)
+        << out;
+  }
+  // Rank 0 calls accept() all the while: by now it has seen the intruder hang up.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  gated.open = true;
+  t0.join();
+  t1.join();
+  ASSERT_TRUE(r0.ok()) << r0.status().ToString();
+  ASSERT_TRUE(r1.ok()) << r1.status().ToString();
+  std::vector<float> a(1000, 1.0f), b(1000, 2.0f);
+  std::thread s0([&] { EXPECT_TRUE((*r0)->AllReduceSum(a.data(), a.size()).ok()); });
+  EXPECT_TRUE((*r1)->AllReduceSum(b.data(), b.size()).ok());
+  s0.join();
+  EXPECT_EQ(a[0], 3.0f);
+  EXPECT_EQ(a[999], 3.0f);
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
+// A rank with another key looks like any connection without the key to its neighbour's
+// listener, which goes on waiting: both ranks fail when their timeout passes.
 TEST(RingTest, ARankWithoutTheJobKeyIsRefused) {
   bool empty = false;
   Status st = RunAgainstChild(Child::kWrongKey, &empty);
