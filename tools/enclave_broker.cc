@@ -97,6 +97,9 @@ Status Serve(const Args& args) {
   options.actor = config.actor;
   options.nonce_ttl_s = config.nonce_ttl_s;
   options.challenge_ttl_s = config.challenge_ttl_s;
+  options.nonces_per_minute = config.nonces_per_minute;
+  options.archive_max_bytes = config.archive_max_bytes;
+  options.archive_min_free_bytes = config.archive_min_free_bytes;
   options.keystore = &*keystore;
   options.export_key = config.export_key;
   for (const std::string& file : config.policy_signers) {

@@ -1,5 +1,7 @@
 #include "enclave/audit/evidence_archive.h"
 
+#include <sys/statvfs.h>
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -230,6 +232,24 @@ Result<EvidenceArchive> EvidenceArchive::Open(const std::string& log_dir, bool c
 }
 
 std::string EvidenceArchive::PathFor(const crypto::Digest256& digest) const { return dir_ + "/" + Hex(digest); }
+
+Result<uint64_t> EvidenceArchive::BytesUsed() const {
+  std::error_code ec;
+  uint64_t total = 0;
+  for (std::filesystem::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    const uintmax_t n = it->file_size(ec);
+    if (!ec) total += n;
+    ec.clear();
+  }
+  if (ec) return IoError("evidence archive " + dir_ + ": " + ec.message());
+  return total;
+}
+
+Result<uint64_t> EvidenceArchive::BytesFree() const {
+  struct statvfs st {};
+  if (::statvfs(dir_.c_str(), &st) != 0) return ErrnoStatus("statvfs " + dir_, errno);
+  return static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+}
 
 Result<std::vector<uint8_t>> EvidenceArchive::Get(const crypto::Digest256& digest) const {
   const std::string path = PathFor(digest);

@@ -50,7 +50,8 @@ Status StatusFromAnswer(int http_status, const std::string& body, const std::str
   if (code == "not_found") return NotFound(m);
   if (code == "failed_precondition") return FailedPrecondition(m);
   if (code == "already_exists") return AlreadyExists(m);
-  if (code == "unavailable" || http_status == 503) return Unavailable(m);
+  if (code == "unavailable" || code == "too_many_requests" || http_status == 503 || http_status == 429)
+    return Unavailable(m);  // retry later
   if (code == "unsupported") return Unsupported(m);
   return Internal(m);
 }

@@ -118,7 +118,10 @@ Result<BrokerConfig> ParseBrokerConfig(std::string_view text, const std::string&
   c.keystore_path = Resolve(base_dir, c.keystore_path);
 
   ASSIGN_OR_RETURN(const toml::table* audit, Table(root, "audit", true));
-  RETURN_IF_ERROR(CheckKeys(*audit, "audit", {"dir", "signing_key", "actor"}));
+  RETURN_IF_ERROR(
+      CheckKeys(*audit, "audit", {"dir", "signing_key", "actor", "archive_max_bytes", "archive_min_free_bytes"}));
+  RETURN_IF_ERROR(GetInt(audit, "audit", "archive_max_bytes", 1, INT64_MAX, &c.archive_max_bytes));
+  RETURN_IF_ERROR(GetInt(audit, "audit", "archive_min_free_bytes", 0, INT64_MAX, &c.archive_min_free_bytes));
   RETURN_IF_ERROR(GetString(audit, "audit", "dir", true, &c.audit_dir));
   RETURN_IF_ERROR(GetString(audit, "audit", "signing_key", true, &c.audit_signing_key));
   RETURN_IF_ERROR(GetString(audit, "audit", "actor", false, &c.actor));
@@ -126,7 +129,8 @@ Result<BrokerConfig> ParseBrokerConfig(std::string_view text, const std::string&
   c.audit_signing_key = Resolve(base_dir, c.audit_signing_key);
 
   ASSIGN_OR_RETURN(const toml::table* att, Table(root, "attestation", true));
-  RETURN_IF_ERROR(CheckKeys(*att, "attestation", {"policy", "nonce_ttl_s", "challenge_ttl_s"}));
+  RETURN_IF_ERROR(CheckKeys(*att, "attestation", {"policy", "nonce_ttl_s", "challenge_ttl_s", "nonces_per_minute"}));
+  RETURN_IF_ERROR(GetInt(att, "attestation", "nonces_per_minute", 1, 1000000, &c.nonces_per_minute));
   RETURN_IF_ERROR(GetString(att, "attestation", "policy", true, &c.attestation_policy));
   c.attestation_policy = Resolve(base_dir, c.attestation_policy);
   RETURN_IF_ERROR(GetInt(att, "attestation", "nonce_ttl_s", 1, 3600, &c.nonce_ttl_s));

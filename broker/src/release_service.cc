@@ -141,12 +141,34 @@ Result<audit::RecordedVerdict> Service::AppraiseFor(const HostRecord& host, cons
   in.context.bound_digest = bound;  // what the broker expects; the quote must carry exactly this
   in.context.nonce_issued_at = nonce.issued_at;
   in.context.appraised_at = Now();
+  // Nothing is archived or logged against a host until its enrolled AK is shown to have
+  // signed this quote for this nonce: free nonces and replayed bundles cost one signature
+  // check, not disk and audit entries (PermissionDenied: the caller refuses, unlogged).
+  {
+    auto parsed = attest::ParseEvidenceBundle(evidence_text);
+    if (!parsed.ok()) return parsed.status();
+    RETURN_IF_ERROR(attest::VerifyQuoteOrigin(host.ak_public, attest::ToEvidenceParts(*parsed).quote, nonce.nonce,
+                                              parsed->bound_digest)
+                        .Annotate("the quote is not " + host.host_id + "'s for this nonce"));
+  }
+  // The archive's disk budget, checked before anything is written: refused (503) while the
+  // archive is full or its file system low, so the audit log never runs out of disk.
+  const uint64_t incoming = evidence_text.size() + host.enrolment_bundle.size();
+  ASSIGN_OR_RETURN(uint64_t free_bytes, archive_.BytesFree());
+  if (archive_bytes_ + incoming > static_cast<uint64_t>(options_.archive_max_bytes) ||
+      free_bytes < static_cast<uint64_t>(options_.archive_min_free_bytes) + incoming) {
+    std::cerr << "enclave-broker: evidence archive budget reached (" << archive_bytes_.load() << " of "
+              << options_.archive_max_bytes << " bytes stored, " << free_bytes << " bytes free, "
+              << options_.archive_min_free_bytes << " kept free): appraisal of " << host.host_id << " refused\n";
+    return Unavailable("the evidence archive is full; retry later");
+  }
   if (!host.clock_state.empty()) {
     auto clock = attest::ParseClockState(host.clock_state);
     if (!clock.ok()) return Internal("stored clock state of " + host.host_id + ": " + clock.status().message());
     in.context.last_clock = *clock;
   }
   ASSIGN_OR_RETURN(audit::RecordedVerdict recorded, audit::AppraiseAndRecord(log_, archive_, in));
+  archive_bytes_ += incoming;
   if (recorded.verdict.passed() && recorded.verdict.clock) {
     RETURN_IF_ERROR(
         store_.UpdateClockState(host.host_id, host.clock_state, attest::EncodeClockState(*recorded.verdict.clock)));
@@ -269,6 +291,8 @@ Reply Service::Release(std::string_view body) {
   if (!host.ok()) return ErrorReply(host.status());
   const std::string job_digest = HexEncode(r.job.job_digest);
   auto recorded = AppraiseFor(*host, *nonce, r.evidence, ReleaseBinding(r), job_digest);
+  if (!recorded.ok() && recorded.status().code() == Code::kPermissionDenied)
+    return Refused("release", recorded.status().message());
   if (!recorded.ok()) return ErrorReply(recorded.status());
   if (!recorded->verdict.passed())
     return Refused("release", "attestation of " + host->host_id + " failed: " + recorded->verdict.appraisal.Summary(),
@@ -464,6 +488,8 @@ Reply Service::Renew(const std::string& lease_id, std::string_view body) {
   if (!job.ok()) return ErrorReply(job.status());
   const std::string job_digest = *job ? HexEncode((*job)->job_digest) : "";
   auto recorded = AppraiseFor(*host, *nonce, request->evidence, binding, job_digest);
+  if (!recorded.ok() && recorded.status().code() == Code::kPermissionDenied)
+    return Refused("renewal", recorded.status().message());
   if (!recorded.ok()) return ErrorReply(recorded.status());
   const int64_t now = Now();
   if (!recorded->verdict.passed()) {

@@ -1,6 +1,7 @@
 #include "enclave/broker/service.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 
@@ -125,8 +126,11 @@ Result<std::unique_ptr<Service>> Service::Create(Store& store, audit::LogWriter&
       return Internal("stored enrolment bundle of host " + h.host_id + ": " + bundle.status().message());
     RETURN_IF_ERROR(store.LinkTpmKeys(h.host_id, TpmKeysOf(*bundle, policy->ek_trust), h.enrolled_at));
   }
-  return std::unique_ptr<Service>(new Service(store, log, std::move(archive), std::move(policy).value(),
-                                              std::move(policy_text), std::move(policy_dir), std::move(options)));
+  ASSIGN_OR_RETURN(uint64_t archived, archive.BytesUsed());
+  std::unique_ptr<Service> service(new Service(store, log, std::move(archive), std::move(policy).value(),
+                                               std::move(policy_text), std::move(policy_dir), std::move(options)));
+  service->archive_bytes_ = archived;
+  return service;
 }
 
 int64_t Service::Now() const {
@@ -236,6 +240,27 @@ Reply Service::IssueNonce(std::string_view body) {
   auto revoked = store_.IsRevoked(RevokedKind::kHost, host->host_id);
   if (!revoked.ok()) return ErrorReply(revoked.status());
   if (*revoked) return Refuse("nonce", "host " + host->host_id + " is revoked");
+  {
+    // Nonces cost a row each and a host needs a few per job: a flood is refused, not stored.
+    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::steady_clock::now().time_since_epoch())
+                               .count();
+    const double per_minute = static_cast<double>(options_.nonces_per_minute);
+    std::lock_guard<std::mutex> lock(buckets_mu_);
+    auto [it, fresh] = nonce_buckets_.try_emplace(host->host_id, NonceBucket{per_minute, now_ms});
+    NonceBucket& b = it->second;
+    b.tokens = std::min(per_minute, b.tokens + (now_ms - b.at_ms) * per_minute / 60000.0);
+    b.at_ms = now_ms;
+    if (b.tokens < 1) {
+      std::cerr << "enclave-broker: refused a nonce for " << host->host_id << ": over "
+                << options_.nonces_per_minute << " per minute\n";
+      const int64_t wait_s = static_cast<int64_t>(std::ceil((1 - b.tokens) * 60 / per_minute));
+      json j = json::parse(EncodeError("too_many_requests", "too many nonces for this host; retry later"));
+      j["retry_after_s"] = wait_s;
+      return JsonReply(429, j);
+    }
+    b.tokens -= 1;
+  }
   NonceRecord n;
   n.nonce.resize(kNonceBytes);
   crypto::RandomBytes(n.nonce);
@@ -266,6 +291,8 @@ Reply Service::Attest(std::string_view body) {
   if (!host.ok()) return ErrorReply(host.status());
 
   auto recorded = AppraiseFor(*host, *nonce, body, evidence->bound_digest, "");
+  if (!recorded.ok() && recorded.status().code() == Code::kPermissionDenied)
+    return Refuse("attestation", recorded.status().message());
   if (!recorded.ok()) return ErrorReply(recorded.status());
   if (!recorded->verdict.passed()) {
     std::cerr << "enclave-broker: attestation of " << host->host_id << " failed (audit entry " << recorded->index

@@ -58,6 +58,9 @@ struct BrokerSettings {
   int threads = 4;
   int max_queued = 8;
   size_t max_body_bytes = 1u << 20;
+  int nonces_per_minute = 100000;  // the tests' bursts are not floods
+  int64_t archive_max_bytes = int64_t{1} << 34;
+  int64_t archive_min_free_bytes = 0;
   std::string extra_config;  // appended to broker.toml ([release], [admin])
   // Runs after the folder is prepared and before the broker starts (e.g. to add keys to
   // its keystore, which the broker reads at start).
@@ -226,10 +229,13 @@ class BrokerProcess {
                                        "\nwrite_timeout_s = 5\nkeep_alive_s = 2\n\n"
                                        "[store]\npath = \"state/broker.db\"\n\n"
                                        "[keystore]\npath = \"tenant.keystore\"\n\n"
-                                       "[audit]\ndir = \"audit\"\nsigning_key = \"audit.key\"\nactor = \"broker@test\"\n\n"
-                                       "[attestation]\npolicy = \"policy.json\"\nnonce_ttl_s = " +
+                                       "[audit]\ndir = \"audit\"\nsigning_key = \"audit.key\"\nactor = \"broker@test\"\n"
+                                       "archive_max_bytes = " + std::to_string(s.archive_max_bytes) +
+                                       "\narchive_min_free_bytes = " + std::to_string(s.archive_min_free_bytes) +
+                                       "\n\n[attestation]\npolicy = \"policy.json\"\nnonce_ttl_s = " +
                                        std::to_string(s.nonce_ttl_s) + "\nchallenge_ttl_s = " +
-                                       std::to_string(s.challenge_ttl_s) + "\n" + s.extra_config);
+                                       std::to_string(s.challenge_ttl_s) + "\nnonces_per_minute = " +
+                                       std::to_string(s.nonces_per_minute) + "\n" + s.extra_config);
     std::filesystem::create_directories(Path("state"));
     return OkStatus();
   }

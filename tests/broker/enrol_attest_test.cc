@@ -145,14 +145,24 @@ TEST_F(EnrolAttestTest, AttestationPassesOnceLogsEveryVerdictAndRefusesReplayedU
   EXPECT_EQ(replay.status, 409) << replay.body;
   EXPECT_NE(replay.body.find("already used"), std::string::npos);
 
-  // Evidence whose quote answers one nonce, presented for another: appraised, refused, logged.
+  // Evidence whose quote answers one nonce, presented for another (a replay): refused, and
+  // neither archived nor logged, since the host's AK did not quote for this nonce (issue 16
+  // §4: a free nonce and an old bundle no longer write a "rejected" verdict against a
+  // healthy host).
   NonceIssued n2 = Nonce(host_id);
   NonceIssued n3 = Nonce(host_id);
   attest::EvidenceBundle swapped = Evidence(state, n2);
   swapped.nonce = n3.nonce;
-  auto fail = broker_->Post("/v1/attestations", attest::EncodeEvidenceBundle(swapped));
+  auto replayed = broker_->Post("/v1/attestations", attest::EncodeEvidenceBundle(swapped));
+  EXPECT_EQ(replayed.status, 403) << replayed.body;
+  EXPECT_FALSE(replayed.json().contains("audit_index")) << replayed.body;
+  // The host's own quote for this nonce that fails a check is appraised, refused, logged.
+  NonceIssued n5 = Nonce(host_id);
+  attest::EvidenceBundle altered = Evidence(state, n5);
+  altered.pcrs.begin()->second.begin()->second[0] ^= 1;  // a reported PCR value the quote does not cover
+  auto fail = broker_->Post("/v1/attestations", attest::EncodeEvidenceBundle(altered));
   EXPECT_EQ(fail.status, 403) << fail.body;
-  ASSERT_TRUE(fail.json().contains("audit_index"));
+  ASSERT_TRUE(fail.json().contains("audit_index")) << fail.body;
   // A nonce this broker never issued.
   attest::EvidenceBundle forged = ev;
   forged.nonce.assign(32, 0x99);
@@ -165,7 +175,7 @@ TEST_F(EnrolAttestTest, AttestationPassesOnceLogsEveryVerdictAndRefusesReplayedU
   EXPECT_EQ(entries[1].event.fields["host"], host_id);
   EXPECT_EQ(entries[2].event.fields["verdict"], "rejected");
   EXPECT_EQ(fail.json()["audit_index"].get<uint64_t>(), 2u);
-  EXPECT_NE(entries[2].event.fields.dump().find("extra_data"), std::string::npos) << entries[2].event.fields.dump();
+  EXPECT_NE(entries[2].event.fields.dump().find("pcr_digest"), std::string::npos) << entries[2].event.fields.dump();
 
   auto hosts = HostsJson();
   ASSERT_EQ(hosts["hosts"].size(), 1u);
@@ -183,6 +193,88 @@ TEST_F(EnrolAttestTest, AttestationPassesOnceLogsEveryVerdictAndRefusesReplayedU
   EXPECT_EQ(expired.status, 409) << expired.body;
   EXPECT_NE(expired.body.find("expired"), std::string::npos);
   EXPECT_EQ(AuditEntries().size(), 3u) << "an expired nonce reached the appraisal";
+}
+
+// The bytes the broker's evidence archive holds.
+uint64_t ArchiveBytes(const BrokerProcess& b) {
+  uint64_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(b.Path("audit/archive/sha256"))) n += e.file_size();
+  return n;
+}
+
+// Issue 16 §4: reproduced on 08a59af, nonces were free and every attestation archived its
+// whole body and appended a verdict: six requests wrote 94 MB in 3 s and six "rejected"
+// verdicts against a healthy host. Now nothing is archived or logged until the host's
+// enrolled AK is shown to have signed the quote for that nonce.
+TEST_F(EnrolAttestTest, UnauthenticatedAttestationsArchiveAndLogNothing) {
+  ASSERT_NO_FATAL_FAILURE(StartBroker());
+  HostState state = State("host");
+  const std::string host_id = Enrol(state);
+  const size_t entries = AuditEntries().size();
+  const uint64_t archived = ArchiveBytes(*broker_);
+  for (int i = 0; i < 6; ++i) {
+    NonceIssued n = Nonce(host_id);  // anyone may ask for one
+    attest::EvidenceBundle ev = Evidence(state, n);
+    if (i % 2 == 0) {
+      ev.signature.back() ^= 1;  // a damaged signature
+    } else {
+      ev.attest[ev.attest.size() / 2] ^= 1;  // a quote the AK never signed
+    }
+    ev.ima_log = std::string(450000, 'x');  // bulk: about 900 KB of body (the bundle holds it as hex)
+    auto a = broker_->Post("/v1/attestations", attest::EncodeEvidenceBundle(ev));
+    EXPECT_EQ(a.status, 403) << a.body;
+    EXPECT_FALSE(a.json().contains("audit_index")) << a.body;
+  }
+  EXPECT_EQ(AuditEntries().size(), entries) << "an unauthenticated attestation was logged";
+  EXPECT_EQ(ArchiveBytes(*broker_), archived) << "an unauthenticated attestation was archived";
+  // The host itself is still attested as before.
+  auto pass = broker_->Post("/v1/attestations", attest::EncodeEvidenceBundle(Evidence(state, Nonce(host_id))));
+  EXPECT_EQ(pass.status, 200) << pass.body;
+}
+
+TEST_F(EnrolAttestTest, NoncesArePerHostRateLimited) {
+  settings_.nonces_per_minute = 5;
+  ASSERT_NO_FATAL_FAILURE(StartBroker());
+  HostState state = State("host");
+  const std::string host_id = Enrol(state);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(broker_->Post("/v1/nonces", EncodeNonceRequest({host_id})).status, 201);
+  auto over = broker_->Post("/v1/nonces", EncodeNonceRequest({host_id}));
+  EXPECT_EQ(over.status, 429) << over.body;
+  EXPECT_EQ(over.json()["error"]["code"], "too_many_requests") << over.body;
+  EXPECT_GE(over.json()["retry_after_s"].get<int64_t>(), 1);
+  // One token comes back every 60 / 5 = 12 s.
+  std::this_thread::sleep_for(std::chrono::seconds(13));
+  EXPECT_EQ(broker_->Post("/v1/nonces", EncodeNonceRequest({host_id})).status, 201);
+}
+
+TEST_F(EnrolAttestTest, AFullEvidenceArchiveRefusesAppraisalsBeforeWritingAnything) {
+  ASSERT_NO_FATAL_FAILURE(StartBroker());
+  HostState state = State("host");
+  const std::string host_id = Enrol(state);
+  const uint64_t archived = ArchiveBytes(*broker_);
+  // Restarted with a budget the next appraisal would exceed.
+  broker_.reset();
+  settings_.archive_max_bytes = static_cast<int64_t>(archived) + 100;
+  ASSERT_NO_FATAL_FAILURE(StartBroker());
+  const size_t entries = AuditEntries().size();
+  auto full = broker_->Post("/v1/attestations", attest::EncodeEvidenceBundle(Evidence(state, Nonce(host_id))));
+  EXPECT_EQ(full.status, 503) << full.body;
+  EXPECT_EQ(AuditEntries().size(), entries);
+  EXPECT_EQ(ArchiveBytes(*broker_), archived);
+  // Free space is kept too: a file system with less than archive_min_free_bytes free refuses.
+  broker_.reset();
+  settings_.archive_max_bytes = int64_t{1} << 40;
+  settings_.archive_min_free_bytes = std::numeric_limits<int64_t>::max() / 2;
+  ASSERT_NO_FATAL_FAILURE(StartBroker());
+  EXPECT_EQ(broker_->Post("/v1/attestations", attest::EncodeEvidenceBundle(Evidence(state, Nonce(host_id)))).status,
+            503);
+  // Within budget again: appraised and logged.
+  broker_.reset();
+  settings_.archive_min_free_bytes = 0;
+  ASSERT_NO_FATAL_FAILURE(StartBroker());
+  EXPECT_EQ(broker_->Post("/v1/attestations", attest::EncodeEvidenceBundle(Evidence(state, Nonce(host_id)))).status,
+            200);
+  EXPECT_EQ(AuditEntries().size(), entries + 1);
 }
 
 TEST_F(EnrolAttestTest, ConcurrentClientsGetDistinctNoncesAndOneEvidenceIsAcceptedOnce) {

@@ -46,6 +46,10 @@ class EvidenceArchive {
   // The blob's bytes: NotFound when absent, AuthFailed when they do not hash to `digest`.
   Result<std::vector<uint8_t>> Get(const crypto::Digest256& digest) const;
   std::string PathFor(const crypto::Digest256& digest) const;
+  // The bytes of every blob now stored (a directory scan), and the bytes the archive's file
+  // system has free for unprivileged writers (statvfs), for a caller's disk budget.
+  Result<uint64_t> BytesUsed() const;
+  Result<uint64_t> BytesFree() const;
 
  private:
   explicit EvidenceArchive(std::string dir) : dir_(std::move(dir)) {}

@@ -41,6 +41,12 @@ struct BrokerConfig {
   std::string attestation_policy;
   int64_t nonce_ttl_s = 60;
   int64_t challenge_ttl_s = 300;
+  int64_t nonces_per_minute = 600;  // per enrolled host; more is 429
+  // [audit]: the evidence archive's budget: bytes it may hold, and free bytes its file
+  // system must keep; an appraisal that would break either is refused (503) before
+  // anything is written, so the audit log never runs out of disk.
+  int64_t archive_max_bytes = int64_t{16} << 30;
+  int64_t archive_min_free_bytes = int64_t{1} << 30;
   // [release]: Ed25519 public key files of the compliance officers whose signatures make a
   // data-use policy activatable, and the keystore export key jobs encrypt models to ("":
   // the newest).

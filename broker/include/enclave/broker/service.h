@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -48,6 +49,9 @@ struct ServiceOptions {
   std::string actor = "broker";
   int64_t nonce_ttl_s = 60;
   int64_t challenge_ttl_s = 300;
+  int64_t nonces_per_minute = 600;  // per host (a token bucket of this size, refilled per minute)
+  int64_t archive_max_bytes = int64_t{16} << 30;
+  int64_t archive_min_free_bytes = int64_t{1} << 30;
   std::function<int64_t()> now;  // unix seconds; unset: the system clock
   // Key release (release_service.cc). Without a keystore every release is refused.
   const crypto::Keystore* keystore = nullptr;
@@ -116,6 +120,16 @@ class Service {
   // release's entries (and ends the lease).
   std::shared_mutex revocation_mu_;
   std::mutex activation_mu_;  // policy activations, one at a time (serial order = log order)
+  // Nonces per host: a token bucket of options_.nonces_per_minute, refilled continuously.
+  struct NonceBucket {
+    double tokens = 0;
+    int64_t at_ms = 0;
+  };
+  std::mutex buckets_mu_;
+  std::map<std::string, NonceBucket> nonce_buckets_;
+  // The evidence archive's size: scanned at start, then counted per appraisal (an upper
+  // bound: a blob already stored is counted again).
+  std::atomic<uint64_t> archive_bytes_{0};
   crypto::Digest256 policy_sha256_{};  // of policy_text_
 };
 
