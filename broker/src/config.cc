@@ -78,7 +78,9 @@ Result<BrokerConfig> ParseBrokerConfig(std::string_view text, const std::string&
   ASSIGN_OR_RETURN(const toml::table* server, Table(root, "server", true));
   RETURN_IF_ERROR(CheckKeys(*server, "server",
                             {"listen", "port", "certificate", "private_key", "threads", "max_queued", "max_body_bytes",
-                             "read_timeout_s", "write_timeout_s", "keep_alive_s"}));
+                             "read_timeout_s", "write_timeout_s", "keep_alive_s", "max_header_bytes",
+                             "max_header_fields", "header_timeout_s", "body_timeout_s", "max_connections",
+                             "max_connections_per_peer"}));
   ServerConfig& s = c.server;
   RETURN_IF_ERROR(GetString(server, "server", "listen", false, &s.listen));
   RETURN_IF_ERROR(GetString(server, "server", "certificate", true, &s.certificate));
@@ -104,6 +106,24 @@ Result<BrokerConfig> ParseBrokerConfig(std::string_view text, const std::string&
   v = s.keep_alive_s;
   RETURN_IF_ERROR(GetInt(server, "server", "keep_alive_s", 1, 300, &v));
   s.keep_alive_s = static_cast<int>(v);
+  v = static_cast<int64_t>(s.max_header_bytes);
+  RETURN_IF_ERROR(GetInt(server, "server", "max_header_bytes", 1024, 1 << 20, &v));
+  s.max_header_bytes = static_cast<size_t>(v);
+  v = static_cast<int64_t>(s.max_header_fields);
+  RETURN_IF_ERROR(GetInt(server, "server", "max_header_fields", 8, 1024, &v));
+  s.max_header_fields = static_cast<size_t>(v);
+  v = s.header_timeout_s;
+  RETURN_IF_ERROR(GetInt(server, "server", "header_timeout_s", 1, 300, &v));
+  s.header_timeout_s = static_cast<int>(v);
+  v = s.body_timeout_s;
+  RETURN_IF_ERROR(GetInt(server, "server", "body_timeout_s", 1, 3600, &v));
+  s.body_timeout_s = static_cast<int>(v);
+  v = static_cast<int64_t>(s.max_connections);
+  RETURN_IF_ERROR(GetInt(server, "server", "max_connections", 1, 65536, &v));
+  s.max_connections = static_cast<size_t>(v);
+  v = static_cast<int64_t>(s.max_connections_per_peer);
+  RETURN_IF_ERROR(GetInt(server, "server", "max_connections_per_peer", 1, 65536, &v));
+  s.max_connections_per_peer = static_cast<size_t>(v);
   s.certificate = Resolve(base_dir, s.certificate);
   s.private_key = Resolve(base_dir, s.private_key);
 

@@ -62,6 +62,7 @@ struct BrokerSettings {
   int64_t archive_max_bytes = int64_t{1} << 34;
   int64_t archive_min_free_bytes = 0;
   std::string extra_config;  // appended to broker.toml ([release], [admin])
+  std::string server_config;  // more [server] lines ("max_connections = 8\n")
   // Runs after the folder is prepared and before the broker starts (e.g. to add keys to
   // its keystore, which the broker reads at start).
   std::function<Status(const std::string& dir)> before_launch;
@@ -226,8 +227,8 @@ class BrokerProcess {
                                        "\nmax_queued = " + std::to_string(s.max_queued) +
                                        "\nmax_body_bytes = " + std::to_string(s.max_body_bytes) +
                                        "\nread_timeout_s = " + std::to_string(s.read_timeout_s) +
-                                       "\nwrite_timeout_s = 5\nkeep_alive_s = 2\n\n"
-                                       "[store]\npath = \"state/broker.db\"\n\n"
+                                       "\nwrite_timeout_s = 5\nkeep_alive_s = 2\n" + s.server_config +
+                                       "\n[store]\npath = \"state/broker.db\"\n\n"
                                        "[keystore]\npath = \"tenant.keystore\"\n\n"
                                        "[audit]\ndir = \"audit\"\nsigning_key = \"audit.key\"\nactor = \"broker@test\"\n"
                                        "archive_max_bytes = " + std::to_string(s.archive_max_bytes) +

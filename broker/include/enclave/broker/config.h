@@ -20,11 +20,18 @@ struct ServerConfig {
   std::string certificate;        // PEM chain, leaf first
   std::string private_key;        // PEM
   size_t threads = 8;             // request workers
-  size_t max_queued = 64;         // accepted connections waiting for a worker
+  size_t max_queued = 64;         // requests past their head beyond `threads` (bodies, queue)
   size_t max_body_bytes = 16u << 20;  // largest request body (evidence bundles)
   int read_timeout_s = 10;        // per read, TLS handshake included
-  int write_timeout_s = 10;
-  int keep_alive_s = 5;
+  int write_timeout_s = 10;       // per answer
+  int keep_alive_s = 5;           // idle between requests
+  // HTTP limits (docs/protocol.md, "HTTP limits").
+  size_t max_header_bytes = 8192;      // request line and fields (431 beyond)
+  size_t max_header_fields = 64;       // (431 beyond)
+  int header_timeout_s = 10;           // whole head, TLS handshake included, however slow
+  int body_timeout_s = 60;             // whole body
+  size_t max_connections = 256;        // in all; then the broker stops accepting
+  size_t max_connections_per_peer = 32;  // per client IP address; more are closed at once
   // SHA-256 of the administrator's bearer token (read from [admin] token_file at start);
   // unset: the /v1/admin endpoints answer 404.
   std::optional<std::array<uint8_t, 32>> admin_token_sha256;
