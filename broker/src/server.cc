@@ -139,7 +139,8 @@ struct Server::Impl {
   // c->OnSlot() is posted to it). First come, first served.
   bool AcquireSlot(const std::shared_ptr<Connection>& c, uint64_t body_bytes);
   void ReleaseSlot(uint64_t body_bytes);
-  Answer Dispatch(const internal::Admitted& request, std::string_view authorization, std::string_view body);
+  Answer Dispatch(const internal::Admitted& request, std::string_view authorization, std::string_view body,
+                  const std::string& peer);
   void RunIo();
 
   const ServerConfig config;
@@ -364,7 +365,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     server_.workers.Post([self = shared_from_this(), work = asio::make_work_guard(server_.ioc),
                           request = request_, authorization = parser_->head().authorization,
                           body = std::move(parser_->body())]() mutable {
-      Answer a = self->server_.Dispatch(request, authorization, body);
+      Answer a = self->server_.Dispatch(request, authorization, body, self->peer_);
       asio::post(self->executor(), [self, a = std::move(a)]() mutable { self->OnAnswer(std::move(a)); });
       work.reset();
     });
@@ -569,7 +570,8 @@ void Server::Impl::ReleaseSlot(uint64_t body_bytes) {
   for (auto& c : next) asio::post(c->executor(), [c] { c->OnSlot(); });
 }
 
-Answer Server::Impl::Dispatch(const internal::Admitted& r, std::string_view authorization, std::string_view body) {
+Answer Server::Impl::Dispatch(const internal::Admitted& r, std::string_view authorization, std::string_view body,
+                              const std::string& peer) {
   try {
     switch (r.endpoint) {
       case Endpoint::kEnrol:
@@ -577,7 +579,7 @@ Answer Server::Impl::Dispatch(const internal::Admitted& r, std::string_view auth
       case Endpoint::kActivate:
         return {service.Activate(r.id, body)};
       case Endpoint::kNonce:
-        return {service.IssueNonce(body)};
+        return {service.IssueNonce(body, peer)};
       case Endpoint::kAttest:
         return {service.Attest(body)};
       case Endpoint::kRelease:

@@ -232,7 +232,7 @@ Reply Service::Activate(const std::string& challenge_id, std::string_view body) 
                              {"audit_index", *index}});
 }
 
-Reply Service::IssueNonce(std::string_view body) {
+Reply Service::IssueNonce(std::string_view body, const std::string& peer) {
   auto request = ParseNonceRequest(body);
   if (!request.ok()) return ErrorReply(request.status());
   auto host = store_.GetHost(request->host_id);
@@ -247,12 +247,13 @@ Reply Service::IssueNonce(std::string_view body) {
                                .count();
     const double per_minute = static_cast<double>(options_.nonces_per_minute);
     std::lock_guard<std::mutex> lock(buckets_mu_);
-    auto [it, fresh] = nonce_buckets_.try_emplace(host->host_id, NonceBucket{per_minute, now_ms});
+    if (nonce_buckets_.size() > 100000) nonce_buckets_.clear();  // bounded: a full bucket for everyone again
+    auto [it, fresh] = nonce_buckets_.try_emplace(host->host_id + " " + peer, NonceBucket{per_minute, now_ms});
     NonceBucket& b = it->second;
     b.tokens = std::min(per_minute, b.tokens + (now_ms - b.at_ms) * per_minute / 60000.0);
     b.at_ms = now_ms;
     if (b.tokens < 1) {
-      std::cerr << "enclave-broker: refused a nonce for " << host->host_id << ": over "
+      std::cerr << "enclave-broker: refused a nonce for " << host->host_id << " to " << peer << ": over "
                 << options_.nonces_per_minute << " per minute\n";
       const int64_t wait_s = static_cast<int64_t>(std::ceil((1 - b.tokens) * 60 / per_minute));
       json j = json::parse(EncodeError("too_many_requests", "too many nonces for this host; retry later"));

@@ -242,6 +242,13 @@ TEST_F(EnrolAttestTest, NoncesArePerHostRateLimited) {
   EXPECT_EQ(over.status, 429) << over.body;
   EXPECT_EQ(over.json()["error"]["code"], "too_many_requests") << over.body;
   EXPECT_GE(over.json()["retry_after_s"].get<int64_t>(), 1);
+  // A flood from another address has an allowance of its own: it does not use up the
+  // host's (who asks for the host's nonces is not authenticated).
+  auto elsewhere = broker_->Client();
+  elsewhere->set_interface("127.0.0.2");
+  auto other = elsewhere->Post("/v1/nonces", EncodeNonceRequest({host_id}), "application/json");
+  ASSERT_TRUE(other) << "no answer to a client bound to 127.0.0.2";
+  EXPECT_EQ(other->status, 201) << other->body;
   // One token comes back every 60 / 5 = 12 s.
   std::this_thread::sleep_for(std::chrono::seconds(13));
   EXPECT_EQ(broker_->Post("/v1/nonces", EncodeNonceRequest({host_id})).status, 201);

@@ -69,7 +69,9 @@ class Service {
 
   Reply Enrol(std::string_view body);                                     // POST /v1/enrolments
   Reply Activate(const std::string& challenge_id, std::string_view body);  // POST /v1/enrolments/ID/activation
-  Reply IssueNonce(std::string_view body);                                // POST /v1/nonces
+  // POST /v1/nonces. `peer`: the caller's address; each (host, address) pair has its own
+  // allowance, so a flood from elsewhere does not use up the host's own.
+  Reply IssueNonce(std::string_view body, const std::string& peer = "");
   Reply Attest(std::string_view body);                                    // POST /v1/attestations
   Reply Release(std::string_view body);                                   // POST /v1/releases
   Reply Renew(const std::string& lease_id, std::string_view body);        // POST /v1/leases/ID/renewals
@@ -120,7 +122,8 @@ class Service {
   // release's entries (and ends the lease).
   std::shared_mutex revocation_mu_;
   std::mutex activation_mu_;  // policy activations, one at a time (serial order = log order)
-  // Nonces per host: a token bucket of options_.nonces_per_minute, refilled continuously.
+  // Nonces per (host, caller address): a token bucket of options_.nonces_per_minute,
+  // refilled continuously. Entries of hosts that are not enrolled are never made.
   struct NonceBucket {
     double tokens = 0;
     int64_t at_ms = 0;
