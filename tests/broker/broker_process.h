@@ -39,6 +39,17 @@ inline void WriteText(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   f << text;
 }
+// VmRSS of `pid` in KiB from /proc/PID/status (world-readable even for a non-dumpable
+// process); -1 when it cannot be read.
+inline long RssKib(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
+  }
+  return -1;
+}
+
 inline std::string ReadText(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   std::stringstream s;

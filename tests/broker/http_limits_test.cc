@@ -46,20 +46,11 @@ namespace enclave::broker {
 namespace {
 
 using testing::BrokerProcess;
+using testing::RssKib;
 using testing::BrokerSettings;
 using Clock = std::chrono::steady_clock;
 
 double SecondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// VmRSS of `pid` in KiB (/proc/PID/status is readable even for a non-dumpable process).
-long RssKib(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
-  }
-  return -1;
-}
 
 // The highest VmRSS of `pid` while it lives (sampled every 20 ms).
 class RssPeak {

@@ -41,6 +41,8 @@
 namespace enclave::broker {
 namespace {
 
+using testing::RssKib;
+
 constexpr int kHosts = 4;               // swtpm instances; each one's releases are serialized
 constexpr int kClients = 200;           // concurrent client threads, a BrokerClient each
 constexpr int kReleasesPerClient = 10;  // releases per client: 2000 in all
@@ -63,17 +65,6 @@ std::string UsagePolicyJson(const std::string& attestation_sha256, const std::st
 
 bool Same(const crypto::SecretBytes& a, const crypto::SecretBytes& b) {
   return a.size() == b.size() && crypto::ConstantTimeEquals(a.ExposeSecret(), b.ExposeSecret());
-}
-
-// VmRSS of `pid` in KiB from /proc/PID/status (world-readable even for a non-dumpable
-// process); -1 when it cannot be read.
-long RssKib(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
-  }
-  return -1;
 }
 
 // Open descriptors of `pid`; -1 when /proc/PID/fd cannot be listed (the broker makes
