@@ -10,7 +10,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <functional>
+#include <iostream>
 #include <string>
 
 #include "cli.h"
@@ -30,9 +32,6 @@
 #include "enclave/common/files.h"
 #include "enclave/crypto/hash.h"
 #ifdef ENCLAVE_HAVE_BROKER_CLIENT
-#include <filesystem>
-#include <iostream>
-
 #include "enclave/broker/client.h"
 #include "enclave/crypto/keystore.h"
 #include "enclave/crypto/model_export.h"

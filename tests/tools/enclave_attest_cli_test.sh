@@ -22,7 +22,14 @@ expect() {
   fi
 }
 
-for v in enroll challenge activate confirm quote verify check eventlog; do
+# ima-simulate writes PCR 10 as only the kernel may on a real host: refused for a TPM
+# device (exit 5) before anything is opened or written.
+echo "a program" >prog
+expect 5 "$bin" ima-simulate prog --log ima.log --tcti device:/dev/tpmrm0
+grep -q "only against a software TPM" err.txt
+[ ! -e ima.log ]
+
+for v in enroll challenge activate confirm quote verify check eventlog ima-simulate; do
   expect 0 "$bin" "$v" --help
   grep -q "^Usage: enclave-attest $v" out.txt
 done
@@ -32,7 +39,7 @@ for v in enroll activate quote check; do
   grep -q "default: device:/dev/tpmrm0 when it exists, else the swtpm that scripts/swtpm-start started" out.txt
 done
 expect 0 "$bin" --help
-for v in enroll challenge activate confirm quote verify check eventlog; do grep -q "^  $v " out.txt; done
+for v in enroll challenge activate confirm quote verify check eventlog ima-simulate; do grep -q "^  $v " out.txt; done
 
 expect 2 "$bin" verify --policy p.json
 expect 2 "$bin" quote --nonce 00 --out e.json --bogus
