@@ -35,6 +35,27 @@ TEST(BrokerConfig, TheShippedExampleParses) {
   EXPECT_EQ(c->policy_signers[0], std::string(ENCLAVE_SOURCE_DIR) + "/examples/broker/officer.pub");
   EXPECT_TRUE(c->export_key.empty());
   EXPECT_EQ(c->admin_token_file, std::string(ENCLAVE_SOURCE_DIR) + "/examples/broker/admin.token");
+  EXPECT_EQ(c->nonces_per_minute, 600);
+  EXPECT_EQ(c->archive_max_bytes, int64_t{16} << 30);
+  EXPECT_EQ(c->archive_min_free_bytes, int64_t{1} << 30);
+}
+
+TEST(BrokerConfig, ResourceLimitsAreRangeChecked) {
+  const std::string base = "[server]\ncertificate = \"c\"\nprivate_key = \"k\"\n[store]\npath = \"s\"\n"
+                           "[keystore]\npath = \"k\"\n";
+  const std::string audit = "[audit]\ndir = \"a\"\nsigning_key = \"a.key\"\n";
+  const std::string att = "[attestation]\npolicy = \"p.json\"\n";
+  EXPECT_TRUE(ParseBrokerConfig(base + audit + att + "nonces_per_minute = 1\n", "/etc/b").ok());
+  EXPECT_EQ(ParseBrokerConfig(base + audit + att + "nonces_per_minute = 0\n", "/etc/b").status().code(),
+            Code::kInvalidInput);
+  EXPECT_EQ(ParseBrokerConfig(base + audit + "archive_max_bytes = 0\n" + att, "/etc/b").status().code(),
+            Code::kInvalidInput);
+  EXPECT_EQ(ParseBrokerConfig(base + audit + "archive_min_free_bytes = -1\n" + att, "/etc/b").status().code(),
+            Code::kInvalidInput);
+  auto ok = ParseBrokerConfig(base + audit + "archive_max_bytes = 1000\narchive_min_free_bytes = 0\n" + att, "/etc/b");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->archive_max_bytes, 1000);
+  EXPECT_EQ(ok->archive_min_free_bytes, 0);
 }
 
 TEST(BrokerConfig, ReleaseAndAdminTablesAreStrict) {
