@@ -62,6 +62,16 @@ Status GetInt(const toml::table* t, const std::string& table, const std::string&
   return OkStatus();
 }
 
+// GetInt into a field of another integer type (the range keeps it representable).
+template <typename T>
+Status GetIntAs(const toml::table* t, const std::string& table, const std::string& key, int64_t lo, int64_t hi,
+                T* out) {
+  int64_t v = static_cast<int64_t>(*out);
+  RETURN_IF_ERROR(GetInt(t, table, key, lo, hi, &v));
+  *out = static_cast<T>(v);
+  return OkStatus();
+}
+
 }  // namespace
 
 Result<BrokerConfig> ParseBrokerConfig(std::string_view text, const std::string& base_dir) {
@@ -85,45 +95,19 @@ Result<BrokerConfig> ParseBrokerConfig(std::string_view text, const std::string&
   RETURN_IF_ERROR(GetString(server, "server", "listen", false, &s.listen));
   RETURN_IF_ERROR(GetString(server, "server", "certificate", true, &s.certificate));
   RETURN_IF_ERROR(GetString(server, "server", "private_key", true, &s.private_key));
-  int64_t v = s.port;
-  RETURN_IF_ERROR(GetInt(server, "server", "port", 0, 65535, &v));
-  s.port = static_cast<uint16_t>(v);
-  v = static_cast<int64_t>(s.threads);
-  RETURN_IF_ERROR(GetInt(server, "server", "threads", 1, 1024, &v));
-  s.threads = static_cast<size_t>(v);
-  v = static_cast<int64_t>(s.max_queued);
-  RETURN_IF_ERROR(GetInt(server, "server", "max_queued", 1, 65536, &v));
-  s.max_queued = static_cast<size_t>(v);
-  v = static_cast<int64_t>(s.max_body_bytes);
-  RETURN_IF_ERROR(GetInt(server, "server", "max_body_bytes", 4096, int64_t{256} << 20, &v));
-  s.max_body_bytes = static_cast<size_t>(v);
-  v = s.read_timeout_s;
-  RETURN_IF_ERROR(GetInt(server, "server", "read_timeout_s", 1, 300, &v));
-  s.read_timeout_s = static_cast<int>(v);
-  v = s.write_timeout_s;
-  RETURN_IF_ERROR(GetInt(server, "server", "write_timeout_s", 1, 300, &v));
-  s.write_timeout_s = static_cast<int>(v);
-  v = s.keep_alive_s;
-  RETURN_IF_ERROR(GetInt(server, "server", "keep_alive_s", 1, 300, &v));
-  s.keep_alive_s = static_cast<int>(v);
-  v = static_cast<int64_t>(s.max_header_bytes);
-  RETURN_IF_ERROR(GetInt(server, "server", "max_header_bytes", 1024, 1 << 20, &v));
-  s.max_header_bytes = static_cast<size_t>(v);
-  v = static_cast<int64_t>(s.max_header_fields);
-  RETURN_IF_ERROR(GetInt(server, "server", "max_header_fields", 8, 1024, &v));
-  s.max_header_fields = static_cast<size_t>(v);
-  v = s.header_timeout_s;
-  RETURN_IF_ERROR(GetInt(server, "server", "header_timeout_s", 1, 300, &v));
-  s.header_timeout_s = static_cast<int>(v);
-  v = s.body_timeout_s;
-  RETURN_IF_ERROR(GetInt(server, "server", "body_timeout_s", 1, 3600, &v));
-  s.body_timeout_s = static_cast<int>(v);
-  v = static_cast<int64_t>(s.max_connections);
-  RETURN_IF_ERROR(GetInt(server, "server", "max_connections", 1, 65536, &v));
-  s.max_connections = static_cast<size_t>(v);
-  v = static_cast<int64_t>(s.max_connections_per_peer);
-  RETURN_IF_ERROR(GetInt(server, "server", "max_connections_per_peer", 1, 65536, &v));
-  s.max_connections_per_peer = static_cast<size_t>(v);
+  RETURN_IF_ERROR(GetIntAs(server, "server", "port", 0, 65535, &s.port));
+  RETURN_IF_ERROR(GetIntAs(server, "server", "threads", 1, 1024, &s.threads));
+  RETURN_IF_ERROR(GetIntAs(server, "server", "max_queued", 1, 65536, &s.max_queued));
+  RETURN_IF_ERROR(GetIntAs(server, "server", "max_body_bytes", 4096, int64_t{256} << 20, &s.max_body_bytes));
+  RETURN_IF_ERROR(GetIntAs(server, "server", "read_timeout_s", 1, 300, &s.read_timeout_s));
+  RETURN_IF_ERROR(GetIntAs(server, "server", "write_timeout_s", 1, 300, &s.write_timeout_s));
+  RETURN_IF_ERROR(GetIntAs(server, "server", "keep_alive_s", 1, 300, &s.keep_alive_s));
+  RETURN_IF_ERROR(GetIntAs(server, "server", "max_header_bytes", 1024, 1 << 20, &s.max_header_bytes));
+  RETURN_IF_ERROR(GetIntAs(server, "server", "max_header_fields", 8, 1024, &s.max_header_fields));
+  RETURN_IF_ERROR(GetIntAs(server, "server", "header_timeout_s", 1, 300, &s.header_timeout_s));
+  RETURN_IF_ERROR(GetIntAs(server, "server", "body_timeout_s", 1, 3600, &s.body_timeout_s));
+  RETURN_IF_ERROR(GetIntAs(server, "server", "max_connections", 1, 65536, &s.max_connections));
+  RETURN_IF_ERROR(GetIntAs(server, "server", "max_connections_per_peer", 1, 65536, &s.max_connections_per_peer));
   s.certificate = Resolve(base_dir, s.certificate);
   s.private_key = Resolve(base_dir, s.private_key);
 

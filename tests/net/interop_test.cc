@@ -14,20 +14,41 @@
 namespace enclave::net::test {
 namespace {
 
-TEST(NetInterop, PythonConnectorIsAcceptedAndDelivered) {
-  ClearLog();
-  setenv("ENCLAVE_NET_IFNAME", "lo", 1);
+// The plugin loaded with a job key (bytes key_first, key_first + 1, ...) and listening on
+// loopback for communicator `id`: what every test below starts from.
+class NetInterop : public ::testing::Test {
+ protected:
+  void Listen(uint8_t key_first, uint64_t id) {
+    ClearLog();
+    setenv("ENCLAVE_NET_IFNAME", "lo", 1);
+    ASSERT_TRUE(p.Load(ENCLAVE_NET_PLUGIN)) << p.error;
+    for (int i = 0; i < 32; ++i) key[i] = static_cast<uint8_t>(key_first + i);
+    ASSERT_EQ(p.set_key(key, sizeof(key)), 0);
+    comm_id = id;
+    ASSERT_EQ(p.net->init(&ctx, comm_id, nullptr, CaptureLog, nullptr), ncclSuccess);
+    ASSERT_EQ(p.net->listen(ctx, 0, handle, &l), ncclSuccess);
+  }
+  // The connector `py` started: accepts it, receives `sizes` (pattern `seed`) and checks
+  // that both ends agree, then closes the connection.
+  void AcceptAndReceive(PeerProcess& py, uint64_t seed, const std::vector<size_t>& sizes) {
+    void* r = nullptr;
+    ASSERT_EQ(ConnectAccept(p.net, ctx, nullptr, l, nullptr, &r, 60), ncclSuccess) << py.ReadAll(5) << LogText();
+    ExchangeResult res = Exchange(p.net, nullptr, r, {}, sizes, 0, seed, 8, 60);
+    EXPECT_EQ(res.rc, ncclSuccess) << res.what << "\n" << LogText();
+    EXPECT_EQ(res.received, static_cast<int>(sizes.size()));
+    EXPECT_EQ(py.ReadLine(30), "PY OK " + std::to_string(sizes.size())) << py.ReadAll(5);
+    p.net->closeRecv(r);
+  }
   Plugin p;
-  ASSERT_TRUE(p.Load(ENCLAVE_NET_PLUGIN)) << p.error;
-  uint8_t key[32];
-  for (int i = 0; i < 32; ++i) key[i] = static_cast<uint8_t>(0xa0 + i);
-  ASSERT_EQ(p.set_key(key, sizeof(key)), 0);
+  uint8_t key[32] = {};
+  uint64_t comm_id = 0;
   void* ctx = nullptr;
-  const uint64_t comm_id = 0x1234567890abcdefull;
-  ASSERT_EQ(p.net->init(&ctx, comm_id, nullptr, CaptureLog, nullptr), ncclSuccess);
   uint8_t handle[128] = {0};
   void* l = nullptr;
-  ASSERT_EQ(p.net->listen(ctx, 0, handle, &l), ncclSuccess);
+};
+
+TEST_F(NetInterop, PythonConnectorIsAcceptedAndDelivered) {
+  ASSERT_NO_FATAL_FAILURE(Listen(0xa0, 0x1234567890abcdefull));
 
   for (int nsocks : {1, 3}) {
     const uint64_t seed = 77 + static_cast<uint64_t>(nsocks);
@@ -88,20 +109,8 @@ void StartConnector(PeerProcess& py, const uint8_t* key, const uint8_t* handle, 
 // job key: a ClientHello that does not parse, one of another communicator, a forged
 // ClientFinished, one that hangs up after our ServerHello. accept() closes each socket,
 // logs it, never fails and never returns a connection, and then accepts the peer.
-TEST(NetInterop, KeylessConnectionsAreClosedAndThePeerIsAcceptedAfterThem) {
-  ClearLog();
-  setenv("ENCLAVE_NET_IFNAME", "lo", 1);
-  Plugin p;
-  ASSERT_TRUE(p.Load(ENCLAVE_NET_PLUGIN)) << p.error;
-  uint8_t key[32];
-  for (int i = 0; i < 32; ++i) key[i] = static_cast<uint8_t>(0xa0 + i);
-  ASSERT_EQ(p.set_key(key, sizeof(key)), 0);
-  void* ctx = nullptr;
-  const uint64_t comm_id = 0x1234567890abcdefull;
-  ASSERT_EQ(p.net->init(&ctx, comm_id, nullptr, CaptureLog, nullptr), ncclSuccess);
-  uint8_t handle[128] = {0};
-  void* l = nullptr;
-  ASSERT_EQ(p.net->listen(ctx, 0, handle, &l), ncclSuccess);
+TEST_F(NetInterop, KeylessConnectionsAreClosedAndThePeerIsAcceptedAfterThem) {
+  ASSERT_NO_FATAL_FAILURE(Listen(0xa0, 0x1234567890abcdefull));
   {
     PeerProcess py;
     StartConnector(py, key, handle, 2, 1, comm_id, "keyless", {});
@@ -121,13 +130,7 @@ TEST(NetInterop, KeylessConnectionsAreClosedAndThePeerIsAcceptedAfterThem) {
   const std::vector<size_t> sizes = {0, 1, 32769, 262145, 700001, 5};
   PeerProcess py;
   StartConnector(py, key, handle, 3, seed, comm_id, "", sizes);
-  void* r = nullptr;
-  ASSERT_EQ(ConnectAccept(p.net, ctx, nullptr, l, nullptr, &r, 60), ncclSuccess) << py.ReadAll(5) << LogText();
-  ExchangeResult res = Exchange(p.net, nullptr, r, {}, sizes, 0, seed, 8, 60);
-  EXPECT_EQ(res.rc, ncclSuccess) << res.what << "\n" << LogText();
-  EXPECT_EQ(res.received, static_cast<int>(sizes.size()));
-  EXPECT_EQ(py.ReadLine(30), "PY OK " + std::to_string(sizes.size())) << py.ReadAll(5);
-  p.net->closeRecv(r);
+  ASSERT_NO_FATAL_FAILURE(AcceptAndReceive(py, seed, sizes));
   p.net->closeListen(l);  // logs the count of refusals not logged one by one
   p.net->finalize(ctx);
   const std::string log = LogText();
@@ -141,31 +144,13 @@ TEST(NetInterop, KeylessConnectionsAreClosedAndThePeerIsAcceptedAfterThem) {
 // are grouped. A forged socket 0 (no key), a repeated socket 0 and a socket 1 that claims
 // another socket count, all from the connection's own client_random, are closed one by
 // one: the group they collided with is kept, completes and carries the records.
-TEST(NetInterop, ARepeatedOrDisagreeingSocketIndexClosesOnlyThatSocket) {
-  ClearLog();
-  setenv("ENCLAVE_NET_IFNAME", "lo", 1);
-  Plugin p;
-  ASSERT_TRUE(p.Load(ENCLAVE_NET_PLUGIN)) << p.error;
-  uint8_t key[32];
-  for (int i = 0; i < 32; ++i) key[i] = static_cast<uint8_t>(0x30 + i);
-  ASSERT_EQ(p.set_key(key, sizeof(key)), 0);
-  void* ctx = nullptr;
-  const uint64_t comm_id = 0x77;
-  ASSERT_EQ(p.net->init(&ctx, comm_id, nullptr, CaptureLog, nullptr), ncclSuccess);
-  uint8_t handle[128] = {0};
-  void* l = nullptr;
-  ASSERT_EQ(p.net->listen(ctx, 0, handle, &l), ncclSuccess);
+TEST_F(NetInterop, ARepeatedOrDisagreeingSocketIndexClosesOnlyThatSocket) {
+  ASSERT_NO_FATAL_FAILURE(Listen(0x30, 0x77));
   const uint64_t seed = 5;
   const std::vector<size_t> sizes = {0, 7, 32768, 65537, 300000, 1};
   PeerProcess py;
   StartConnector(py, key, handle, 2, seed, comm_id, "collide", sizes);
-  void* r = nullptr;
-  ASSERT_EQ(ConnectAccept(p.net, ctx, nullptr, l, nullptr, &r, 60), ncclSuccess) << py.ReadAll(5) << LogText();
-  ExchangeResult res = Exchange(p.net, nullptr, r, {}, sizes, 0, seed, 8, 60);
-  EXPECT_EQ(res.rc, ncclSuccess) << res.what << "\n" << LogText();
-  EXPECT_EQ(res.received, static_cast<int>(sizes.size()));
-  EXPECT_EQ(py.ReadLine(30), "PY OK " + std::to_string(sizes.size())) << py.ReadAll(5);
-  p.net->closeRecv(r);
+  ASSERT_NO_FATAL_FAILURE(AcceptAndReceive(py, seed, sizes));
   p.net->closeListen(l);
   p.net->finalize(ctx);
   const std::string log = LogText();
@@ -181,19 +166,8 @@ TEST(NetInterop, ARepeatedOrDisagreeingSocketIndexClosesOnlyThatSocket) {
 // A connection of two sockets of which only one comes (its connector died, or the other
 // socket failed its handshake): the one that proved the key is not kept open forever, but
 // closed when no further socket of its connection finished for kGroupTimeout.
-TEST(NetInterop, AConnectionWhoseOtherSocketsNeverComeIsClosedAfterTheGroupTimeout) {
-  ClearLog();
-  setenv("ENCLAVE_NET_IFNAME", "lo", 1);
-  Plugin p;
-  ASSERT_TRUE(p.Load(ENCLAVE_NET_PLUGIN)) << p.error;
-  uint8_t key[32];
-  for (int i = 0; i < 32; ++i) key[i] = static_cast<uint8_t>(0x50 + i);
-  ASSERT_EQ(p.set_key(key, sizeof(key)), 0);
-  void* ctx = nullptr;
-  ASSERT_EQ(p.net->init(&ctx, 0x99, nullptr, CaptureLog, nullptr), ncclSuccess);
-  uint8_t handle[128] = {0};
-  void* l = nullptr;
-  ASSERT_EQ(p.net->listen(ctx, 0, handle, &l), ncclSuccess);
+TEST_F(NetInterop, AConnectionWhoseOtherSocketsNeverComeIsClosedAfterTheGroupTimeout) {
+  ASSERT_NO_FATAL_FAILURE(Listen(0x50, 0x99));
   PeerProcess py;
   StartConnector(py, key, handle, 2, 1, 0x99, "half", {});
   const auto t0 = Clock::now();
