@@ -45,15 +45,15 @@
 
 #include "enclave/crypto/keystore.h"
 #include "enclave/dataset/sealed_dataset.h"
-#include "enclave/train/data.h"
-#include "enclave/train/job.h"
-#include "enclave/train/trainer.h"
+#include "enclave/trainer/data.h"
+#include "enclave/trainer/job.h"
+#include "enclave/trainer/trainer.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using namespace enclave;
-using namespace enclave::train;
+using namespace enclave::trainer;
 
 constexpr uint64_t kEpochRows = 200000;
 constexpr uint32_t kEpochFeatures = 32;

@@ -11,7 +11,7 @@
 #include "enclave/attest/bundle.h"
 #include "enclave/common/bytes.h"
 #include "enclave/crypto/hash.h"
-#include "enclave/train/checkpoint.h"
+#include "enclave/trainer/checkpoint.h"
 
 namespace enclave {
 namespace {
@@ -44,7 +44,7 @@ broker::BrokerClient::Quoter AttestedJob::Quoter() {
   };
 }
 
-Result<std::unique_ptr<AttestedJob>> AttestedJob::Start(const train::JobSpec& job, const Options& options) {
+Result<std::unique_ptr<AttestedJob>> AttestedJob::Start(const trainer::JobSpec& job, const Options& options) {
   if (job.broker.url.empty()) return InvalidInput("the job has no [broker] table");
   std::unique_ptr<AttestedJob> a(new AttestedJob());
   a->options_ = options;
@@ -90,7 +90,7 @@ Result<std::unique_ptr<AttestedJob>> AttestedJob::Start(const train::JobSpec& jo
     info.push_back('\0');
     info += job.broker.job_id;
     crypto::PendingDataKey ckpt;
-    ckpt.entry.dataset_id = train::kCheckpointKeyId;
+    ckpt.entry.dataset_id = trainer::kCheckpointKeyId;
     ckpt.entry.suite = crypto::Suite::kAes256Gcm;
     const crypto::Digest256 id = crypto::Sha256(AsBytes(info));
     std::copy(id.begin(), id.begin() + 16, ckpt.entry.key_id.begin());

@@ -17,7 +17,7 @@
 #include "enclave/broker/client.h"
 #include "enclave/crypto/keystore.h"
 #include "enclave/net/ring.h"
-#include "enclave/train/job.h"
+#include "enclave/trainer/job.h"
 #include "job_release.h"
 
 namespace enclave {
@@ -48,7 +48,7 @@ class AttestedJob {
     JobReleaseOptions release;
   };
   // Attests for the job named by `job`'s [broker] table and opens the release.
-  static Result<std::unique_ptr<AttestedJob>> Start(const train::JobSpec& job, const Options& options);
+  static Result<std::unique_ptr<AttestedJob>> Start(const trainer::JobSpec& job, const Options& options);
   ~AttestedJob();
   AttestedJob(const AttestedJob&) = delete;
   AttestedJob& operator=(const AttestedJob&) = delete;

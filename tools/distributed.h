@@ -10,8 +10,8 @@
 #include "cli.h"
 #include "enclave/crypto/keystore.h"
 #include "enclave/net/ring.h"
-#include "enclave/train/collective.h"
-#include "enclave/train/job.h"
+#include "enclave/trainer/collective.h"
+#include "enclave/trainer/job.h"
 
 namespace enclave {
 
@@ -30,21 +30,21 @@ Result<DistributedOptions> DistributedFromArgs(const cli::Args& args);
 // derives the same communication key for the job id (Keystore::DeriveKey, label
 // "enclave-train job communication key v1:" + job id). The attested mode uses the job key
 // the broker released instead.
-Result<crypto::SecretBytes> DevelopmentJobKey(const crypto::Keystore& keystore, const train::JobSpec& job);
+Result<crypto::SecretBytes> DevelopmentJobKey(const crypto::Keystore& keystore, const trainer::JobSpec& job);
 
-// The GPU backend's collective (train/nccl_collective.h): hands the job key to the plugin,
+// The GPU backend's collective (trainer/nccl_collective.h): hands the job key to the plugin,
 // shares rank 0's NCCL bootstrap id through `exchange` (or the rendezvous directory, under
 // the job id + "-nccl") and joins the communicator, whose inter-host traffic can only go
 // through the encrypted plugin.
-Result<std::unique_ptr<train::Collective>> JoinNcclJob(const train::JobSpec& job, const crypto::SecretBytes& job_key,
+Result<std::unique_ptr<trainer::Collective>> JoinNcclJob(const trainer::JobSpec& job, const crypto::SecretBytes& job_key,
                                                         const DistributedOptions& options,
                                                         net::HandleExchange* exchange = nullptr);
 
-class RingCollective final : public train::Collective {
+class RingCollective final : public trainer::Collective {
  public:
   // Joins the job's ring: comm id from the job digest and world size; handles exchanged
   // through `exchange`, or when it is null in the rendezvous directory under the job id.
-  static Result<std::unique_ptr<RingCollective>> Join(const train::JobSpec& job, const crypto::SecretBytes& job_key,
+  static Result<std::unique_ptr<RingCollective>> Join(const trainer::JobSpec& job, const crypto::SecretBytes& job_key,
                                                       const DistributedOptions& options,
                                                       net::HandleExchange* exchange = nullptr);
   int rank() const override { return ring_->rank(); }

@@ -36,7 +36,7 @@
 #include "enclave/crypto/keystore.h"
 #include "enclave/crypto/model_export.h"
 #include "enclave/crypto/sealed_file.h"
-#include "enclave/train/job.h"
+#include "enclave/trainer/job.h"
 #include "job_release.h"
 #endif
 
@@ -576,7 +576,7 @@ json LeaseFileJson(const broker::Lease& lease, const std::string& url, const std
 // (DIR/lease.json). The job communication key and the report key stay in this process and
 // are wiped when it exits: only a trainer that attests itself can use them.
 Status AttestVerb(const Args& args) {
-  ASSIGN_OR_RETURN(train::JobSpec job, train::LoadJob(args.Get("job")));
+  ASSIGN_OR_RETURN(trainer::JobSpec job, trainer::LoadJob(args.Get("job")));
   const std::string out = args.Get("out");
   std::error_code ec;
   if (std::filesystem::exists(out, ec)) return AlreadyExists(out + ": output folder exists (refusing to overwrite)");

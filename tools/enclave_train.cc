@@ -1,7 +1,7 @@
 // enclave-train: the data scientist's CLI. Runs a training job (run: the model leaves
 // sealed to the tenant's export key, with a report and a training-curve plot; encrypted
 // checkpoints and --resume) or a stratified k-fold cross-validation of it (cv) on the CPU
-// or GPU backend; and predict, the data owner's use of a model. Thin: the work is in train/.
+// or GPU backend; and predict, the data owner's use of a model. Thin: the work is in trainer/.
 //
 // Keys: with a job [broker] table and no --keystore, the attested mode (attested_job.h):
 // this host's TPM attests to the broker, the data keys live only in this process, the
@@ -27,17 +27,17 @@
 #include "enclave/crypto/keystore.h"
 #include "enclave/crypto/model_export.h"
 #include "enclave/dataset/csv.h"
-#include "enclave/train/backend.h"
-#include "enclave/train/checkpoint.h"
-#include "enclave/train/data.h"
-#include "enclave/train/job.h"
-#include "enclave/train/metrics.h"
-#include "enclave/train/model_file.h"
-#include "enclave/train/model_seal.h"
-#include "enclave/train/nccl_collective.h"
-#include "enclave/train/plot.h"
-#include "enclave/train/predict.h"
-#include "enclave/train/trainer.h"
+#include "enclave/trainer/backend.h"
+#include "enclave/trainer/checkpoint.h"
+#include "enclave/trainer/data.h"
+#include "enclave/trainer/job.h"
+#include "enclave/trainer/metrics.h"
+#include "enclave/trainer/model_file.h"
+#include "enclave/trainer/model_seal.h"
+#include "enclave/trainer/nccl_collective.h"
+#include "enclave/trainer/plot.h"
+#include "enclave/trainer/predict.h"
+#include "enclave/trainer/trainer.h"
 #ifdef ENCLAVE_HAVE_ATTESTED_MODE
 #include "attested_job.h"
 #endif
@@ -49,7 +49,7 @@ namespace {
 using cli::Args;
 using cli::FlagSpec;
 using nlohmann::json;
-using namespace enclave::train;
+using namespace enclave::trainer;
 
 const FlagSpec kJson{"json", "", "emit one JSON line per epoch and a JSON summary on stdout"};
 const FlagSpec kJob{"job", "F.toml", "job specification (docs/formats/job.md)", true};
@@ -415,11 +415,11 @@ Status Run(const Args& args) {
 
   // The other ranks, before anything is written: every rank proves the job key to its
   // neighbours (the attested mode: the key the broker released to this rank's process).
-  std::unique_ptr<train::Collective> collective;  // the ring (CPU backend) or NCCL (GPU backend)
+  std::unique_ptr<trainer::Collective> collective;  // the ring (CPU backend) or NCCL (GPU backend)
   RingCollective* ring = nullptr;
   if (dist.distributed()) {
     const bool gpu = std::string(s.backend->kind()) == "gpu";
-    if (gpu && !train::NcclBuilt()) {
+    if (gpu && !trainer::NcclBuilt()) {
       return Unsupported("distributed training on the GPU backend needs a CUDA build (NCCL): use --device cpu");
     }
     crypto::SecretBytes job_key;

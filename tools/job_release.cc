@@ -10,7 +10,7 @@ namespace enclave {
 namespace {
 
 // The key id of a sealed dataset, from its header only (its length first).
-Result<crypto::Id128> SealedKeyId(const train::DatasetSpec& d) {
+Result<crypto::Id128> SealedKeyId(const trainer::DatasetSpec& d) {
   ASSIGN_OR_RETURN(FileReader reader, FileReader::Open(d.path));
   std::vector<uint8_t> fixed(crypto::kSealedFixedPrefix);
   if (reader.size() < fixed.size()) return InvalidInput(d.path + ": too short for a sealed file");
@@ -31,7 +31,7 @@ Result<crypto::Id128> SealedKeyId(const train::DatasetSpec& d) {
 
 }  // namespace
 
-Result<broker::ReleaseRequest> ReleaseRequestForJob(const train::JobSpec& job, const JobReleaseOptions& o) {
+Result<broker::ReleaseRequest> ReleaseRequestForJob(const trainer::JobSpec& job, const JobReleaseOptions& o) {
   broker::ReleaseRequest r;
   r.policy_id = o.policy_id.empty() ? job.broker.policy : o.policy_id;
   if (r.policy_id.empty()) return InvalidInput("no data-use policy: the job's [broker] policy (or --usage-policy)");
@@ -46,9 +46,9 @@ Result<broker::ReleaseRequest> ReleaseRequestForJob(const train::JobSpec& job, c
   r.job.epochs = job.epochs;
   r.job.world_size = o.world_size;
   r.rank = o.rank;
-  if (job.metrics & train::kMetricLoss) r.job.clear_metrics.push_back("loss");
-  if (job.metrics & train::kMetricAccuracy) r.job.clear_metrics.push_back("accuracy");
-  if (job.metrics & train::kMetricRocAuc) r.job.clear_metrics.push_back("roc_auc");
+  if (job.metrics & trainer::kMetricLoss) r.job.clear_metrics.push_back("loss");
+  if (job.metrics & trainer::kMetricAccuracy) r.job.clear_metrics.push_back("accuracy");
+  if (job.metrics & trainer::kMetricRocAuc) r.job.clear_metrics.push_back("roc_auc");
   r.job.model_export = true;
   r.job.writes_keys = o.writes_keys;
   // The process's own executable: /proc/self/exe names the file it was started from even
@@ -58,8 +58,8 @@ Result<broker::ReleaseRequest> ReleaseRequestForJob(const train::JobSpec& job, c
   if (ec) return Unavailable("reading /proc/self/exe: " + ec.message());
   ASSIGN_OR_RETURN(r.workload, broker::WorkloadOfExecutable("/proc/self/exe", exe_path));
   r.job.workload_digest = broker::WorkloadDigest(r.workload);
-  for (const train::DatasetSpec& d : job.datasets) {
-    if (d.format != train::DatasetFormat::kSealed)
+  for (const trainer::DatasetSpec& d : job.datasets) {
+    if (d.format != trainer::DatasetFormat::kSealed)
       return InvalidInput("dataset '" + d.id + "' is a clear CSV: the broker releases keys of sealed datasets only");
     ASSIGN_OR_RETURN(crypto::Id128 key_id, SealedKeyId(d));
     r.keys.push_back({d.id, key_id});

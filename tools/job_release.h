@@ -8,7 +8,7 @@
 
 #include "enclave/broker/release.h"
 #include "enclave/common/status.h"
-#include "enclave/train/job.h"
+#include "enclave/trainer/job.h"
 
 namespace enclave {
 
@@ -27,6 +27,6 @@ struct JobReleaseOptions {
 // when it starts). Every dataset must be sealed (the broker releases keys of sealed datasets only) and
 // sealed under the dataset id the job names. recipient, report_key and evidence are left
 // for the client to fill.
-Result<broker::ReleaseRequest> ReleaseRequestForJob(const train::JobSpec& job, const JobReleaseOptions& options);
+Result<broker::ReleaseRequest> ReleaseRequestForJob(const trainer::JobSpec& job, const JobReleaseOptions& options);
 
 }  // namespace enclave

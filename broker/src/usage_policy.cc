@@ -55,7 +55,7 @@ const std::vector<std::string>& JobKinds() {
   return k;
 }
 
-// The metric names the trainer knows: the `known` table of train/src/job.cc ([training]
+// The metric names the trainer knows: the `known` table of trainer/src/job.cc ([training]
 // metrics). Copied, not linked: the broker does not depend on the trainer. Keep in sync.
 const std::vector<std::string>& TrainerMetrics() {
   static const std::vector<std::string> k = {"accuracy", "loss", "roc_auc"};

@@ -1,4 +1,4 @@
-// Fuzz target: the training job parser (train::ParseJob: toml++ and the strict schema
+// Fuzz target: the training job parser (trainer::ParseJob: toml++ and the strict schema
 // walk over it). The job file comes from the data scientist, who is not trusted with the
 // data. An accepted job must satisfy every documented range (docs/formats/job.md), and
 // parsing is a pure function of the bytes.
@@ -8,10 +8,10 @@
 #include <string>
 #include <string_view>
 
-#include "enclave/train/job.h"
+#include "enclave/trainer/job.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace enclave::train;
+  using namespace enclave::trainer;
   if (size > kMaxJobBytes) return 0;
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   auto job = ParseJob(text, "fuzz.toml", "/base");

@@ -1,4 +1,4 @@
-// Fuzz target: the plaintext model file reader (train::ParseModelFile,
+// Fuzz target: the plaintext model file reader (trainer::ParseModelFile,
 // docs/formats/model.md). `enclave-train predict` reads model files a tenant may have got
 // from anywhere. Each input is parsed twice: as given, and with its last 32 bytes replaced
 // by the SHA-256 of the rest, so the fuzzer gets past the digest to the field checks. An
@@ -9,12 +9,12 @@
 #include <vector>
 
 #include "enclave/crypto/hash.h"
-#include "enclave/train/model_file.h"
+#include "enclave/trainer/model_file.h"
 
 namespace {
 
 void Check(const uint8_t* data, size_t size) {
-  using namespace enclave::train;
+  using namespace enclave::trainer;
   auto m = ParseModelFile({data, size});
   if (!m.ok()) {
     if (m.status().message().empty()) __builtin_trap();  // every refusal says why

@@ -1,4 +1,4 @@
-// Every operation of the GPU training backend (train/src/gpu_backend.cu) against the CPU
+// Every operation of the GPU training backend (trainer/src/gpu_backend.cu) against the CPU
 // backend per element, with a tolerance per kind of arithmetic: data movement exact;
 // +,-,*,/ and double reductions to float within a few ulps; transcendental functions
 // (CUDA's expf/tanhf/log1pf differ from glibc's by ulps) within 1e-5 relative; GEMM
@@ -23,17 +23,17 @@
 #include "enclave/crypto/model_export.h"
 #include "enclave/dataset/sealed_dataset.h"
 #include "enclave/kernels/chunk_open.h"
-#include "enclave/train/backend.h"
-#include "enclave/train/data.h"
-#include "enclave/train/job.h"
-#include "enclave/train/model_file.h"
-#include "enclave/train/model_seal.h"
-#include "enclave/train/predict.h"
-#include "enclave/train/trainer.h"
-#include "../train/train_state_copy.h"
-#include "../train/file_damage.h"
+#include "enclave/trainer/backend.h"
+#include "enclave/trainer/data.h"
+#include "enclave/trainer/job.h"
+#include "enclave/trainer/model_file.h"
+#include "enclave/trainer/model_seal.h"
+#include "enclave/trainer/predict.h"
+#include "enclave/trainer/trainer.h"
+#include "../trainer/train_state_copy.h"
+#include "../trainer/file_damage.h"
 
-namespace enclave::train {
+namespace enclave::trainer {
 namespace {
 
 namespace fs = std::filesystem;
@@ -691,4 +691,4 @@ TEST_F(GpuSealedTrainTest, StreamedStopAndResumeEndsBitIdentical) {
 }
 
 }  // namespace
-}  // namespace enclave::train
+}  // namespace enclave::trainer

@@ -1,8 +1,8 @@
-// The trainer's per-element math, written once: the CPU backend (train/src/cpu_backend.cc)
-// calls these in loops, the CUDA kernels (train/src/gpu_backend.cu) call them per thread.
+// The trainer's per-element math, written once: the CPU backend (trainer/src/cpu_backend.cc)
+// calls these in loops, the CUDA kernels (trainer/src/gpu_backend.cu) call them per thread.
 // Plain C++17 (nvcc compiles it); float in, float out; no allocation, no branches on data
 // beyond what the formula needs. Every formula here also has an independent double
-// reference in tests/train/nn_math_test.cc, because shared code cannot catch a wrong one.
+// reference in tests/trainer/nn_math_test.cc, because shared code cannot catch a wrong one.
 #pragma once
 
 #include <math.h>

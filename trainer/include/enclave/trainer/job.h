@@ -1,0 +1,111 @@
+// The training job specification: a TOML file (docs/formats/job.md), parsed strictly:
+// every key is known, every value has its type and range, or parsing fails naming the
+// key and its line.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "enclave/common/status.h"
+#include "enclave/crypto/hash.h"
+#include "enclave/kernels/nn_math.h"
+#include "enclave/trainer/backend.h"
+
+namespace enclave::trainer {
+
+enum class DatasetFormat { kSealed, kCsv };
+
+struct DatasetSpec {
+  std::string id;
+  std::string path;  // relative paths are resolved against the job file's directory
+  DatasetFormat format = DatasetFormat::kSealed;
+  // kCsv only (the sealed format carries its schema): the label column and its classes,
+  // with the same rules as `enclave-data seal --label/--positive/--classes`.
+  std::string label;
+  std::optional<std::string> positive;
+  std::vector<std::string> classes;
+};
+
+struct ModelSpec {
+  std::vector<uint32_t> hidden;  // empty: logistic regression
+  Activation activation = kernels::kActRelu;
+};
+
+enum class OptimizerKind { kSgd, kAdamW };
+
+struct OptimizerSpec {
+  OptimizerKind kind = OptimizerKind::kAdamW;
+  float lr = 0.001f;
+  float momentum = 0.9f;  // sgd
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adamw
+  float weight_decay = 0.0f;  // decoupled
+  float l2 = 0.0f;            // coupled (added to the gradient)
+};
+
+struct ScheduleSpec {
+  int kind = kernels::kLrConstant;
+  uint32_t warmup_epochs = 0;
+  uint32_t step_epochs = 1;  // step: decay every this many epochs
+  float gamma = 0.1f;        // step: decay factor
+  float min_lr = 0.0f;       // cosine: floor
+};
+
+struct CheckpointSpec {
+  uint64_t every_steps = 0;  // 0: no checkpoints
+  uint32_t keep = 2;         // the newest this many are kept
+};
+
+// [streaming]: the training rows are re-read and decrypted every epoch, a window of blocks
+// at a time, instead of being loaded once (docs/formats/job.md, docs/training.md).
+struct StreamingSpec {
+  bool enabled = false;
+  uint32_t block_rows = 8192;    // training rows per block (the unit of shuffling and reading)
+  uint32_t window_blocks = 16;   // blocks whose rows are shuffled together and held at once
+};
+
+// The key broker the job's keys come from (docs/formats/job.md, [broker]).
+struct BrokerSpec {
+  std::string url;        // https://HOST:PORT; empty: no broker (development mode)
+  std::string ca;         // PEM the broker's certificate chain must end in (resolved path)
+  std::string policy;     // the data-use policy id to be judged by
+  std::string requester;  // who runs the job (checked against the policy)
+  std::string job_id;     // same for every rank; default "job-" + the first 16 hex digits of the digest
+};
+
+enum Metric : uint32_t { kMetricLoss = 1, kMetricAccuracy = 2, kMetricRocAuc = 4 };
+
+struct JobSpec {
+  std::string name;
+  uint64_t seed = 0;
+  Device device = Device::kAuto;
+  std::string output_dir;
+  BrokerSpec broker;       // [broker]: where the keys come from (enclave-attest attest)
+  std::string export_key;  // the tenant's export public key file; empty: not given (resolved path)
+  CheckpointSpec checkpoint;
+  StreamingSpec streaming;
+  std::vector<DatasetSpec> datasets;
+  ModelSpec model;
+  OptimizerSpec optimizer;
+  ScheduleSpec schedule;
+  uint32_t epochs = 100;
+  uint32_t batch_size = 32;
+  double validation_fraction = 0.2;
+  uint32_t metrics = kMetricLoss | kMetricAccuracy | kMetricRocAuc;
+  crypto::Digest256 digest{};  // SHA-256 of the job file's bytes
+};
+
+inline constexpr size_t kMaxJobBytes = 1u << 20;
+
+// `source` names the text in messages ("job.toml"); `base_dir` resolves relative paths.
+Result<JobSpec> ParseJob(std::string_view text, const std::string& source, const std::string& base_dir);
+// Reads (at most kMaxJobBytes) and parses a job file.
+Result<JobSpec> LoadJob(const std::string& path);
+
+const char* DeviceName(Device d);
+const char* ActivationName(Activation a);
+const char* ScheduleName(int kind);
+
+}  // namespace enclave::trainer

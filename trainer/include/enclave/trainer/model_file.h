@@ -1,0 +1,53 @@
+// The plaintext model file (docs/formats/model.md): what `enclave-train run` seals to the
+// tenant's export key and `enclave-data open-model` gives back, and what `predict` reads.
+// Self-contained: shape, the dataset schema (feature columns, label, class names), the
+// standardization and the parameters, closed by a SHA-256 of everything before it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "enclave/common/bytes.h"
+#include "enclave/common/status.h"
+#include "enclave/crypto/secret_bytes.h"
+#include "enclave/dataset/schema.h"
+#include "enclave/trainer/locked.h"
+#include "enclave/trainer/model.h"
+
+namespace enclave::trainer {
+
+// The format id in the export envelope's clear metadata (model-export.md `format_id`).
+inline constexpr char kModelFormatId[] = "enclave-train-mlp/1";
+inline constexpr char kModelMagic[8] = {'E', 'N', 'C', 'L', 'M', 'O', 'D', 'L'};
+inline constexpr uint16_t kModelVersion = 1;
+inline constexpr uint32_t kMaxModelFeatures = 1u << 20;
+inline constexpr size_t kMaxModelParameters = size_t{1} << 28;
+
+struct ModelFile {
+  ModelShape shape;
+  dataset::DatasetSchema schema;       // column names and kinds in CSV order, label, classes
+  LockedArray<float> mean, inv_std;    // the standardization: shape.inputs each
+  LockedArray<float> params;           // ModelShape layout
+};
+
+// The file's bytes, in locked memory (the weights derive from the data): the head, then
+// mean, inv_std and params as little-endian float32, then the SHA-256 of all before.
+Result<crypto::SecretBytes> EncodeModelFile(const ModelFile& model);
+
+// The head alone (magic .. schema): nothing secret, only the shape and the schema.
+Result<std::vector<uint8_t>> EncodeModelHead(const ModelShape& shape, const dataset::DatasetSchema& schema);
+
+// The digest that closes the file.
+inline constexpr size_t kModelDigestBytes = 32;
+
+// Strict: every field checked against its documented range, the shape against the
+// schema, every number finite, the digest, the exact end. kInvalidInput (kUnsupported for
+// another version) with the field and offset.
+Result<ModelFile> ParseModelFile(ByteSpan bytes);
+
+// Copies (into locked memory) the pieces of a finished training run.
+Result<ModelFile> MakeModelFile(const ModelShape& shape, const dataset::DatasetSchema& schema,
+                                const LockedArray<float>& mean, const LockedArray<float>& inv_std,
+                                const LockedArray<float>& params);
+
+}  // namespace enclave::trainer

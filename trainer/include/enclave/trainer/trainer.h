@@ -1,0 +1,121 @@
+// The training loop, written once against Backend: standardization from the training
+// rows only, seeded shuffles, mini-batches, the optimizer and its schedule, and per-epoch
+// metrics on the validation rows. Deterministic: the same job, seed, data and backend give
+// bit-identical parameters.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "enclave/trainer/backend.h"
+#include "enclave/trainer/collective.h"
+#include "enclave/trainer/data.h"
+#include "enclave/trainer/job.h"
+#include "enclave/trainer/locked.h"
+#include "enclave/trainer/model.h"
+#include "enclave/trainer/model_seal.h"
+
+namespace enclave::trainer {
+
+struct EpochMetrics {
+  uint32_t epoch = 0;       // 1-based
+  double lr = 0;            // learning rate of the epoch's last step
+  double train_loss = 0;    // mean over the epoch's batches' rows, as they were trained
+  double val_loss = 0;      // NaN without validation rows
+  double val_accuracy = 0;  // NaN without validation rows
+  double val_auc = 0;       // NaN without validation rows or with one class in them
+  double seconds = 0;
+};
+
+// Rows per forward pass when evaluating or predicting (the same batching everywhere, so
+// predictions of an exported model equal the trainer's own evaluation bit for bit).
+inline constexpr size_t kEvalBatch = 1024;
+
+// Everything the loop needs to continue exactly where it stopped (a checkpoint's payload,
+// trainer/include/enclave/trainer/checkpoint.h). Taken after an optimizer step.
+struct TrainState {
+  ModelShape shape;
+  OptimizerKind optimizer = OptimizerKind::kAdamW;
+  uint64_t train_rows = 0, val_rows = 0;
+  uint64_t steps_per_epoch = 0;
+  uint64_t step = 0;             // optimizer steps done in the whole run
+  uint32_t epoch = 1;            // the epoch in progress, 1-based
+  uint64_t batch = 0;            // steps done in that epoch (== steps_per_epoch: its evaluation is next)
+  double loss_sum = 0;           // summed row losses of that epoch's batches so far
+  uint64_t shuffle_rng[4] = {};  // the shuffle stream, after that epoch's shuffle
+  LockedArray<uint32_t> order;   // that epoch's order of the training rows
+  LockedArray<float> mean, inv_std;
+  LockedArray<float> params;
+  LockedArray<float> moment1, moment2;  // sgd: velocity, empty; adamw: m, v
+  std::vector<EpochMetrics> epochs;     // the finished epochs
+};
+
+struct TrainCallbacks {
+  std::function<void(const EpochMetrics&)> on_epoch;
+  // (steps done in this epoch, steps per epoch).
+  std::function<void(uint64_t, uint64_t)> on_step;
+  // Called with the full state every `checkpoint_every` optimizer steps (0: never); an
+  // error stops training with it.
+  uint64_t checkpoint_every = 0;
+  std::function<Status(const TrainState&)> on_checkpoint;
+  // Asked at every step (with its 1-based number); true stops training after that step,
+  // with a final on_checkpoint (TrainResult::stopped). For interruption and its tests. In a
+  // distributed run the ranks vote with the step's gradients: one rank's stop stops all
+  // after the same step.
+  std::function<bool(uint64_t)> should_stop;
+  // The trained model stays in backend memory (TrainResult::resident) and the host arrays
+  // params/mean/inv_std stay empty: `enclave-train run` seals it there (model_seal.h), so
+  // on the GPU backend it never leaves the device in the clear. (Checkpoints, when
+  // asked for, still download the state to seal it on the host.)
+  bool model_stays_on_backend = false;
+};
+
+struct TrainResult {
+  ModelShape shape;
+  std::vector<EpochMetrics> epochs;
+  LockedArray<float> params;        // ModelShape layout
+  LockedArray<float> mean, inv_std; // the standardization, from the training rows
+  uint64_t steps = 0;
+  size_t train_rows = 0, val_rows = 0;
+  bool stopped = false;  // should_stop said so: params etc. are those of the stop, epochs unfinished
+  bool stopped_by_peer = false;  // distributed: another rank's vote, not this rank's should_stop
+  uint32_t resumed_epoch = 0;  // with `resume`: the epoch it continued in
+  uint64_t resumed_step = 0;
+  // With model_stays_on_backend: mean, inv_std and params in backend memory, in the model
+  // file's order (valid while the backend lives); else empty.
+  OwnedBuffer resident;
+  ResidentModel Resident() const {
+    const size_t F = shape.inputs;
+    return ResidentModel{shape, resident.get().Slice(0, F), resident.get().Slice(F, F),
+                         resident.get().Slice(2 * F, shape.parameter_count())};
+  }
+};
+
+// Trains on data rows `split.train`, evaluating on `split.val` (may be empty) after each
+// epoch. With `resume`, continues from that state (which must belong to this job, data and
+// split: shape, rows and standardization are checked) and ends bit-identical to a run that
+// was never interrupted.
+//
+// With a `collective` of world size N > 1 (data-parallel): every rank holds the same data
+// and split and shuffles with the same seed; rank r computes the gradient of its share
+// (ShardBegin) of each global batch, scaled by 1 / the global batch's rows; the gradients
+// are summed over the ranks and every rank takes the same optimizer step. The result equals
+// single-process training up to the order of the gradient sums (docs/training.md).
+Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData& data, const Split& split,
+                          const TrainCallbacks& callbacks = {}, const TrainState* resume = nullptr,
+                          Collective* collective = nullptr);
+
+struct CvResult {
+  std::vector<TrainResult> folds;
+  double mean_accuracy = 0, mean_auc = 0;  // final-epoch metrics, mean over folds
+};
+
+// Stratified k-fold cross-validation: one full training run per fold (same job and seed),
+// each evaluated on its held-out fold. on_fold is called with (fold, folds) before each.
+// A fold stopped by callbacks.should_stop ends it with kInterrupted.
+Result<CvResult> CrossValidate(Backend& backend, const JobSpec& job, const LoadedData& data, uint32_t folds,
+                               const TrainCallbacks& callbacks = {},
+                               const std::function<void(uint32_t, uint32_t)>& on_fold = {});
+
+}  // namespace enclave::trainer

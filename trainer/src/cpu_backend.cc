@@ -1,0 +1,326 @@
+#include "cpu_backend.h"
+#include "record_check.h"
+
+#include <cblas.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "enclave/trainer/locked.h"
+
+namespace enclave::trainer {
+namespace {
+
+// Every check here guards the loop's own arithmetic: a failure is a bug, not bad input.
+Status Fits(const char* op, const Buffer& b, size_t need) {
+  if (need > 0 && (b.data == nullptr || b.size < need)) {
+    return Internal(std::string(op) + ": buffer of " + std::to_string(b.size) + " floats, need " +
+                    std::to_string(need));
+  }
+  return OkStatus();
+}
+
+blasint BlasInt(size_t v) { return static_cast<blasint>(v); }
+
+}  // namespace
+
+CpuBackend::CpuBackend() {
+  // Determinism: one BLAS thread. OpenBLAS splits a GEMM across threads by blocks of the
+  // output, and with more threads its choice of blocking (and so the summation order of
+  // the K dimension inside the micro-kernel) may change with the thread count; with one
+  // thread the order is fixed by the shapes alone, whatever the scheduler does.
+  openblas_set_num_threads(1);
+}
+
+std::string CpuBackend::Describe() const {
+  const char* core = openblas_get_corename();
+  return std::string("cpu: OpenBLAS ") + (core != nullptr ? core : "?") + ", 1 thread, locked memory";
+}
+
+Result<Buffer> CpuBackend::Alloc(size_t count) {
+  if (count == 0) return Buffer{};
+  if (count > (SIZE_MAX / 4) - 64) return Internal("allocation too large");
+  // A multiple of 64 bytes, so the guarded allocation (which ends at a page boundary)
+  // starts 64-byte aligned for the BLAS kernels.
+  const size_t bytes = (count * 4 + 63) / 64 * 64;
+  ASSIGN_OR_RETURN(crypto::SecretBytes mem, crypto::SecretBytes::Create(bytes));
+  float* p = reinterpret_cast<float*>(mem.ExposeSecretMutable().data());
+  allocations_.emplace(p, std::move(mem));
+  return Buffer{p, count};
+}
+
+void CpuBackend::Free(Buffer buffer) {
+  if (buffer.data == nullptr) return;
+  allocations_.erase(buffer.data);  // SecretBytes zeroizes and unlocks
+}
+
+Status CpuBackend::Upload(Buffer dst, const float* src, size_t count) {
+  RETURN_IF_ERROR(Fits("Upload", dst, count));
+  if (count > 0) std::memcpy(dst.data, src, count * sizeof(float));
+  return OkStatus();
+}
+
+Status CpuBackend::Download(float* dst, Buffer src, size_t count) {
+  RETURN_IF_ERROR(Fits("Download", src, count));
+  if (count > 0) std::memcpy(dst, src.data, count * sizeof(float));
+  return OkStatus();
+}
+
+// Byte range [at, at + n) inside a buffer of dst.size floats.
+static Status FitsBytes(const char* op, const Buffer& dst, size_t at, size_t n) {
+  if (n > 0 && (dst.data == nullptr || at > dst.size * sizeof(float) || n > dst.size * sizeof(float) - at)) {
+    return Internal(std::string(op) + ": bytes " + std::to_string(at) + "+" + std::to_string(n) +
+                    " outside a buffer of " + std::to_string(dst.size) + " floats");
+  }
+  return OkStatus();
+}
+
+Status CpuBackend::UploadBytes(Buffer dst, size_t at, const void* src, size_t n) {
+  RETURN_IF_ERROR(FitsBytes("UploadBytes", dst, at, n));
+  if (n > 0) std::memcpy(reinterpret_cast<uint8_t*>(dst.data) + at, src, n);
+  return OkStatus();
+}
+
+Status CpuBackend::CopyToBytes(Buffer dst, size_t at, Buffer src, size_t count) {
+  RETURN_IF_ERROR(Fits("CopyToBytes", src, count));
+  RETURN_IF_ERROR(FitsBytes("CopyToBytes", dst, at, count * sizeof(float)));
+  if (count > 0) std::memcpy(reinterpret_cast<uint8_t*>(dst.data) + at, src.data, count * sizeof(float));
+  return OkStatus();
+}
+
+Status CpuBackend::Fill(Buffer dst, float value) {
+  for (size_t i = 0; i < dst.size; ++i) dst.data[i] = value;
+  return OkStatus();
+}
+
+Status CpuBackend::SplitRecords(Buffer records, size_t rows, size_t features, Buffer x, Buffer y) {
+  RETURN_IF_ERROR(Fits("SplitRecords", records, rows * (features + 1)));
+  RETURN_IF_ERROR(Fits("SplitRecords", x, rows * features));
+  RETURN_IF_ERROR(Fits("SplitRecords", y, rows));
+  for (size_t r = 0; r < rows; ++r) {
+    const float* rec = records.data + r * (features + 1);
+    std::memcpy(x.data + r * features, rec, features * sizeof(float));
+    y.data[r] = rec[features];
+  }
+  return OkStatus();
+}
+
+Status CpuBackend::CheckRecords(Buffer records, size_t rows, size_t features, const uint8_t* yes_no,
+                                uint32_t classes, uint64_t* first_bad) {
+  RETURN_IF_ERROR(Fits("CheckRecords", records, rows * (features + 1)));
+  *first_bad = rows;
+  for (size_t r = 0; r < rows; ++r) {
+    if (!RecordValid(records.data + r * (features + 1), features, yes_no, classes)) {
+      *first_bad = r;
+      break;
+    }
+  }
+  return OkStatus();
+}
+
+Status CpuBackend::GatherRows(Buffer src, size_t cols, const uint32_t* idx, size_t n, Buffer dst) {
+  RETURN_IF_ERROR(Fits("GatherRows", dst, n * cols));
+  const size_t src_rows = cols == 0 ? 0 : src.size / cols;
+  for (size_t i = 0; i < n; ++i) {
+    if (idx[i] >= src_rows) return Internal("GatherRows: row " + std::to_string(idx[i]) + " out of range");
+    std::memcpy(dst.data + i * cols, src.data + static_cast<size_t>(idx[i]) * cols, cols * sizeof(float));
+  }
+  return OkStatus();
+}
+
+Status CpuBackend::ColumnMoments(Buffer x, size_t rows, size_t cols, Buffer mean, Buffer inv_std) {
+  RETURN_IF_ERROR(Fits("ColumnMoments", x, rows * cols));
+  RETURN_IF_ERROR(Fits("ColumnMoments", mean, cols));
+  RETURN_IF_ERROR(Fits("ColumnMoments", inv_std, cols));
+  if (rows == 0) return Internal("ColumnMoments: no rows");
+  // Two passes in double, rows in order: the mean, then the centred sum of squares (in
+  // locked memory: derived from the plaintext rows).
+  ASSIGN_OR_RETURN(LockedArray<double> sum, LockedArray<double>::Create(cols));
+  ASSIGN_OR_RETURN(LockedArray<double> sq, LockedArray<double>::Create(cols));
+  for (size_t r = 0; r < rows; ++r) {
+    const float* row = x.data + r * cols;
+    for (size_t c = 0; c < cols; ++c) sum[c] += row[c];
+  }
+  for (size_t c = 0; c < cols; ++c) sum[c] /= static_cast<double>(rows);
+  for (size_t r = 0; r < rows; ++r) {
+    const float* row = x.data + r * cols;
+    for (size_t c = 0; c < cols; ++c) {
+      const double d = row[c] - sum[c];
+      sq[c] += d * d;
+    }
+  }
+  for (size_t c = 0; c < cols; ++c) {
+    mean.data[c] = static_cast<float>(sum[c]);
+    inv_std.data[c] = kernels::InverseStd(sq[c] / static_cast<double>(rows));
+  }
+  return OkStatus();
+}
+
+Status CpuBackend::ShiftedColumnSums(Buffer x, size_t rows, size_t cols, Buffer shift, Buffer sums) {
+  RETURN_IF_ERROR(Fits("ShiftedColumnSums", x, rows * cols));
+  RETURN_IF_ERROR(Fits("ShiftedColumnSums", shift, cols));
+  RETURN_IF_ERROR(Fits("ShiftedColumnSums", sums, 4 * cols));
+  double* s1 = reinterpret_cast<double*>(sums.data);  // Alloc'd: aligned for double
+  double* s2 = s1 + cols;
+  for (size_t r = 0; r < rows; ++r) {
+    const float* row = x.data + r * cols;
+    for (size_t c = 0; c < cols; ++c) {
+      const double d = static_cast<double>(row[c]) - static_cast<double>(shift.data[c]);
+      s1[c] += d;
+      s2[c] += d * d;
+    }
+  }
+  return OkStatus();
+}
+
+Status CpuBackend::MomentsFromShiftedSums(Buffer sums, Buffer shift, size_t cols, uint64_t count, Buffer mean,
+                                          Buffer inv_std) {
+  RETURN_IF_ERROR(Fits("MomentsFromShiftedSums", sums, 4 * cols));
+  RETURN_IF_ERROR(Fits("MomentsFromShiftedSums", shift, cols));
+  RETURN_IF_ERROR(Fits("MomentsFromShiftedSums", mean, cols));
+  RETURN_IF_ERROR(Fits("MomentsFromShiftedSums", inv_std, cols));
+  if (count == 0) return Internal("MomentsFromShiftedSums: no rows");
+  const double* s1 = reinterpret_cast<const double*>(sums.data);
+  const double* s2 = s1 + cols;
+  const double n = static_cast<double>(count);
+  for (size_t c = 0; c < cols; ++c) {
+    const double m = s1[c] / n;
+    mean.data[c] = static_cast<float>(static_cast<double>(shift.data[c]) + m);
+    inv_std.data[c] = kernels::InverseStd(std::max(0.0, s2[c] / n - m * m));
+  }
+  return OkStatus();
+}
+
+Status CpuBackend::Standardize(Buffer x, size_t rows, size_t cols, Buffer mean, Buffer inv_std) {
+  RETURN_IF_ERROR(Fits("Standardize", x, rows * cols));
+  RETURN_IF_ERROR(Fits("Standardize", mean, cols));
+  RETURN_IF_ERROR(Fits("Standardize", inv_std, cols));
+  for (size_t r = 0; r < rows; ++r) {
+    float* row = x.data + r * cols;
+    for (size_t c = 0; c < cols; ++c) row[c] = kernels::Standardize(row[c], mean.data[c], inv_std.data[c]);
+  }
+  return OkStatus();
+}
+
+Status CpuBackend::Gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha, Buffer a, Buffer b,
+                        float beta, Buffer c) {
+  RETURN_IF_ERROR(Fits("Gemm A", a, m * k));
+  RETURN_IF_ERROR(Fits("Gemm B", b, k * n));
+  RETURN_IF_ERROR(Fits("Gemm C", c, m * n));
+  if (m == 0 || n == 0) return OkStatus();
+  const size_t lda = trans_a ? m : k;
+  const size_t ldb = trans_b ? k : n;
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, BlasInt(m),
+              BlasInt(n), BlasInt(k), alpha, a.data, BlasInt(lda), b.data, BlasInt(ldb), beta, c.data, BlasInt(n));
+  return OkStatus();
+}
+
+Status CpuBackend::BiasActivation(Buffer z, size_t rows, size_t cols, Buffer bias, Activation act) {
+  RETURN_IF_ERROR(Fits("BiasActivation", z, rows * cols));
+  RETURN_IF_ERROR(Fits("BiasActivation", bias, cols));
+  for (size_t r = 0; r < rows; ++r) {
+    float* row = z.data + r * cols;
+    for (size_t c = 0; c < cols; ++c) row[c] = kernels::ActivationForward(act, row[c] + bias.data[c]);
+  }
+  return OkStatus();
+}
+
+Status CpuBackend::ActivationBackward(Buffer grad, Buffer y, size_t count, Activation act) {
+  RETURN_IF_ERROR(Fits("ActivationBackward", grad, count));
+  RETURN_IF_ERROR(Fits("ActivationBackward", y, count));
+  for (size_t i = 0; i < count; ++i) grad.data[i] *= kernels::ActivationDerivFromOutput(act, y.data[i]);
+  return OkStatus();
+}
+
+Status CpuBackend::ColumnSums(Buffer m, size_t rows, size_t cols, Buffer out) {
+  RETURN_IF_ERROR(Fits("ColumnSums", m, rows * cols));
+  RETURN_IF_ERROR(Fits("ColumnSums", out, cols));
+  for (size_t c = 0; c < cols; ++c) out.data[c] = 0.0f;
+  for (size_t r = 0; r < rows; ++r) {
+    const float* row = m.data + r * cols;
+    for (size_t c = 0; c < cols; ++c) out.data[c] += row[c];
+  }
+  return OkStatus();
+}
+
+Status CpuBackend::LossAndGrad(LossKind kind, Buffer logits, Buffer labels, size_t rows, size_t classes,
+                               float grad_scale, Buffer grad, double* loss_sum) {
+  const size_t width = kind == LossKind::kBinaryLogistic ? 1 : classes;
+  RETURN_IF_ERROR(Fits("LossAndGrad logits", logits, rows * width));
+  RETURN_IF_ERROR(Fits("LossAndGrad labels", labels, rows));
+  const bool want_grad = !grad.empty();
+  if (want_grad) RETURN_IF_ERROR(Fits("LossAndGrad grad", grad, rows * width));
+  double total = 0.0;
+  for (size_t r = 0; r < rows; ++r) {
+    const float y = labels.data[r];
+    if (kind == LossKind::kBinaryLogistic) {
+      const float z = logits.data[r];
+      total += kernels::BceWithLogits(z, y);
+      if (want_grad) grad.data[r] = kernels::BceWithLogitsGrad(z, y) * grad_scale;
+      continue;
+    }
+    const float* z = logits.data + r * width;
+    const size_t label = static_cast<size_t>(y);
+    if (label >= width) return Internal("LossAndGrad: label " + std::to_string(label) + " out of range");
+    float mx = z[0];
+    for (size_t c = 1; c < width; ++c) mx = z[c] > mx ? z[c] : mx;
+    float s = 0.0f;
+    for (size_t c = 0; c < width; ++c) s += kernels::SoftmaxShiftedExp(z[c], mx);
+    total += kernels::SoftmaxCrossEntropy(z[label], mx, s);
+    if (want_grad) {
+      const float inv = 1.0f / s;
+      float* g = grad.data + r * width;
+      for (size_t c = 0; c < width; ++c) g[c] = kernels::SoftmaxCrossEntropyGrad(z[c], mx, inv, c == label) * grad_scale;
+    }
+  }
+  if (loss_sum != nullptr) *loss_sum = total;
+  return OkStatus();
+}
+
+Status CpuBackend::Probabilities(LossKind kind, Buffer logits, size_t rows, size_t classes, Buffer probs) {
+  const size_t width = kind == LossKind::kBinaryLogistic ? 1 : classes;
+  RETURN_IF_ERROR(Fits("Probabilities logits", logits, rows * width));
+  RETURN_IF_ERROR(Fits("Probabilities probs", probs, rows * width));
+  for (size_t r = 0; r < rows; ++r) {
+    const float* z = logits.data + r * width;
+    float* p = probs.data + r * width;
+    if (kind == LossKind::kBinaryLogistic) {
+      p[0] = kernels::Sigmoid(z[0]);
+      continue;
+    }
+    float mx = z[0];
+    for (size_t c = 1; c < width; ++c) mx = z[c] > mx ? z[c] : mx;
+    float s = 0.0f;
+    for (size_t c = 0; c < width; ++c) s += kernels::SoftmaxShiftedExp(z[c], mx);
+    const float inv = 1.0f / s;
+    for (size_t c = 0; c < width; ++c) p[c] = kernels::SoftmaxProbability(z[c], mx, inv);
+  }
+  return OkStatus();
+}
+
+Status CpuBackend::SgdStep(Buffer param, Buffer grad, Buffer velocity, size_t n, const SgdStepArgs& a) {
+  RETURN_IF_ERROR(Fits("SgdStep", param, n));
+  RETURN_IF_ERROR(Fits("SgdStep", grad, n));
+  RETURN_IF_ERROR(Fits("SgdStep", velocity, n));
+  for (size_t i = 0; i < n; ++i) {
+    kernels::SgdMomentumUpdate(&param.data[i], grad.data[i], &velocity.data[i], a.lr, a.momentum, a.weight_decay,
+                               a.l2);
+  }
+  return OkStatus();
+}
+
+Status CpuBackend::AdamWStep(Buffer param, Buffer grad, Buffer m, Buffer v, size_t n, const AdamWStepArgs& a) {
+  RETURN_IF_ERROR(Fits("AdamWStep", param, n));
+  RETURN_IF_ERROR(Fits("AdamWStep", grad, n));
+  RETURN_IF_ERROR(Fits("AdamWStep", m, n));
+  RETURN_IF_ERROR(Fits("AdamWStep", v, n));
+  for (size_t i = 0; i < n; ++i) {
+    kernels::AdamWUpdate(&param.data[i], grad.data[i], &m.data[i], &v.data[i], a.lr, a.beta1, a.beta2, a.eps,
+                         a.weight_decay, a.l2, a.bias_corr1, a.bias_corr2);
+  }
+  return OkStatus();
+}
+
+}  // namespace enclave::trainer

@@ -1,0 +1,171 @@
+#include "enclave/trainer/model_file.h"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "enclave/crypto/hash.h"
+#include "le_cursor.h"
+
+namespace enclave::trainer {
+namespace {
+
+constexpr size_t kFixedBytes = 24;  // magic .. reserved, before the hidden sizes
+constexpr size_t kDigestBytes = kModelDigestBytes;
+
+Status ReadFloats(ByteReader& r, const char* field, size_t n, LockedArray<float>* out, bool positive) {
+  ByteSpan raw;
+  const size_t at = r.offset();
+  RETURN_IF_ERROR(r.Bytes(field, n * 4, &raw));
+  ASSIGN_OR_RETURN(*out, LockedArray<float>::Create(n));
+  for (size_t i = 0; i < n; ++i) {
+    const float v = LoadLe32As<float>(raw.data() + 4 * i);
+    if (!std::isfinite(v) || (positive && !(v > 0.0f))) {
+      return InvalidInput(std::string("model file: ") + field + "[" + std::to_string(i) + "] at offset " +
+                          std::to_string(at + 4 * i) + " is " + (positive ? "not a finite positive number" : "not finite"));
+    }
+    (*out)[i] = v;
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+Result<std::vector<uint8_t>> EncodeModelHead(const ModelShape& s, const dataset::DatasetSchema& schema) {
+  if (s.hidden.size() > 16 || schema.feature_count() != s.inputs || schema.classes.size() != s.classes) {
+    return Internal("EncodeModelHead: shape and schema disagree");
+  }
+  const std::vector<uint8_t> encoded = dataset::EncodeSchema(schema);
+  std::vector<uint8_t> head(kFixedBytes + 4 * s.hidden.size() + 4 + encoded.size());
+  LeCursor c(head);
+  c.Raw(kModelMagic, sizeof(kModelMagic));
+  c.Le(kModelVersion, 2);
+  c.Le(0, 2);  // flags
+  c.Le(s.inputs, 4);
+  c.Le(s.classes, 4);
+  c.Le(static_cast<uint8_t>(s.activation), 1);
+  c.Le(s.hidden.size(), 1);
+  c.Le(0, 2);  // reserved
+  for (uint32_t h : s.hidden) c.Le(h, 4);
+  c.Le(encoded.size(), 4);
+  c.Raw(encoded.data(), encoded.size());
+  if (c.pos() != head.size()) return Internal("EncodeModelHead: size mismatch");
+  return head;
+}
+
+Result<crypto::SecretBytes> EncodeModelFile(const ModelFile& m) {
+  const ModelShape& s = m.shape;
+  const size_t F = s.inputs, P = s.parameter_count();
+  if (m.mean.size() != F || m.inv_std.size() != F || m.params.size() != P) {
+    return Internal("EncodeModelFile: array sizes do not match the shape");
+  }
+  ASSIGN_OR_RETURN(const std::vector<uint8_t> head, EncodeModelHead(s, m.schema));
+  const size_t total = head.size() + 4 * (2 * F + P) + kDigestBytes;
+  ASSIGN_OR_RETURN(crypto::SecretBytes out, crypto::SecretBytes::Create(total));
+  LeCursor c(out.ExposeSecretMutable());
+  c.Raw(head.data(), head.size());
+  c.Array32(m.mean.data(), F);
+  c.Array32(m.inv_std.data(), F);
+  c.Array32(m.params.data(), P);
+  const crypto::Digest256 d = crypto::Sha256(out.ExposeSecret().first(c.pos()));
+  c.Raw(d.data(), d.size());
+  if (c.pos() != total) return Internal("EncodeModelFile: size mismatch");
+  return out;
+}
+
+Result<ModelFile> ParseModelFile(ByteSpan bytes) {
+  ByteReader r(bytes);
+  ByteSpan magic;
+  RETURN_IF_ERROR(r.Bytes("magic", sizeof(kModelMagic), &magic).Annotate("model file"));
+  if (std::memcmp(magic.data(), kModelMagic, sizeof(kModelMagic)) != 0) {
+    return InvalidInput("not a model file (magic is not ENCLMODL)");
+  }
+  uint16_t version = 0, flags = 0, reserved = 0;
+  RETURN_IF_ERROR(r.U16("version", &version).Annotate("model file"));
+  if (version != kModelVersion) return Unsupported("model file version " + std::to_string(version) + " (this build reads 1)");
+  // Everything after the version is covered by the digest: check it before trusting any field.
+  if (bytes.size() < kFixedBytes + 4 + kDigestBytes) {
+    return InvalidInput("model file is truncated (" + std::to_string(bytes.size()) + " bytes)");
+  }
+  const size_t body = bytes.size() - kDigestBytes;
+  const crypto::Digest256 want = crypto::Sha256(bytes.first(body));
+  if (std::memcmp(want.data(), bytes.data() + body, kDigestBytes) != 0) {
+    return InvalidInput("model file digest does not match its contents (damaged or truncated file)");
+  }
+  ByteReader b(bytes.first(body));
+  ByteSpan skip;
+  RETURN_IF_ERROR(b.Bytes("magic", 10, &skip));
+  RETURN_IF_ERROR(b.U16("flags", &flags).Annotate("model file"));
+  if (flags != 0) return InvalidInput("model file: flags at offset 10 must be 0, got " + std::to_string(flags));
+  ModelFile m;
+  ModelShape& s = m.shape;
+  uint8_t act = 0, nh = 0;
+  RETURN_IF_ERROR(b.U32("inputs", &s.inputs).Annotate("model file"));
+  RETURN_IF_ERROR(b.U32("classes", &s.classes).Annotate("model file"));
+  RETURN_IF_ERROR(b.U8("activation", &act).Annotate("model file"));
+  RETURN_IF_ERROR(b.U8("hidden_count", &nh).Annotate("model file"));
+  RETURN_IF_ERROR(b.U16("reserved", &reserved).Annotate("model file"));
+  if (s.inputs < 1 || s.inputs > kMaxModelFeatures) {
+    return InvalidInput("model file: inputs " + std::to_string(s.inputs) + " out of range 1..2^20");
+  }
+  if (s.classes < 2 || s.classes > dataset::kMaxClasses) {
+    return InvalidInput("model file: classes " + std::to_string(s.classes) + " out of range 2..65536");
+  }
+  if (act < kernels::kActRelu || act > kernels::kActSigmoid) {
+    return InvalidInput("model file: unknown activation " + std::to_string(act) + " at offset 20");
+  }
+  s.activation = static_cast<Activation>(act);
+  if (nh > 16) return InvalidInput("model file: hidden_count " + std::to_string(nh) + " above 16");
+  if (reserved != 0) return InvalidInput("model file: reserved bytes at offset 22 must be 0");
+  for (uint8_t i = 0; i < nh; ++i) {
+    uint32_t h = 0;
+    RETURN_IF_ERROR(b.U32("hidden", &h).Annotate("model file"));
+    if (h < 1 || h > 65536) {
+      return InvalidInput("model file: hidden[" + std::to_string(i) + "] = " + std::to_string(h) + " out of range 1..65536");
+    }
+    s.hidden.push_back(h);
+  }
+  // Bound the parameter count before any size arithmetic on it can overflow.
+  size_t params = 0;
+  for (size_t l = 0; l < s.layers(); ++l) {
+    params += size_t{s.fan_in(l)} * s.fan_out(l) + s.fan_out(l);
+    if (params > kMaxModelParameters) return InvalidInput("model file: more than 2^28 parameters");
+  }
+  uint32_t schema_len = 0;
+  ByteSpan schema;
+  RETURN_IF_ERROR(b.U32("schema_length", &schema_len).Annotate("model file"));
+  RETURN_IF_ERROR(b.Bytes("schema", schema_len, &schema).Annotate("model file"));
+  ASSIGN_OR_RETURN(m.schema, dataset::DecodeSchema(schema));
+  if (m.schema.feature_count() != s.inputs) {
+    return InvalidInput("model file: the schema has " + std::to_string(m.schema.feature_count()) +
+                        " feature columns, the model " + std::to_string(s.inputs) + " inputs");
+  }
+  if (m.schema.classes.size() != s.classes) {
+    return InvalidInput("model file: the schema has " + std::to_string(m.schema.classes.size()) +
+                        " classes, the model " + std::to_string(s.classes));
+  }
+  const size_t expect = size_t{4} * (2 * size_t{s.inputs} + params);
+  if (b.remaining() != expect) {
+    return InvalidInput("model file: " + std::to_string(b.remaining()) + " bytes of numbers at offset " +
+                        std::to_string(b.offset()) + ", the shape needs " + std::to_string(expect));
+  }
+  RETURN_IF_ERROR(ReadFloats(b, "mean", s.inputs, &m.mean, false));
+  RETURN_IF_ERROR(ReadFloats(b, "inv_std", s.inputs, &m.inv_std, true));
+  RETURN_IF_ERROR(ReadFloats(b, "params", params, &m.params, false));
+  return m;
+}
+
+Result<ModelFile> MakeModelFile(const ModelShape& shape, const dataset::DatasetSchema& schema,
+                                const LockedArray<float>& mean, const LockedArray<float>& inv_std,
+                                const LockedArray<float>& params) {
+  ModelFile m;
+  m.shape = shape;
+  m.schema = schema;
+  ASSIGN_OR_RETURN(m.mean, mean.Clone());
+  ASSIGN_OR_RETURN(m.inv_std, inv_std.Clone());
+  ASSIGN_OR_RETURN(m.params, params.Clone());
+  return m;
+}
+
+}  // namespace enclave::trainer

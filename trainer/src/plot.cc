@@ -1,0 +1,168 @@
+#include "enclave/trainer/plot.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+
+namespace enclave::trainer {
+namespace {
+
+constexpr double kWidth = 760, kPanelHeight = 260, kLeft = 70, kRight = 170, kTop = 50, kGap = 60;
+
+std::string Fmt(double v, const char* f = "%.2f") {
+  char b[64];
+  std::snprintf(b, sizeof(b), f, v);
+  return b;
+}
+
+std::string Escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      default:
+        // Control characters are not allowed in XML 1.0 text.
+        if (static_cast<unsigned char>(c) >= 0x20 || c == '\t') o += c;
+    }
+  }
+  return o;
+}
+
+struct Series {
+  const char* name;
+  const char* label;
+  const char* color;
+  const char* dash;
+  std::function<double(const EpochMetrics&)> get;
+};
+
+// A "nice" tick step for a range, 1/2/5 x 10^k, about `n` ticks.
+double NiceStep(double range, int n) {
+  const double raw = range / n;
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    if (raw <= m * mag) return m * mag;
+  }
+  return 10 * mag;
+}
+
+void Panel(std::string& out, const std::vector<EpochMetrics>& epochs, const std::vector<Series>& series,
+           double top, const char* title, bool unit_range) {
+  const double w = kWidth - kLeft - kRight, h = kPanelHeight;
+  double lo = INFINITY, hi = -INFINITY;
+  for (const Series& s : series) {
+    for (const EpochMetrics& m : epochs) {
+      const double v = s.get(m);
+      if (std::isfinite(v)) {
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+    }
+  }
+  if (!std::isfinite(lo)) lo = 0, hi = 1;
+  if (unit_range) {
+    hi = 1.0;
+    lo = std::min(std::floor(lo * 10.0) / 10.0, 0.9);
+  } else {
+    lo = 0.0;
+    hi = hi > 0 ? hi * 1.05 : 1.0;
+  }
+  const double step = NiceStep(hi - lo, 5);
+  const size_t n = epochs.size();
+  const double x0 = epochs.empty() ? 1 : epochs.front().epoch, x1 = epochs.empty() ? 1 : epochs.back().epoch;
+  auto X = [&](double e) { return kLeft + (x1 > x0 ? (e - x0) / (x1 - x0) : 0.5) * w; };
+  auto Y = [&](double v) { return top + h - (v - lo) / (hi - lo) * h; };
+  out += "<g class=\"panel\">\n";
+  out += "<text x=\"" + Fmt(kLeft) + "\" y=\"" + Fmt(top - 10) + "\" font-size=\"14\" font-weight=\"bold\">" +
+         std::string(title) + "</text>\n";
+  out += "<rect x=\"" + Fmt(kLeft) + "\" y=\"" + Fmt(top) + "\" width=\"" + Fmt(w) + "\" height=\"" + Fmt(h) +
+         "\" fill=\"none\" stroke=\"#444\"/>\n";
+  for (double v = std::ceil(lo / step) * step; v <= hi + 1e-12; v += step) {
+    const std::string y = Fmt(Y(v));
+    out += "<line x1=\"" + Fmt(kLeft) + "\" y1=\"" + y + "\" x2=\"" + Fmt(kLeft + w) + "\" y2=\"" + y +
+           "\" stroke=\"#ddd\"/>\n";
+    out += "<text x=\"" + Fmt(kLeft - 6) + "\" y=\"" + Fmt(Y(v) + 4) + "\" font-size=\"11\" text-anchor=\"end\">" +
+           Fmt(v, step < 0.1 ? "%.2f" : "%.1f") + "</text>\n";
+  }
+  const double estep = std::max(1.0, std::round(NiceStep(std::max(1.0, x1 - x0), 8)));
+  for (double e = x0; e <= x1 + 1e-9; e += estep) {
+    out += "<text x=\"" + Fmt(X(e)) + "\" y=\"" + Fmt(top + h + 16) + "\" font-size=\"11\" text-anchor=\"middle\">" +
+           Fmt(e, "%.0f") + "</text>\n";
+  }
+  out += "<text x=\"" + Fmt(kLeft + w / 2) + "\" y=\"" + Fmt(top + h + 34) +
+         "\" font-size=\"12\" text-anchor=\"middle\">epoch</text>\n";
+  double ly = top + 14;
+  for (const Series& s : series) {
+    // Undefined points (NaN) break the line rather than being drawn as zero.
+    std::vector<std::string> runs(1);
+    size_t points = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const double v = s.get(epochs[i]);
+      if (!std::isfinite(v)) {
+        if (!runs.back().empty()) runs.emplace_back();
+        continue;
+      }
+      runs.back() += (runs.back().empty() ? "" : " ") + Fmt(X(epochs[i].epoch)) + "," + Fmt(Y(v));
+      ++points;
+    }
+    if (points == 0) continue;
+    out += "<g id=\"series-" + std::string(s.name) + "\" class=\"series\" data-series=\"" + s.name + "\" data-points=\"" +
+           std::to_string(points) + "\">\n";
+    for (const std::string& r : runs) {
+      if (r.empty()) continue;
+      out += "<polyline fill=\"none\" stroke=\"" + std::string(s.color) + "\" stroke-width=\"2\"" +
+             (s.dash[0] ? std::string(" stroke-dasharray=\"") + s.dash + "\"" : std::string()) + " points=\"" + r +
+             "\"/>\n";
+    }
+    if (n <= 60) {  // markers, so that short runs (one epoch) are visible too
+      for (size_t i = 0; i < n; ++i) {
+        const double v = s.get(epochs[i]);
+        if (!std::isfinite(v)) continue;
+        out += "<circle cx=\"" + Fmt(X(epochs[i].epoch)) + "\" cy=\"" + Fmt(Y(v)) + "\" r=\"2.5\" fill=\"" +
+               std::string(s.color) + "\"/>\n";
+      }
+    }
+    out += "</g>\n";
+    out += "<line x1=\"" + Fmt(kLeft + w + 12) + "\" y1=\"" + Fmt(ly) + "\" x2=\"" + Fmt(kLeft + w + 36) + "\" y2=\"" +
+           Fmt(ly) + "\" stroke=\"" + s.color + "\" stroke-width=\"2\"" +
+           (s.dash[0] ? std::string(" stroke-dasharray=\"") + s.dash + "\"" : std::string()) + "/>\n";
+    out += "<text x=\"" + Fmt(kLeft + w + 42) + "\" y=\"" + Fmt(ly + 4) + "\" font-size=\"12\">" + s.label + "</text>\n";
+    ly += 18;
+  }
+  out += "</g>\n";
+}
+
+}  // namespace
+
+std::string TrainingCurveSvg(const std::vector<EpochMetrics>& epochs, uint32_t metrics, const std::string& title) {
+  const double height = kTop + 20 + 2 * kPanelHeight + kGap + 50;
+  std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  out += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + Fmt(kWidth, "%.0f") + "\" height=\"" +
+         Fmt(height, "%.0f") + "\" viewBox=\"0 0 " + Fmt(kWidth, "%.0f") + " " + Fmt(height, "%.0f") +
+         "\" font-family=\"sans-serif\">\n";
+  out += "<title>" + Escape(title) + "</title>\n";
+  out += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  out += "<text x=\"" + Fmt(kWidth / 2) + "\" y=\"22\" font-size=\"16\" text-anchor=\"middle\">" + Escape(title) +
+         "</text>\n";
+  std::vector<Series> loss, quality;
+  if (metrics & kMetricLoss) {
+    loss.push_back({"train_loss", "training loss", "#1f77b4", "", [](const EpochMetrics& m) { return m.train_loss; }});
+    loss.push_back({"val_loss", "validation loss", "#ff7f0e", "6 3", [](const EpochMetrics& m) { return m.val_loss; }});
+  }
+  if (metrics & kMetricAccuracy) {
+    quality.push_back({"val_accuracy", "val. accuracy", "#2ca02c", "", [](const EpochMetrics& m) { return m.val_accuracy; }});
+  }
+  if (metrics & kMetricRocAuc) {
+    quality.push_back({"val_roc_auc", "val. ROC AUC", "#d62728", "6 3", [](const EpochMetrics& m) { return m.val_auc; }});
+  }
+  Panel(out, epochs, loss, kTop + 20, "loss (mean cross-entropy)", false);
+  Panel(out, epochs, quality, kTop + 20 + kPanelHeight + kGap, "validation accuracy and ROC AUC", true);
+  out += "</svg>\n";
+  return out;
+}
+
+}  // namespace enclave::trainer

@@ -1,0 +1,144 @@
+#include "enclave/trainer/predict.h"
+
+#include <algorithm>
+#include <map>
+#include <vector>
+
+#include "cells.h"
+#include "enclave/dataset/csv.h"
+#include "enclave/trainer/trainer.h"
+
+namespace enclave::trainer {
+
+Result<FeatureTable> ReadFeatureCsv(const std::string& path, const dataset::DatasetSchema& schema) {
+  ASSIGN_OR_RETURN(dataset::CsvReader csv, dataset::CsvReader::Open(path));
+  std::vector<std::string> row;
+  ASSIGN_OR_RETURN(bool have_header, csv.Next(&row));
+  if (!have_header) return InvalidInput(path + ": empty file (a header row is needed)");
+  std::map<std::string, size_t> at;
+  for (size_t i = 0; i < row.size(); ++i) {
+    const std::string name = Trim(row[i]);
+    if (!at.emplace(name, i).second) return InvalidInput(path + ":1: column '" + name + "' appears twice");
+  }
+  // Where each feature of the schema is, in schema order; and the label, if present.
+  struct Source {
+    size_t index;
+    const dataset::Column* column;
+  };
+  std::vector<Source> features;
+  long label_at = -1;
+  for (const dataset::Column& c : schema.columns) {
+    auto it = at.find(c.name);
+    if (c.kind == dataset::ColumnKind::kLabel) {
+      if (it != at.end()) label_at = static_cast<long>(it->second);
+      continue;
+    }
+    if (it == at.end()) return InvalidInput(path + ":1: missing feature column '" + c.name + "' (the model needs it)");
+    features.push_back({it->second, &c});
+  }
+  std::map<std::string, uint32_t> classes;
+  for (uint32_t i = 0; i < schema.classes.size(); ++i) classes[schema.classes[i]] = i;
+
+  // Rows are collected in locked chunks, then joined: the row count is not known up front.
+  const size_t F = features.size();
+  constexpr size_t kChunkRows = 4096;
+  std::vector<LockedArray<float>> xs, ys;
+  size_t rows = 0;
+  while (true) {
+    ASSIGN_OR_RETURN(bool have, csv.Next(&row));
+    if (!have) break;
+    const std::string where = path + ":" + std::to_string(csv.record_line());
+    if (row.size() != at.size()) {
+      return InvalidInput(where + ": " + std::to_string(row.size()) + " fields, the header has " +
+                          std::to_string(at.size()));
+    }
+    if (rows % kChunkRows == 0) {
+      ASSIGN_OR_RETURN(LockedArray<float> x, LockedArray<float>::Create(kChunkRows * F));
+      ASSIGN_OR_RETURN(LockedArray<float> y, LockedArray<float>::Create(kChunkRows));
+      xs.push_back(std::move(x));
+      ys.push_back(std::move(y));
+    }
+    float* out = xs.back().data() + (rows % kChunkRows) * F;
+    for (size_t f = 0; f < F; ++f) {
+      const std::string& cell = row[features[f].index];
+      if (features[f].column->kind == dataset::ColumnKind::kYesNo) {
+        const int v = YesNo(cell);
+        if (v < 0) return InvalidInput(where + ": column '" + features[f].column->name + "': expected yes or no");
+        out[f] = static_cast<float>(v);
+      } else if (!ParseFloat(cell, &out[f])) {
+        return InvalidInput(where + ": column '" + features[f].column->name + "': bad number");
+      }
+    }
+    if (label_at >= 0) {
+      auto it = classes.find(Trim(row[static_cast<size_t>(label_at)]));
+      if (it == classes.end()) return InvalidInput(where + ": label value is not one of the model's classes");
+      ys.back()[rows % kChunkRows] = static_cast<float>(it->second);
+    }
+    ++rows;
+    if (rows >= (size_t{1} << 31)) return InvalidInput(path + ": too many rows (2^31 at most)");
+  }
+  if (rows == 0) return InvalidInput(path + ": no data rows");
+  FeatureTable t;
+  t.rows = rows;
+  t.has_labels = label_at >= 0;
+  ASSIGN_OR_RETURN(t.x, LockedArray<float>::Create(rows * F));
+  ASSIGN_OR_RETURN(t.labels, LockedArray<float>::Create(rows));
+  for (size_t c = 0; c < xs.size(); ++c) {
+    const size_t n = std::min(kChunkRows, rows - c * kChunkRows);
+    std::copy(xs[c].data(), xs[c].data() + n * F, t.x.data() + c * kChunkRows * F);
+    std::copy(ys[c].data(), ys[c].data() + n, t.labels.data() + c * kChunkRows);
+  }
+  return t;
+}
+
+Result<LockedArray<float>> PredictResident(Backend& backend, const ResidentModel& model, Buffer x, size_t rows) {
+  const ModelShape& shape = model.shape;
+  const size_t F = shape.inputs, width = shape.outputs();
+  if (rows == 0) return InvalidInput("no rows to predict");
+  if (x.size < rows * F) return Internal("PredictResident: fewer rows in x than asked for");
+  ASSIGN_OR_RETURN(Mlp mlp, Mlp::Create(backend, shape, kEvalBatch, 0));
+  RETURN_IF_ERROR(mlp.CopyParams(model.params));
+  ASSIGN_OR_RETURN(OwnedBuffer batch, AllocOwned(backend, kEvalBatch * F));
+  ASSIGN_OR_RETURN(OwnedBuffer probs, AllocOwned(backend, rows * width));
+  for (size_t off = 0; off < rows; off += kEvalBatch) {
+    const size_t n = std::min(kEvalBatch, rows - off);
+    // Standardized per element: the same bits as standardizing every row first.
+    RETURN_IF_ERROR(backend.CopyToBytes(batch, 0, x.Slice(off * F, n * F), n * F));
+    RETURN_IF_ERROR(backend.Standardize(batch, n, F, model.mean, model.inv_std));
+    ASSIGN_OR_RETURN(Buffer logits, mlp.Forward(batch, n));
+    RETURN_IF_ERROR(backend.Probabilities(shape.loss(), logits, n, shape.classes, probs.get().Slice(off * width, n * width)));
+  }
+  ASSIGN_OR_RETURN(LockedArray<float> host, LockedArray<float>::Create(rows * width));
+  RETURN_IF_ERROR(backend.Download(host.data(), probs, rows * width));
+  return host;
+}
+
+Result<LockedArray<float>> PredictProbabilities(Backend& backend, const ModelFile& model, const float* x,
+                                                size_t rows) {
+  const size_t F = model.shape.inputs, P = model.shape.parameter_count();
+  if (rows == 0) return InvalidInput("no rows to predict");
+  if (model.mean.size() != F || model.inv_std.size() != F || model.params.size() != P) {
+    return Internal("PredictProbabilities: the model's arrays do not match its shape");
+  }
+  ASSIGN_OR_RETURN(OwnedBuffer numbers, AllocOwned(backend, 2 * F + P));
+  RETURN_IF_ERROR(backend.Upload(numbers.get().Slice(0, F), model.mean.data(), F));
+  RETURN_IF_ERROR(backend.Upload(numbers.get().Slice(F, F), model.inv_std.data(), F));
+  RETURN_IF_ERROR(backend.Upload(numbers.get().Slice(2 * F, P), model.params.data(), P));
+  ASSIGN_OR_RETURN(OwnedBuffer xd, AllocOwned(backend, rows * F));
+  RETURN_IF_ERROR(backend.Upload(xd, x, rows * F));
+  const ResidentModel resident{model.shape, numbers.get().Slice(0, F), numbers.get().Slice(F, F),
+                               numbers.get().Slice(2 * F, P)};
+  return PredictResident(backend, resident, xd, rows);
+}
+
+uint32_t PredictedClass(const float* probs, size_t r, uint32_t classes) {
+  if (classes == 2) return probs[r] >= 0.5f ? 1u : 0u;
+  const float* p = probs + r * classes;
+  uint32_t best = 0;
+  for (uint32_t c = 1; c < classes; ++c) {
+    if (p[c] > p[best]) best = c;
+  }
+  return best;
+}
+
+}  // namespace enclave::trainer
