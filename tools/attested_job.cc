@@ -58,6 +58,9 @@ Result<std::unique_ptr<AttestedJob>> AttestedJob::Start(const trainer::JobSpec& 
   ASSIGN_OR_RETURN(a->tpm_, attest::host::Tpm::Open(tcti));
   ASSIGN_OR_RETURN(attest::host::HostState state, attest::host::HostState::Open(options.state_dir, false));
   a->state_.emplace(std::move(state));
+  a->client_->SetNonceSigner([tpm = a->tpm_.get(), state = &*a->state_](const std::string& host_id) {
+    return attest::host::SignNonceRequest(*tpm, *state, host_id);
+  });
   ASSIGN_OR_RETURN(attest::EnrolmentBundle enrolled, a->state_->LoadEnrolment());
   const crypto::Digest256 ek = crypto::Sha256(enrolled.ek_public);
   const std::string host_id = HexEncode(ByteSpan(ek.data(), 16));

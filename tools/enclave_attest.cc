@@ -530,6 +530,11 @@ broker::BrokerClient::Quoter QuoterFor(const Args& args, Tpm& tpm, const HostSta
   };
 }
 
+// Nonce requests signed with this host's AK (docs/protocol.md, "Signed nonce requests").
+broker::BrokerClient::NonceSigner SignerFor(Tpm& tpm, const HostState& state) {
+  return [&tpm, &state](const std::string& host_id) { return attest::host::SignNonceRequest(tpm, state, host_id); };
+}
+
 std::string HostIdOf(const attest::EnrolmentBundle& bundle) {
   const crypto::Digest256 d = crypto::Sha256(bundle.ek_public);
   return HexEncode(ByteSpan(d.data(), 16));
@@ -602,7 +607,10 @@ Status AttestVerb(const Args& args) {
   broker::Release release;
   {
     ASSIGN_OR_RETURN(std::unique_ptr<Tpm> tpm, OpenTpm(args));
-    ASSIGN_OR_RETURN(release, client->RequestRelease(HostIdOf(enrolled), request, keys, QuoterFor(args, *tpm, state)));
+    client->SetNonceSigner(SignerFor(*tpm, state));
+    auto released = client->RequestRelease(HostIdOf(enrolled), request, keys, QuoterFor(args, *tpm, state));
+    client->SetNonceSigner(nullptr);  // it refers to this TPM
+    ASSIGN_OR_RETURN(release, std::move(released));
   }
 
   // Written into a temporary folder and renamed: the output appears whole or not at all.
@@ -671,7 +679,10 @@ Status RenewVerb(const Args& args) {
   broker::Lease renewed;
   {
     ASSIGN_OR_RETURN(std::unique_ptr<Tpm> tpm, OpenTpm(args));
-    ASSIGN_OR_RETURN(renewed, client->Renew(granted->lease, recipient, QuoterFor(args, *tpm, state)));
+    client->SetNonceSigner(SignerFor(*tpm, state));
+    auto renewal = client->Renew(granted->lease, recipient, QuoterFor(args, *tpm, state));
+    client->SetNonceSigner(nullptr);  // it refers to this TPM
+    ASSIGN_OR_RETURN(renewed, std::move(renewal));
   }
   RETURN_IF_ERROR(attest::host::WriteFileAtomically(path, LeaseFileJson(renewed, url, ca, recipient).dump(2) + "\n", true));
   if (args.json()) {

@@ -135,7 +135,10 @@ Result<std::string> BrokerClient::Enrol(const attest::EnrolmentBundle& bundle, c
 }
 
 Result<NonceIssued> BrokerClient::Nonce(const std::string& host_id) {
-  ASSIGN_OR_RETURN(Answer a, Post("/v1/nonces", EncodeNonceRequest({host_id})));
+  if (!nonce_signer_) return FailedPrecondition("no nonce signer: nonce requests must be signed with the host's AK");
+  NonceRequest request{host_id, {}};
+  ASSIGN_OR_RETURN(request.signed_request, nonce_signer_(host_id));
+  ASSIGN_OR_RETURN(Answer a, Post("/v1/nonces", EncodeNonceRequest(request)));
   if (a.status != 201) return StatusFromAnswer(a.status, a.body, "nonce");
   ASSIGN_OR_RETURN(NonceIssued n, ParseNonceIssued(a.body));
   if (n.host_id != host_id) return InvalidInput("nonce answer names another host");

@@ -1,5 +1,6 @@
 #include "enclave/broker/messages.h"
 
+#include <algorithm>
 #include <set>
 
 #include "enclave/audit/event.h"
@@ -40,6 +41,19 @@ Result<std::string> HostId(const json& j, std::string_view what) {
   return id;
 }
 
+// Lower-case hex of min..max bytes.
+Result<std::vector<uint8_t>> LowerHexBytes(const json& j, std::string_view what, const std::string& key, size_t min,
+                                           size_t max) {
+  ASSIGN_OR_RETURN(std::string hex, Str(j, what, key));
+  const bool lower = std::all_of(hex.begin(), hex.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+  auto bytes = HexDecode(hex);
+  if (!lower || !bytes.ok() || bytes->size() < min || bytes->size() > max) {
+    const std::string size = min == max ? std::to_string(min) : std::to_string(min) + ".." + std::to_string(max);
+    return InvalidInput(std::string(what) + ": field '" + key + "' must be " + size + " bytes of lower-case hex");
+  }
+  return std::move(bytes).value();
+}
+
 }  // namespace
 
 bool IsLowerHexId(std::string_view s) {
@@ -76,13 +90,27 @@ Result<json> ParseObject(std::string_view body, std::string_view what) {
 Result<NonceRequest> ParseNonceRequest(std::string_view body) {
   constexpr std::string_view kWhat = "nonce request";
   ASSIGN_OR_RETURN(json j, ParseObject(body, kWhat));
-  RETURN_IF_ERROR(ExactKeys(j, kWhat, {"host_id"}));
+  // The one field of the unsigned form first, so that such a request is told what it lacks.
+  if (j.contains("host_id") && j.size() == 1)
+    return InvalidInput("nonce request: missing fields 'salt', 'attest' and 'signature': a nonce request must be "
+                        "signed with the host's AK (docs/protocol.md, \"Signed nonce requests\")");
+  RETURN_IF_ERROR(ExactKeys(j, kWhat, {"host_id", "salt", "attest", "signature"}));
   NonceRequest r;
   ASSIGN_OR_RETURN(r.host_id, HostId(j, kWhat));
+  ASSIGN_OR_RETURN(r.signed_request.salt,
+                   LowerHexBytes(j, kWhat, "salt", attest::kNonceRequestSaltBytes, attest::kNonceRequestSaltBytes));
+  ASSIGN_OR_RETURN(r.signed_request.attest, LowerHexBytes(j, kWhat, "attest", 1, 1024));
+  ASSIGN_OR_RETURN(r.signed_request.signature, LowerHexBytes(j, kWhat, "signature", 1, 1024));
   return r;
 }
 
-std::string EncodeNonceRequest(const NonceRequest& r) { return json{{"host_id", r.host_id}}.dump(); }
+std::string EncodeNonceRequest(const NonceRequest& r) {
+  return json{{"host_id", r.host_id},
+              {"salt", HexEncode(r.signed_request.salt)},
+              {"attest", HexEncode(r.signed_request.attest)},
+              {"signature", HexEncode(r.signed_request.signature)}}
+      .dump();
+}
 
 std::string EncodeNonceIssued(const NonceIssued& n) {
   return json{{"nonce", HexEncode(n.nonce)},         {"host_id", n.host_id},

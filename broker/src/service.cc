@@ -16,6 +16,7 @@
 #include "enclave/attest/ek_cert.h"
 #include "enclave/attest/enrolment.h"
 #include "enclave/attest/quote.h"
+#include "enclave/attest/request_signature.h"
 #include "enclave/attest/tpm_types.h"
 #include "enclave/audit/event.h"
 #include "enclave/broker/messages.h"
@@ -262,13 +263,23 @@ Reply Service::IssueNonce(std::string_view body, const std::string& peer) {
     }
     b.tokens -= 1;
   }
+  // Only a process that can use this host's TPM gets nonces for it: the request is a quote
+  // by the enrolled AK, and each signed request is good for one nonce.
+  auto clock = attest::VerifyNonceRequest(host->ak_public, host->host_id, request->signed_request);
+  if (!clock.ok() && clock.status().code() == Code::kPermissionDenied)
+    return Refuse("nonce", "host " + host->host_id + " (from " + peer + "): " + clock.status().message());
+  if (!clock.ok()) return ErrorReply(clock.status());
   NonceRecord n;
   n.nonce.resize(kNonceBytes);
   crypto::RandomBytes(n.nonce);
   n.host_id = host->host_id;
   n.issued_at = Now();
   n.expires_at = n.issued_at + options_.nonce_ttl_s;
-  if (Status s = store_.PutNonce(n); !s.ok()) return ErrorReply(s);
+  const crypto::Digest256 request_digest = crypto::Sha256(request->signed_request.attest);
+  if (Status s = store_.PutNonceForRequest(n, *clock, request_digest, kNonceRequestWindowMs); !s.ok()) {
+    if (s.code() == Code::kPermissionDenied) return Refuse("nonce", "host " + host->host_id + ": " + s.message());
+    return ErrorReply(s);
+  }
   NonceIssued answer{n.nonce, n.host_id, n.issued_at, n.expires_at, policy_.quote_selection.ToString()};
   return {201, EncodeNonceIssued(answer)};
 }

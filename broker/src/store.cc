@@ -240,6 +240,23 @@ UPDATE jobs SET ended_at = unixepoch(), end_reason = 'stored before job keys wer
 ALTER TABLE leases ADD COLUMN claims TEXT NOT NULL DEFAULT '';
 )sql";
 
+// Version 5: signed nonce requests. The newest accepted request clock of each host, and the
+// requests accepted within the window behind it (a replay is one of them, or older).
+constexpr const char* kSchemaV5 = R"sql(
+CREATE TABLE request_clocks (
+  host_id TEXT PRIMARY KEY,
+  reset_count INTEGER NOT NULL,
+  restart_count INTEGER NOT NULL,
+  clock INTEGER NOT NULL
+) STRICT;
+CREATE TABLE nonce_requests (
+  host_id TEXT NOT NULL,
+  digest BLOB NOT NULL,
+  clock INTEGER NOT NULL,
+  PRIMARY KEY (host_id, digest)
+) STRICT;
+)sql";
+
 // The hosts linked to ?1 (itself included) through the TPM keys stored for them and the
 // keys of the JSON array ?2, transitively; then the first of them that is revoked.
 constexpr const char* kRevokedLinkSql = R"sql(
@@ -363,6 +380,10 @@ Status Store::Migrate() {
   if (version < 4) {
     RETURN_IF_ERROR(Exec(kSchemaV4));
     RETURN_IF_ERROR(Stmt(db_, "INSERT INTO schema_migrations VALUES (4, unixepoch())").Run());
+  }
+  if (version < 5) {
+    RETURN_IF_ERROR(Exec(kSchemaV5));
+    RETURN_IF_ERROR(Stmt(db_, "INSERT INTO schema_migrations VALUES (5, unixepoch())").Run());
   }
   return txn.Commit();
 }
@@ -505,6 +526,54 @@ Status Store::PutNonce(const NonceRecord& n) {
   Stmt s(db_, "INSERT INTO nonces (nonce, host_id, issued_at, expires_at) VALUES (?1, ?2, ?3, ?4)");
   s.Blob(1, n.nonce).Text(2, n.host_id).Int(3, n.issued_at).Int(4, n.expires_at);
   RETURN_IF_ERROR(s.Run());
+  return txn.Commit();
+}
+
+Status Store::PutNonceForRequest(const NonceRecord& n, const attest::ClockInfo& clock,
+                                 const crypto::Digest256& request_digest, int64_t window_ms) {
+  if (clock.clock > static_cast<uint64_t>(INT64_MAX - window_ms))
+    return PermissionDenied("nonce request: TPM clock " + std::to_string(clock.clock) + " is out of range");
+  const int64_t at = static_cast<int64_t>(clock.clock);
+  const std::vector<uint8_t> digest(request_digest.begin(), request_digest.end());
+  std::lock_guard<std::mutex> lock(mu_);
+  Txn txn(db_);
+  RETURN_IF_ERROR(txn.status());
+  Stmt newest(db_, "SELECT reset_count, restart_count, clock FROM request_clocks WHERE host_id = ?1");
+  newest.Text(1, n.host_id);
+  ASSIGN_OR_RETURN(bool known, newest.Step());
+  bool new_boot = !known;
+  int64_t high = at;
+  if (known) {
+    const auto boot = std::make_pair(static_cast<int64_t>(clock.reset_count), static_cast<int64_t>(clock.restart_count));
+    const auto newest_boot = std::make_pair(newest.ColInt(0), newest.ColInt(1));
+    const int64_t newest_clock = newest.ColInt(2);
+    if (boot < newest_boot)
+      return PermissionDenied("nonce request: signed in an earlier TPM boot (reset " + std::to_string(boot.first) +
+                              ", restart " + std::to_string(boot.second) + ") than this host's newest request (reset " +
+                              std::to_string(newest_boot.first) + ", restart " + std::to_string(newest_boot.second) +
+                              "): stale or replayed");
+    new_boot = boot > newest_boot;
+    if (!new_boot && at + window_ms < newest_clock)
+      return PermissionDenied("nonce request: its TPM clock is " + std::to_string(newest_clock - at) +
+                              " ms behind this host's newest request (window " + std::to_string(window_ms) +
+                              " ms): stale or replayed");
+    if (!new_boot) high = std::max(at, newest_clock);
+  }
+  if (new_boot) RETURN_IF_ERROR(Stmt(db_, "DELETE FROM nonce_requests WHERE host_id = ?1").Text(1, n.host_id).Run());
+  Stmt seen(db_, "SELECT 1 FROM nonce_requests WHERE host_id = ?1 AND digest = ?2");
+  seen.Text(1, n.host_id).Blob(2, digest);
+  ASSIGN_OR_RETURN(bool replayed, seen.Step());
+  if (replayed) return PermissionDenied("nonce request: this signed request was used before (replayed)");
+  RETURN_IF_ERROR(Stmt(db_, "INSERT INTO nonce_requests (host_id, digest, clock) VALUES (?1, ?2, ?3)")
+                      .Text(1, n.host_id).Blob(2, digest).Int(3, at).Run());
+  RETURN_IF_ERROR(Stmt(db_, "INSERT OR REPLACE INTO request_clocks (host_id, reset_count, restart_count, clock) "
+                            "VALUES (?1, ?2, ?3, ?4)")
+                      .Text(1, n.host_id).Int(2, clock.reset_count).Int(3, clock.restart_count).Int(4, high).Run());
+  RETURN_IF_ERROR(Stmt(db_, "DELETE FROM nonce_requests WHERE host_id = ?1 AND clock < ?2")
+                      .Text(1, n.host_id).Int(2, high - window_ms).Run());
+  Stmt put(db_, "INSERT INTO nonces (nonce, host_id, issued_at, expires_at) VALUES (?1, ?2, ?3, ?4)");
+  put.Blob(1, n.nonce).Text(2, n.host_id).Int(3, n.issued_at).Int(4, n.expires_at);
+  RETURN_IF_ERROR(put.Run());
   return txn.Commit();
 }
 

@@ -125,16 +125,33 @@ TEST(BrokerConfig, MistakesAreRefusedNamingTheKey) {
 }
 
 TEST(BrokerMessages, NonceRequestsAreStrict) {
-  auto ok = ParseNonceRequest(R"({"host_id":"0123456789abcdef0123456789abcdef"})");
+  const std::string id = "0123456789abcdef0123456789abcdef", salt = std::string(32, '0') ;
+  auto body = [&](const std::string& host, const std::string& s, const std::string& attest, const std::string& sig) {
+    return "{\"host_id\":\"" + host + "\",\"salt\":\"" + s + "\",\"attest\":\"" + attest +
+           "\",\"signature\":\"" + sig + "\"}";
+  };
+  auto ok = ParseNonceRequest(body(id, salt, "ff54", "0018"));
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
-  EXPECT_EQ(ok->host_id, "0123456789abcdef0123456789abcdef");
+  EXPECT_EQ(ok->host_id, id);
+  EXPECT_EQ(ok->signed_request.salt, std::vector<uint8_t>(16, 0));
+  EXPECT_EQ(ok->signed_request.attest, (std::vector<uint8_t>{0xff, 0x54}));
+  EXPECT_EQ(ok->signed_request.signature, (std::vector<uint8_t>{0x00, 0x18}));
   auto again = ParseNonceRequest(EncodeNonceRequest(*ok));
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->host_id, ok->host_id);
-  for (const char* bad : {R"({})", R"({"host_id":"0123456789ABCDEF0123456789ABCDEF"})",
-                          R"({"host_id":"0123456789abcdef0123456789abcde"})", R"({"host_id":null})",
-                          R"({"host_id":"0123456789abcdef0123456789abcdef","more":1})",
-                          R"({"host_id":"0123456789abcdef0123456789abcdef"} x)", R"("0123456789abcdef")"}) {
+  EXPECT_EQ(again->signed_request.attest, ok->signed_request.attest);
+  // The unsigned form is told what it lacks.
+  auto unsigned_request = ParseNonceRequest("{\"host_id\":\"" + id + "\"}");
+  ASSERT_FALSE(unsigned_request.ok());
+  EXPECT_NE(unsigned_request.status().message().find("signed with the host's AK"), std::string::npos);
+  for (const std::string& bad :
+       {std::string(R"({})"), body("0123456789ABCDEF0123456789ABCDEF", salt, "ff54", "0018"),
+        body(id.substr(1), salt, "ff54", "0018"), body(id, salt.substr(2), "ff54", "0018"),
+        body(id, salt + "00", "ff54", "0018"), body(id, std::string(32, 'A'), "ff54", "0018"),
+        body(id, salt, "", "0018"), body(id, salt, "ff5", "0018"), body(id, salt, "FF54", "0018"),
+        body(id, salt, "ff54", ""), body(id, salt, std::string(2050, 'a'), "0018"),
+        std::string(R"({"host_id":null})"), body(id, salt, "ff54", "0018").insert(1, "\"more\":1,"),
+        body(id, salt, "ff54", "0018") + " x", std::string(R"("0123456789abcdef")")}) {
     auto r = ParseNonceRequest(bad);
     EXPECT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.status().code(), Code::kInvalidInput) << bad;

@@ -6,6 +6,7 @@
 // expired and unknown nonces; its state survives a restart.
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <mutex>
@@ -30,7 +31,7 @@ TEST_F(EnrolAttestTest, RegistersAHostOnlyAfterItsTpmActivatesTheCredential) {
   ASSERT_TRUE(challenge.ok()) << challenge.status().ToString();
   EXPECT_EQ(challenge->ak_name, bundle.ak_name);
   // Not enrolled before the answer.
-  EXPECT_EQ(broker_->Post("/v1/nonces", EncodeNonceRequest({c->host_id})).status, 404);
+  EXPECT_EQ(broker_->Post("/v1/nonces", EncodeNonceRequest(SignedNonceRequest(c->host_id, &state))).status, 404);
   EXPECT_TRUE(HostsJson()["hosts"].empty());
 
   auto response = attest::host::Activate(*tpm_, state, *challenge);
@@ -213,7 +214,7 @@ TEST_F(EnrolAttestTest, UnauthenticatedAttestationsArchiveAndLogNothing) {
   const size_t entries = AuditEntries().size();
   const uint64_t archived = ArchiveBytes(*broker_);
   for (int i = 0; i < 6; ++i) {
-    NonceIssued n = Nonce(host_id);  // anyone may ask for one
+    NonceIssued n = Nonce(host_id);  // the host's own nonce: the evidence is forged
     attest::EvidenceBundle ev = Evidence(state, n);
     if (i % 2 == 0) {
       ev.signature.back() ^= 1;  // a damaged signature
@@ -232,26 +233,98 @@ TEST_F(EnrolAttestTest, UnauthenticatedAttestationsArchiveAndLogNothing) {
   EXPECT_EQ(pass.status, 200) << pass.body;
 }
 
+// Issue 16 §4: reproduced on 08a59af, anyone who named an enrolled host got nonces for it
+// ({"host_id": ...} was the whole request). Now a nonce request is a quote by the host's
+// enrolled AK over its host id and a fresh salt, good for one nonce: unsigned, signed by
+// another AK, altered or replayed requests get none, and no nonce row is stored for them.
+TEST_F(EnrolAttestTest, NoncesGoOnlyToRequestsSignedByTheHostsEnrolledAk) {
+  ASSERT_NO_FATAL_FAILURE(StartBroker());
+  HostState state = State("host");
+  const std::string host_id = Enrol(state);
+  auto nonce_rows = [&] {
+    std::string out;
+    const std::string cmd = "sqlite3 '" + broker_->Path("state/broker.db") + "' 'SELECT count(*) FROM nonces'";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    char buf[64] = {};
+    if (p != nullptr && std::fgets(buf, sizeof buf, p) != nullptr) out = buf;
+    if (p != nullptr) ::pclose(p);
+    return out.empty() ? -1 : std::stoi(out);
+  };
+  const int rows = nonce_rows();
+  ASSERT_GE(rows, 0);
+
+  auto unsigned_request = broker_->Post("/v1/nonces", "{\"host_id\": \"" + host_id + "\"}");
+  EXPECT_EQ(unsigned_request.status, 400) << unsigned_request.body;
+  EXPECT_NE(unsigned_request.body.find("signed with the host's AK"), std::string::npos) << unsigned_request.body;
+
+  // Another AK of the same TPM, never enrolled (a process that made its own key).
+  HostState other = State("other-ak");
+  attest::host::EnrollOptions o;
+  o.force = true;
+  ASSERT_TRUE(attest::host::Enroll(*tpm_, other, o, Now()).ok());
+  auto foreign = broker_->Post("/v1/nonces", EncodeNonceRequest(SignedNonceRequest(host_id, &other)));
+  EXPECT_EQ(foreign.status, 403) << foreign.body;
+
+  // The host's own signature over another salt, over another host id, or damaged.
+  NonceRequest altered = SignedNonceRequest(host_id);
+  altered.signed_request.salt[0] ^= 1;
+  EXPECT_EQ(broker_->Post("/v1/nonces", EncodeNonceRequest(altered)).status, 403);
+  NonceRequest elsewhere = SignedNonceRequest(host_id);
+  elsewhere.host_id = std::string(32, 'b');  // not enrolled: nothing to check it against
+  EXPECT_EQ(broker_->Post("/v1/nonces", EncodeNonceRequest(elsewhere)).status, 404);
+  NonceRequest damaged = SignedNonceRequest(host_id);
+  damaged.signed_request.signature.back() ^= 1;
+  EXPECT_EQ(broker_->Post("/v1/nonces", EncodeNonceRequest(damaged)).status, 403);
+  NonceRequest evidence_quote = SignedNonceRequest(host_id);
+  {
+    // A real quote of this AK, made for an attestation: not a nonce request.
+    attest::EvidenceBundle ev = Evidence(state, Nonce(host_id));
+    evidence_quote.signed_request.attest = ev.attest;
+    evidence_quote.signed_request.signature = ev.signature;
+  }
+  EXPECT_EQ(broker_->Post("/v1/nonces", EncodeNonceRequest(evidence_quote)).status, 403);
+  EXPECT_EQ(nonce_rows(), rows + 1) << "a refused request stored a nonce (only the one for the evidence is new)";
+
+  // The real request: one nonce, once. Two signed in order and sent in reverse (concurrent
+  // requests of one host): both answered.
+  const std::string body = EncodeNonceRequest(SignedNonceRequest(host_id));
+  auto first = broker_->Post("/v1/nonces", body);
+  EXPECT_EQ(first.status, 201) << first.body;
+  auto replay = broker_->Post("/v1/nonces", body);
+  EXPECT_EQ(replay.status, 403) << replay.body;
+  EXPECT_NE(broker_->log().find("replayed"), std::string::npos) << broker_->log();
+  const std::string earlier = EncodeNonceRequest(SignedNonceRequest(host_id));
+  const std::string later = EncodeNonceRequest(SignedNonceRequest(host_id));
+  EXPECT_EQ(broker_->Post("/v1/nonces", later).status, 201);
+  EXPECT_EQ(broker_->Post("/v1/nonces", earlier).status, 201);
+  EXPECT_EQ(nonce_rows(), rows + 4);
+  // Still refused after a restart: the requests seen are in the store.
+  broker_->Stop();
+  ASSERT_TRUE(broker_->Restart().ok()) << broker_->log();
+  EXPECT_EQ(broker_->Post("/v1/nonces", body).status, 403);
+  EXPECT_EQ(AuditEntries().size(), 1u) << "only the enrolment: nonce requests log nothing";
+}
+
 TEST_F(EnrolAttestTest, NoncesArePerHostRateLimited) {
   settings_.nonces_per_minute = 5;
   ASSERT_NO_FATAL_FAILURE(StartBroker());
   HostState state = State("host");
   const std::string host_id = Enrol(state);
-  for (int i = 0; i < 5; ++i) EXPECT_EQ(broker_->Post("/v1/nonces", EncodeNonceRequest({host_id})).status, 201);
-  auto over = broker_->Post("/v1/nonces", EncodeNonceRequest({host_id}));
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(broker_->Post("/v1/nonces", EncodeNonceRequest(SignedNonceRequest(host_id))).status, 201);
+  auto over = broker_->Post("/v1/nonces", EncodeNonceRequest(SignedNonceRequest(host_id)));
   EXPECT_EQ(over.status, 429) << over.body;
   EXPECT_EQ(over.json()["error"]["code"], "too_many_requests") << over.body;
   EXPECT_GE(over.json()["retry_after_s"].get<int64_t>(), 1);
   // A flood from another address has an allowance of its own: it does not use up the
-  // host's (who asks for the host's nonces is not authenticated).
+  // host's (the allowance is charged before the request's signature is checked).
   auto elsewhere = broker_->Client();
   elsewhere->set_interface("127.0.0.2");
-  auto other = elsewhere->Post("/v1/nonces", EncodeNonceRequest({host_id}), "application/json");
+  auto other = elsewhere->Post("/v1/nonces", EncodeNonceRequest(SignedNonceRequest(host_id)), "application/json");
   ASSERT_TRUE(other) << "no answer to a client bound to 127.0.0.2";
   EXPECT_EQ(other->status, 201) << other->body;
   // One token comes back every 60 / 5 = 12 s.
   std::this_thread::sleep_for(std::chrono::seconds(13));
-  EXPECT_EQ(broker_->Post("/v1/nonces", EncodeNonceRequest({host_id})).status, 201);
+  EXPECT_EQ(broker_->Post("/v1/nonces", EncodeNonceRequest(SignedNonceRequest(host_id))).status, 201);
 }
 
 TEST_F(EnrolAttestTest, AFullEvidenceArchiveRefusesAppraisalsBeforeWritingAnything) {
@@ -301,7 +374,7 @@ TEST_F(EnrolAttestTest, ConcurrentClientsGetDistinctNoncesAndOneEvidenceIsAccept
     clients.emplace_back([&] {
       auto client = broker_->Client();
       for (int i = 0; i < kEach; ++i) {
-        auto r = client->Post("/v1/nonces", EncodeNonceRequest({host_id}), "application/json");
+        auto r = client->Post("/v1/nonces", EncodeNonceRequest(SignedNonceRequest(host_id)), "application/json");
         std::lock_guard<std::mutex> lock(mu);
         statuses.push_back(r ? r->status : -1);
         if (r && r->status == 201) nonces.insert(r->body);
@@ -342,7 +415,7 @@ TEST_F(EnrolAttestTest, ARevokedHostGetsNoNonceNoAppraisalAndCannotReEnrol) {
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     ASSERT_TRUE((*store)->Revoke(RevokedKind::kHost, host_id, "test", Now()).ok());
   }
-  auto n = broker_->Post("/v1/nonces", EncodeNonceRequest({host_id}));
+  auto n = broker_->Post("/v1/nonces", EncodeNonceRequest(SignedNonceRequest(host_id)));
   EXPECT_EQ(n.status, 403) << n.body;
   auto a = broker_->Post("/v1/attestations", attest::EncodeEvidenceBundle(ev));
   EXPECT_EQ(a.status, 403) << a.body;
@@ -416,7 +489,7 @@ TEST_F(EnrolAttestTest, ARevokedHostCannotComeBackUnderAnotherEkOfItsTpm) {
   ASSERT_EQ(b.status, 201) << b.body;
   const std::string rsa_id = b.json()["host_id"].get<std::string>();
   ASSERT_NE(p256_id, rsa_id) << "one TPM, two host ids";
-  EXPECT_EQ(broker_->Post("/v1/nonces", EncodeNonceRequest({p256_id})).status, 201);
+  EXPECT_EQ(broker_->Post("/v1/nonces", EncodeNonceRequest(SignedNonceRequest(p256_id, &p256))).status, 201);
   // As if the P-256 host had been enrolled by a broker before schema v3 (no tpm_keys rows):
   // the restarted broker links it from its stored enrolment bundle.
   broker_->Stop();
@@ -430,8 +503,8 @@ TEST_F(EnrolAttestTest, ARevokedHostCannotComeBackUnderAnotherEkOfItsTpm) {
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     ASSERT_TRUE((*store)->Revoke(RevokedKind::kHost, rsa_id, "test: TPM stolen", Now()).ok());
   }
-  EXPECT_EQ(broker_->Post("/v1/nonces", EncodeNonceRequest({rsa_id})).status, 403);
-  EXPECT_EQ(broker_->Post("/v1/nonces", EncodeNonceRequest({p256_id})).status, 403)
+  EXPECT_EQ(broker_->Post("/v1/nonces", EncodeNonceRequest(SignedNonceRequest(rsa_id, &rsa))).status, 403);
+  EXPECT_EQ(broker_->Post("/v1/nonces", EncodeNonceRequest(SignedNonceRequest(p256_id, &p256))).status, 403)
       << "the TPM's other EK is revoked with it";
   // Enrolling again under the P-256 EK: refused, with every certificate or only its own.
   attest::EnrolmentBundle again = bundle_for(p256, attest::host::EkType::kEccP256);
@@ -464,7 +537,7 @@ TEST_F(EnrolAttestTest, KilledMidRequestsTheBrokerLosesNothingItAcknowledged) {
         auto client = broker_->Client();
         client->set_read_timeout(5, 0);
         while (!stop) {
-          auto r = client->Post("/v1/nonces", EncodeNonceRequest({host_id}), "application/json");
+          auto r = client->Post("/v1/nonces", EncodeNonceRequest(SignedNonceRequest(host_id)), "application/json");
           if (!r) break;  // the broker is gone
           if (r->status != 201) continue;
           auto n = ParseNonceIssued(r->body);

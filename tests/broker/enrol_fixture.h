@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -16,6 +17,7 @@
 #include "enclave/attest/host/agent.h"
 #include "enclave/attest/host/tpm.h"
 #include "enclave/audit/verify.h"
+#include "enclave/broker/client.h"
 #include "enclave/broker/messages.h"
 #include "enclave/broker/release.h"
 #include "enclave/broker/service.h"
@@ -98,11 +100,33 @@ class EnrolAttestTest : public ::testing::Test {
     auto done = broker_->Post("/v1/enrolments/" + c->challenge_id + "/activation",
                               attest::EncodeActivationResponse(*response));
     EXPECT_EQ(done.status, 201) << done.body;
-    return done.json()["host_id"].get<std::string>();
+    const std::string host_id = done.json()["host_id"].get<std::string>();
+    enrolled_.insert_or_assign(host_id, state);  // the AK that signs this host's requests now
+    return host_id;
+  }
+
+  // A nonce request for `host_id` signed with the AK of `state`, by default the one it was
+  // last enrolled with here (a host never enrolled here: unsigned, to be refused anyway).
+  NonceRequest SignedNonceRequest(const std::string& host_id, const HostState* state = nullptr) {
+    NonceRequest r{host_id, {}};
+    auto it = enrolled_.find(host_id);
+    if (state == nullptr && it == enrolled_.end()) return r;
+    std::lock_guard<std::mutex> lock(tpm_mu_);  // one TPM command sequence at a time
+    auto s = attest::host::SignNonceRequest(*tpm_, state ? *state : it->second, host_id);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    if (s.ok()) r.signed_request = *s;
+    return r;
+  }
+  // What BrokerClient::SetNonceSigner takes, for the hosts enrolled here.
+  BrokerClient::NonceSigner Signer() {
+    return [this](const std::string& host_id) -> Result<attest::SignedNonceRequest> {
+      if (!enrolled_.count(host_id)) return NotFound("test: host " + host_id + " was not enrolled here");
+      return SignedNonceRequest(host_id).signed_request;
+    };
   }
 
   NonceIssued Nonce(const std::string& host_id) {
-    auto a = broker_->Post("/v1/nonces", EncodeNonceRequest({host_id}));
+    auto a = broker_->Post("/v1/nonces", EncodeNonceRequest(SignedNonceRequest(host_id)));
     EXPECT_EQ(a.status, 201) << a.body;
     auto n = ParseNonceIssued(a.body);
     EXPECT_TRUE(n.ok()) << n.status().ToString() << ": " << a.body;
@@ -173,6 +197,8 @@ class EnrolAttestTest : public ::testing::Test {
   BrokerSettings settings_;
   std::unique_ptr<Tpm> tpm_;
   std::unique_ptr<BrokerProcess> broker_;
+  std::map<std::string, HostState> enrolled_;
+  std::mutex tpm_mu_;  // host id -> the state it was last enrolled with
 };
 inline SwtpmFixture* EnrolAttestTest::fixture_ = nullptr;
 

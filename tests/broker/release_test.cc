@@ -182,6 +182,7 @@ class ReleaseTest : public EnrolAttestTest {
   std::unique_ptr<BrokerClient> Client() {
     auto c = BrokerClient::Create("https://127.0.0.1:" + std::to_string(broker_->port()), broker_->Path("tls.crt"));
     EXPECT_TRUE(c.ok()) << c.status().ToString();
+    (*c)->SetNonceSigner(Signer());
     return std::move(c).value();
   }
 

@@ -242,6 +242,12 @@ TEST_F(ServerTest, SpeaksTls13OnlyWithTheConfiguredCertificate) {
   EXPECT_FALSE(strict.Get("/v1/status"));
 }
 
+// A nonce request of the signed form (its quote and signature are not a TPM's: only the
+// shape is right) for a host no broker here enrolled.
+const std::string kSignedShape =
+    "{\"host_id\": \"0123456789abcdef0123456789abcdef\", \"salt\": \"" + std::string(32, '5') +
+    "\", \"attest\": \"ff544347\", \"signature\": \"0018\"}";
+
 TEST_F(ServerTest, MalformedJsonAndUnknownFieldsAre400) {
   for (const std::string& body : {std::string("{"), std::string("[]"), std::string("{\"host_id\": 5}"),
                                   std::string("{\"host_id\": \"00\"}"),
@@ -261,8 +267,12 @@ TEST_F(ServerTest, MalformedJsonAndUnknownFieldsAre400) {
   auto deep = broker_->Post("/v1/attestations", std::string(1 << 14, '[') + std::string(1 << 14, ']'));
   EXPECT_EQ(deep.status, 400) << deep.body;
   EXPECT_NE(deep.body.find("nested deeper"), std::string::npos) << deep.body;
+  // The unsigned form of before issue 16 §4: refused, saying what it lacks.
+  auto unsigned_request = broker_->Post("/v1/nonces", "{\"host_id\": \"0123456789abcdef0123456789abcdef\"}");
+  EXPECT_EQ(unsigned_request.status, 400) << unsigned_request.body;
+  EXPECT_NE(unsigned_request.body.find("signed with the host's AK"), std::string::npos) << unsigned_request.body;
   // Well-formed, for a host that is not enrolled.
-  auto unknown = broker_->Post("/v1/nonces", "{\"host_id\": \"0123456789abcdef0123456789abcdef\"}");
+  auto unknown = broker_->Post("/v1/nonces", kSignedShape);
   EXPECT_EQ(unknown.status, 404) << unknown.body;
   EXPECT_EQ(ErrorCode(unknown), "not_found");
 }
@@ -285,7 +295,7 @@ TEST(BundleParsing, DeepNestingIsRefusedBeforeATreeIsBuilt) {
 }
 
 TEST_F(ServerTest, WrongContentTypesOversizedAndUnsizedBodiesAndUnknownEndpointsAre4xx) {
-  const std::string ok_body = "{\"host_id\": \"0123456789abcdef0123456789abcdef\"}";
+  const std::string ok_body = kSignedShape;
   for (const char* type : {"text/plain", "application/jsonx", "application/x-www-form-urlencoded",
                                   "multipart/form-data; boundary=x"}) {
     auto a = broker_->Post("/v1/nonces", ok_body, type);

@@ -163,6 +163,57 @@ TEST_F(StoreTest, ANonceIsUsableOnceAndNotAfterItsExpiry) {
   EXPECT_EQ(store->ConsumeNonce(n1, 110).status().code(), Code::kNotFound);
 }
 
+// Signed nonce requests (issue 16 §4): each request digest once; out of order within the
+// window behind the host's newest request; never from an earlier TPM boot; a new boot
+// starts afresh. Refusals store no nonce.
+TEST_F(StoreTest, ASignedNonceRequestIsUsedOnceAndOnlyWithinTheWindowOfItsTpmBoot) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  constexpr int64_t kWindow = 1000;
+  int serial = 0;
+  auto put = [&](const std::string& host, uint32_t reset, uint32_t restart, uint64_t clock, uint8_t digest_byte) {
+    NonceRecord n{std::vector<uint8_t>(32, 0), host, 100, 160};
+    n.nonce[0] = static_cast<uint8_t>(++serial);
+    n.nonce[1] = static_cast<uint8_t>(serial >> 8);
+    crypto::Digest256 d{};
+    d.fill(digest_byte);
+    attest::ClockInfo c{clock, reset, restart, 1};
+    Status s = store->PutNonceForRequest(n, c, d, kWindow);
+    if (s.ok()) {
+      // The nonce was stored with the request.
+      auto got = store->ConsumeNonce(n.nonce, 150);
+      EXPECT_TRUE(got.ok()) << got.status().ToString();
+    } else {
+      EXPECT_EQ(store->ConsumeNonce(n.nonce, 150).status().code(), Code::kNotFound) << "a refused request stored a nonce";
+    }
+    return s;
+  };
+  auto refused = [&](Status s, const std::string& why) {
+    EXPECT_EQ(s.code(), Code::kPermissionDenied) << s.ToString();
+    EXPECT_NE(s.message().find(why), std::string::npos) << s.ToString();
+  };
+  EXPECT_TRUE(put("h", 5, 0, 10000, 1).ok());
+  refused(put("h", 5, 0, 10000, 1), "replayed");
+  EXPECT_TRUE(put("h", 5, 0, 10500, 2).ok());
+  EXPECT_TRUE(put("h", 5, 0, 9600, 3).ok()) << "out of order, within the window: concurrent requests";
+  refused(put("h", 5, 0, 9600, 3), "replayed");
+  refused(put("h", 5, 0, 9499, 4), "behind this host's newest request");
+  refused(put("h", 4, 9, 20000, 5), "earlier TPM boot");
+  refused(put("h", 5, 0, 10000, 1), "replayed");
+  EXPECT_TRUE(put("other", 1, 0, 1, 1).ok()) << "another host's requests are its own";
+  // A restart (TPM2_Startup(TPM_SU_STATE)): a new boot; the old boot's requests are done.
+  EXPECT_TRUE(put("h", 5, 1, 50, 6).ok());
+  refused(put("h", 5, 0, 10600, 7), "earlier TPM boot");
+  EXPECT_TRUE(put("h", 6, 0, 10, 8).ok());
+  refused(put("h", 5, 1, 60, 9), "earlier TPM boot");
+  // Remembered across a reopen (a broker restart is no replay window).
+  store.reset();
+  store = OpenStore();
+  ASSERT_TRUE(store);
+  refused(put("h", 6, 0, 10, 8), "replayed");
+  EXPECT_TRUE(put("h", 6, 0, 11, 9).ok());
+}
+
 TEST_F(StoreTest, ReEnrolmentReplacesTheAkAndKeepsTheClockStateWhichChangesOnlyByCompareAndSet) {
   auto store = OpenStore();
   ASSERT_TRUE(store);

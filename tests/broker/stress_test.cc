@@ -10,7 +10,8 @@
 //
 // Each of kClients threads has its own BrokerClient (a TLS connection per request) and makes
 // kReleasesPerClient releases, each for a job of its own (so every binding differs):
-//   POST /v1/nonces (concurrently) -> [host mutex: quote (MakeEvidence), POST /v1/releases]
+//   POST /v1/nonces (concurrently; signed by the host's AK) -> [host mutex: quote (MakeEvidence),
+//   POST /v1/releases]
 // Checks: every release is granted and opens to the keystore's DEK; the audit log verifies
 // and holds exactly one accepted attestation.verdict and one key.released per release and
 // nothing else; `enclave-broker leases --json` lists every lease; the broker is alive, its
@@ -90,6 +91,7 @@ class StressTest : public EnrolAttestTest {
     std::unique_ptr<HostState> state;
     std::string id;
     std::mutex mu;  // held from the quote through the release's answer
+    std::mutex tpm_mu;  // one TPM command sequence at a time (evidence, signed nonce requests)
     std::string ima_log;  // this host's simulated IMA log: the test binary measured
   };
 
@@ -177,7 +179,16 @@ class StressTest : public EnrolAttestTest {
   std::unique_ptr<BrokerClient> NewClient() {
     auto c = BrokerClient::Create("https://127.0.0.1:" + std::to_string(broker_->port()), broker_->Path("tls.crt"));
     EXPECT_TRUE(c.ok()) << c.status().ToString();
-    return c.ok() ? std::move(c).value() : nullptr;
+    if (!c.ok()) return nullptr;
+    (*c)->SetNonceSigner([this](const std::string& host_id) -> Result<attest::SignedNonceRequest> {
+      for (auto& h : hosts_) {
+        if (h->id != host_id) continue;
+        std::lock_guard<std::mutex> lock(h->tpm_mu);
+        return attest::host::SignNonceRequest(*h->tpm, *h->state, host_id);
+      }
+      return NotFound("stress test: no host " + host_id);
+    });
+    return std::move(c).value();
   }
 
   // Starts the broker, enrols every host and activates the data-use policy.
@@ -281,6 +292,7 @@ class StressTest : public EnrolAttestTest {
               l.ima_log = h.ima_log;
               return Result<attest::host::HostLogs>(l);
             };
+            std::lock_guard<std::mutex> tpm_lock(h.tpm_mu);
             auto ev = attest::host::MakeEvidence(*h.tpm, *h.state, sel, n.nonce, bound, logs, Now());
             t3 = std::chrono::steady_clock::now();
             return ev;

@@ -1,5 +1,6 @@
 // libFuzzer target: the broker's own message parsers (broker/messages.h), which read what
-// a client sent (nonce request) or what a broker answered (enrolment challenge, nonce),
+// a client sent (nonce request, its signed quote kept as bytes: attest_tpms_attest fuzzes
+// their parsers) or what a broker answered (enrolment challenge, nonce),
 // and the Content-Type check. The bundles inside requests are fuzzed by attest_bundle.
 // Invariants: no crash, leak or out-of-bounds read; whatever parses re-encodes to a
 // document that parses to the same value, and a second encode is byte-identical.

@@ -16,6 +16,7 @@
 #include "enclave/attest/ima_log.h"
 #include "enclave/attest/verifier.h"
 #include "enclave/common/files.h"
+#include "enclave/crypto/secret_bytes.h"
 
 namespace enclave::attest::host {
 namespace {
@@ -345,6 +346,22 @@ Result<EvidenceBundle> MakeEvidence(Tpm& tpm, const HostState& state, const atte
     return b;
   }
   return Unavailable("PCRs or logs changed during each of 5 quotes (measurements arriving too fast); try again");
+}
+
+Result<SignedNonceRequest> SignNonceRequest(Tpm& tpm, const HostState& state, std::string_view host_id) {
+  SignedNonceRequest r;
+  r.salt.resize(kNonceRequestSaltBytes);
+  crypto::RandomBytes(r.salt);
+  ASSIGN_OR_RETURN(crypto::Digest256 qualifying, NonceRequestQualifyingData(host_id, r.salt));
+  ASSIGN_OR_RETURN(StoredAk stored, state.LoadAk());
+  ASSIGN_OR_RETURN(LoadedKey ek, tpm.CreateEk(stored.ek_type));
+  ASSIGN_OR_RETURN(LoadedKey ak, tpm.LoadAk(ek, stored.blob));
+  // TPM2_Quote wants at least one PCR; which one does not matter to the broker.
+  const host::PcrSelection one_pcr = {PcrBank{0x000B, {0}}};
+  ASSIGN_OR_RETURN(Quote quote, tpm.QuotePcrs(ak, one_pcr, qualifying));
+  r.attest = std::move(quote.attest);
+  r.signature = std::move(quote.signature);
+  return r;
 }
 
 }  // namespace enclave::attest::host

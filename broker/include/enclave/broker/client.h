@@ -3,7 +3,8 @@
 // enrolment, nonces, attested key release and lease renewal, and the admin calls.
 //
 // The TPM stays out of this library: the caller passes a Quoter that turns a nonce and a
-// bound digest into an evidence bundle (attest/host's MakeEvidence on a real host).
+// bound digest into an evidence bundle, and a NonceSigner that signs nonce requests
+// (attest/host's MakeEvidence and SignNonceRequest on a real host).
 #pragma once
 
 #include <cstdint>
@@ -82,6 +83,11 @@ class BrokerClient {
   using Activator = std::function<Result<attest::ActivationResponse>(const attest::ChallengeBundle&)>;
   Result<std::string> Enrol(const attest::EnrolmentBundle& bundle, const Activator& activate);
 
+  // Signs a nonce request for a host with that host's AK (attest::host::SignNonceRequest).
+  using NonceSigner = std::function<Result<attest::SignedNonceRequest>(const std::string& host_id)>;
+  // The host's signer, used by Nonce (and so by RequestRelease and Renew): like a client
+  // certificate, set once for the host this client acts for. Without one, Nonce fails.
+  void SetNonceSigner(NonceSigner signer) { nonce_signer_ = std::move(signer); }
   Result<NonceIssued> Nonce(const std::string& host_id);
 
   // Evidence for a fresh nonce with `bound` as the bound digest (attest::host::MakeEvidence).
@@ -104,6 +110,7 @@ class BrokerClient {
   BrokerClient() = default;
   std::string url_;
   std::unique_ptr<httplib::SSLClient> http_;
+  NonceSigner nonce_signer_;
 };
 
 // A broker error answer as a Status: the code from {"error":{"code"}} and its message.

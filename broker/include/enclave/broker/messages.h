@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "enclave/attest/request_signature.h"
 #include "enclave/common/status.h"
 
 namespace enclave::broker {
@@ -34,9 +35,11 @@ bool IsLowerHexId(std::string_view s);
 // by parameters ("; charset=utf-8"); case-insensitive type, nothing else.
 bool IsJsonContentType(std::string_view value);
 
-// POST /v1/nonces: {"host_id": HOSTID}
+// POST /v1/nonces: {"host_id": HOSTID, "salt": HEX, "attest": HEX, "signature": HEX}, the
+// request signed with the host's AK (attest/request_signature.h, docs/protocol.md).
 struct NonceRequest {
   std::string host_id;
+  attest::SignedNonceRequest signed_request;
 };
 Result<NonceRequest> ParseNonceRequest(std::string_view body);
 std::string EncodeNonceRequest(const NonceRequest& request);

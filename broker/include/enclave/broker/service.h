@@ -59,6 +59,10 @@ struct ServiceOptions {
   std::string export_key;                       // keystore export key name; "": the newest
 };
 
+// How far (TPM clock, ms) a signed nonce request may lag behind the newest one accepted
+// from its host: room for concurrent requests arriving out of order; older is a replay.
+inline constexpr int64_t kNonceRequestWindowMs = 120000;
+
 class Service {
  public:
   // `policy_text` is the attestation policy file's bytes and `policy_dir` its folder (the
@@ -69,8 +73,10 @@ class Service {
 
   Reply Enrol(std::string_view body);                                     // POST /v1/enrolments
   Reply Activate(const std::string& challenge_id, std::string_view body);  // POST /v1/enrolments/ID/activation
-  // POST /v1/nonces. `peer`: the caller's address; each (host, address) pair has its own
-  // allowance, so a flood from elsewhere does not use up the host's own.
+  // POST /v1/nonces, a request signed with the host's AK (attest/request_signature.h).
+  // `peer`: the caller's address; each (host, address) pair has its own allowance, so a
+  // flood from elsewhere does not use up the host's own (it is charged before the
+  // signature is checked, so a flood of bad signatures is bounded too).
   Reply IssueNonce(std::string_view body, const std::string& peer = "");
   Reply Attest(std::string_view body);                                    // POST /v1/attestations
   Reply Release(std::string_view body);                                   // POST /v1/releases

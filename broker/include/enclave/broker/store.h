@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "enclave/attest/tpm_types.h"
 #include "enclave/common/status.h"
 #include "enclave/crypto/hash.h"
 
@@ -35,7 +36,7 @@ struct sqlite3;
 
 namespace enclave::broker {
 
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
 
 struct HostRecord {
   std::string host_id;                 // hex SHA-256(EK public)[0..16): stable across AK changes
@@ -153,6 +154,14 @@ class Store {
   Status UpdateClockState(const std::string& host_id, const std::string& expected, const std::string& clock_state);
 
   Status PutNonce(const NonceRecord& nonce);
+  // Stores the nonce for a signed request of its host whose quote carried `clock` and
+  // whose TPMS_ATTEST hashes to `request_digest`, in one transaction with the replay check:
+  // PermissionDenied when that request was accepted before, was signed in an earlier TPM
+  // boot (resetCount, restartCount) than the host's newest accepted request, or in the same
+  // boot more than `window_ms` of TPM clock before it. Requests arriving out of order
+  // within the window are accepted; each digest is remembered while inside the window.
+  Status PutNonceForRequest(const NonceRecord& nonce, const attest::ClockInfo& clock,
+                            const crypto::Digest256& request_digest, int64_t window_ms);
   // Marks the nonce used and returns it, in one transaction. NotFound when unknown;
   // FailedPrecondition when already used or expired. A nonce is never usable twice.
   Result<NonceRecord> ConsumeNonce(const std::vector<uint8_t>& nonce, int64_t now);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "enclave/attest/bundle.h"
+#include "enclave/attest/request_signature.h"
 #include "enclave/attest/host/tpm.h"
 #include "enclave/attest/tpm_types.h"
 #include "enclave/common/status.h"
@@ -118,6 +119,11 @@ using LogSource = std::function<Result<HostLogs>()>;
 Result<EvidenceBundle> MakeEvidence(Tpm& tpm, const HostState& state, const attest::PcrSelection& selection,
                                     ByteSpan nonce, const std::optional<crypto::Digest256>& bound_digest,
                                     const LogSource& logs, int64_t now);
+
+// A nonce request for `host_id` signed with the stored AK (attest/request_signature.h): a
+// fresh random salt, and a quote of PCR 0 of the SHA-256 bank (its value means nothing
+// here) with qualifying data NonceRequestQualifyingData(host_id, salt).
+Result<SignedNonceRequest> SignNonceRequest(Tpm& tpm, const HostState& state, std::string_view host_id);
 
 // host::PcrSelection (the Tpm API's form) of a verifier-side selection.
 host::PcrSelection ToHostSelection(const attest::PcrSelection& selection);
