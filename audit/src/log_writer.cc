@@ -6,9 +6,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <optional>
 
+#include "enclave/audit/checkpoint.h"
 #include "enclave/audit/record.h"
 #include "enclave/common/files.h"
+#include "head_chain.h"
 
 namespace enclave::audit {
 namespace {
@@ -23,8 +26,9 @@ Status LogWriter::Create(const std::string& dir, const LogSigningKey& key) {
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return InvalidInput(dir + ": not a directory");
   const std::string path = LogPath(dir);
   std::vector<uint8_t> bytes = EncodeFileHeader(key.public_key().log_id);
-  ASSIGN_OR_RETURN(SignedTreeHead empty, SignTreeHead(key, TreeHead{0, NowMs(), EmptyTreeHash()}));
-  AppendRecord(RecordType::kTreeHead, EncodeTreeHead(empty), &bytes);
+  ASSIGN_OR_RETURN(SignedTreeHead empty,
+                   SignChainedTreeHead(key, TreeHead{0, NowMs(), EmptyTreeHash()}, /*head_index=*/0, Hash{}));
+  AppendRecord(RecordType::kChainedTreeHead, EncodeTreeHead(empty), &bytes);
   // Appears only complete (temporary file, fsync, link, directory fsync).
   ASSIGN_OR_RETURN(AtomicOutputFile out, AtomicOutputFile::Create(path, /*allow_overwrite=*/false));
   RETURN_IF_ERROR(out.Write(bytes.data(), bytes.size()));
@@ -59,10 +63,14 @@ Status LogWriter::Recover() {
   uint64_t entries_after_head = 0;
   bool have_head = false;
   uint64_t committed_end = 0;
+  std::optional<internal::HeadChain> chain;
   RETURN_IF_ERROR(ScanLogFile(
       path_, &log_id,
       [&](const RecordView& rec, uint64_t offset) -> Status {
+        if (!chain) chain.emplace(end.header_version);
+        const std::string at = path_ + ": offset " + std::to_string(offset) + ": ";
         if (rec.type == RecordType::kEntry) {
+          if (Status s = chain->OnEntry(); !s.ok()) return AuthFailed(at + s.message() + "; refusing to write");
           tree.Append(LeafHash(rec.payload));
           ++entries_after_head;
           return OkStatus();
@@ -76,6 +84,8 @@ Status LogWriter::Recover() {
                             " entries before it; the log is damaged or was edited (run enclave-audit verify); "
                             "refusing to write");
         }
+        // The chain's links are checked here; the signatures only of the latest head (below).
+        if (Status s = chain->OnHead(rec.type, *sth); !s.ok()) return AuthFailed(at + s.message() + "; refusing to write");
         tree_ = tree;
         latest_ = *sth;
         have_head = true;
@@ -107,6 +117,8 @@ Status LogWriter::Recover() {
   }
   if (!have_head) return AuthFailed(path_ + ": no readable signed tree head; refusing to write");
   RETURN_IF_ERROR(VerifyTreeHead(key_.public_key(), latest_).Annotate(path_ + ": latest tree head"));
+  heads_ = chain->heads();
+  latest_hash_ = chain->last_hash();
   end_offset_ = committed_end;
   if (end.file_size > committed_end) {
     recovery_.truncated_bytes = end.file_size - committed_end;
@@ -120,6 +132,35 @@ Status LogWriter::Recover() {
     }
     if (::fsync(fd_) != 0) return ErrnoStatus("fsync " + path_, errno);
   }
+  // A log of an older writer ends with a legacy head: sign a chained head of the same tree
+  // now, so that every later head is chained and the latest head is a checkpoint.
+  if (!latest_.chained) {
+    ASSIGN_OR_RETURN(SignedTreeHead sth,
+                     SignChainedTreeHead(key_, TreeHead{tree_.size(), std::max(Now(), latest_.head.timestamp_ms),
+                                                        tree_.Root()},
+                                         heads_, latest_hash_));
+    std::vector<uint8_t> buf;
+    AppendRecord(RecordType::kChainedTreeHead, EncodeTreeHead(sth), &buf);
+    RETURN_IF_ERROR(WriteDurably(buf));
+    latest_ = sth;
+    latest_hash_ = TreeHeadRecordHash(sth);
+    ++heads_;
+  }
+  return OkStatus();
+}
+
+Status LogWriter::WriteDurably(const std::vector<uint8_t>& buf) {
+  size_t done = 0;
+  while (done < buf.size()) {
+    ssize_t n = ::pwrite(fd_, buf.data() + done, buf.size() - done, static_cast<off_t>(end_offset_ + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("appending to " + path_, errno);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fdatasync(fd_) != 0) return ErrnoStatus("fdatasync " + path_, errno);
+  end_offset_ += buf.size();
   return OkStatus();
 }
 
@@ -140,20 +181,13 @@ Status LogWriter::WriteBatch(std::deque<Pending*>& batch) {
     tree.Append(LeafHash(*bytes));
   }
   if (buf.empty()) return OkStatus();
-  ASSIGN_OR_RETURN(SignedTreeHead sth, SignTreeHead(key_, TreeHead{tree.size(), now, tree.Root()}));
-  AppendRecord(RecordType::kTreeHead, EncodeTreeHead(sth), &buf);
-  size_t done = 0;
-  while (done < buf.size()) {
-    ssize_t n = ::pwrite(fd_, buf.data() + done, buf.size() - done, static_cast<off_t>(end_offset_ + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus("appending to " + path_, errno);
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fdatasync(fd_) != 0) return ErrnoStatus("fdatasync " + path_, errno);
+  ASSIGN_OR_RETURN(SignedTreeHead sth,
+                   SignChainedTreeHead(key_, TreeHead{tree.size(), now, tree.Root()}, heads_, latest_hash_));
+  AppendRecord(RecordType::kChainedTreeHead, EncodeTreeHead(sth), &buf);
+  RETURN_IF_ERROR(WriteDurably(buf));
   tree_ = tree;
-  end_offset_ += buf.size();
+  heads_ += 1;
+  latest_hash_ = TreeHeadRecordHash(sth);
   std::lock_guard<std::mutex> lk(mu_);
   latest_ = sth;
   stats_.batches += 1;
@@ -202,6 +236,12 @@ Result<uint64_t> LogWriter::Append(Event event) {
 SignedTreeHead LogWriter::LatestTreeHead() const {
   std::lock_guard<std::mutex> lk(mu_);
   return latest_;
+}
+
+std::string LogWriter::LatestCheckpoint() const {
+  // Recover() leaves a chained latest head and WriteBatch signs only chained ones.
+  auto note = FormatCheckpointNote(key_.public_key(), LatestTreeHead());
+  return note.ok() ? *note : std::string();
 }
 
 WriterStats LogWriter::stats() const {

@@ -15,7 +15,6 @@ namespace {
 
 constexpr char kFileMagic[8] = {'E', 'A', 'U', 'D', 'I', 'T', 'L', 'G'};
 constexpr char kRecordMagic[4] = {'E', 'A', 'R', '1'};
-constexpr uint32_t kVersion = 1;
 constexpr size_t kMaxRecord = kRecordOverhead + kMaxEntryBytes;
 constexpr size_t kReadBuffer = 8u << 20;
 
@@ -61,23 +60,26 @@ Result<uint64_t> FindNextValidRecord(int fd, uint64_t from, uint64_t file_size, 
 
 }  // namespace
 
-std::vector<uint8_t> EncodeFileHeader(const Hash& log_id) {
+std::vector<uint8_t> EncodeFileHeader(const Hash& log_id, uint32_t version) {
   ByteWriter w;
   w.Bytes(std::string_view(kFileMagic, 8));
-  w.U32(kVersion);
+  w.U32(version);
   w.U32(0);
   w.Bytes(log_id);
   return std::move(w.bytes());
 }
 
-Result<Hash> ParseFileHeader(ByteSpan header) {
+Result<Hash> ParseFileHeader(ByteSpan header, uint32_t* version_out) {
   if (header.size() < kFileHeaderSize) {
     return InvalidInput("file header is " + std::to_string(header.size()) + " bytes, expected " +
                         std::to_string(kFileHeaderSize) + " (not an audit log, or truncated)");
   }
   if (std::memcmp(header.data(), kFileMagic, 8) != 0) return InvalidInput("not an audit log (bad magic at offset 0)");
   const uint32_t version = Le32(header.data() + 8);
-  if (version != kVersion) return Unsupported("audit log format version " + std::to_string(version) + " (know 1)");
+  if (version != kLogVersionLegacy && version != kLogVersion) {
+    return Unsupported("audit log format version " + std::to_string(version) + " (know 1 and 2)");
+  }
+  if (version_out != nullptr) *version_out = version;
   if (Le32(header.data() + 12) != 0) return Unsupported("audit log header flags at offset 12 are not zero");
   Hash id{};
   std::copy(header.begin() + 16, header.begin() + 48, id.begin());
@@ -112,7 +114,8 @@ RecordParse ParseRecord(ByteSpan data) {
     return r;
   }
   if (data.size() > 4 && data[4] != static_cast<uint8_t>(RecordType::kEntry) &&
-      data[4] != static_cast<uint8_t>(RecordType::kTreeHead)) {
+      data[4] != static_cast<uint8_t>(RecordType::kTreeHead) &&
+      data[4] != static_cast<uint8_t>(RecordType::kChainedTreeHead)) {
     r.outcome = ParseOutcome::kCorrupt;
     r.error = "unknown record type " + std::to_string(data[4]);
     return r;
@@ -131,11 +134,15 @@ RecordParse ParseRecord(ByteSpan data) {
   }
   const auto type = static_cast<RecordType>(data[4]);
   const uint32_t len = Le32(data.data() + 8);
-  const bool len_ok = type == RecordType::kEntry ? (len >= 1 && len <= kMaxEntryBytes) : len == 112;
+  const bool len_ok = type == RecordType::kEntry      ? (len >= 1 && len <= kMaxEntryBytes)
+                      : type == RecordType::kTreeHead ? len == 112
+                                                      : len == 216;
   if (!len_ok) {
     r.outcome = ParseOutcome::kCorrupt;
     r.error = "record payload length " + std::to_string(len) + " is invalid for a " +
-              (type == RecordType::kEntry ? "entry (1..65536)" : "tree head (112)");
+              (type == RecordType::kEntry      ? "entry (1..65536)"
+               : type == RecordType::kTreeHead ? "legacy tree head (112)"
+                                               : "chained tree head (216)");
     return r;
   }
   const size_t total = kRecordOverhead + len;
@@ -176,7 +183,7 @@ Status ScanLogFile(const std::string& path, Hash* log_id,
   uint8_t header[kFileHeaderSize];
   size_t got = 0;
   RETURN_IF_ERROR(PreadAll(fd, 0, header, sizeof header, &got, path));
-  auto id = ParseFileHeader(ByteSpan(header, got));
+  auto id = ParseFileHeader(ByteSpan(header, got), &end->header_version);
   if (!id.ok()) return id.status().Annotate(path);
   *log_id = *id;
 

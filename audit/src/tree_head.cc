@@ -10,6 +10,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "enclave/audit/checkpoint.h"
 #include "enclave/common/files.h"
 #include "enclave/crypto/hash.h"
 
@@ -36,11 +37,26 @@ Result<std::array<uint8_t, 32>> Hex32(const nlohmann::json& j, const char* field
   if (!j.contains(field) || !j[field].is_string()) {
     return InvalidInput(where + ": field '" + field + "' missing or not a string");
   }
-  auto bytes = HexDecode(j[field].get<std::string>());
-  if (!bytes.ok() || bytes->size() != 32) {
-    return InvalidInput(where + ": field '" + field + "' must be 64 hex digits");
+  const std::string& text = j[field].get_ref<const std::string&>();
+  auto bytes = HexDecode(text);
+  if (!bytes.ok() || bytes->size() != 32 || HexEncode(*bytes) != text) {
+    return InvalidInput(where + ": field '" + field + "' must be 64 lower-case hex digits");
   }
   std::array<uint8_t, 32> out{};
+  std::copy(bytes->begin(), bytes->end(), out.begin());
+  return out;
+}
+
+Result<SignatureBytes> Hex64(const nlohmann::json& j, const char* field, const std::string& where) {
+  if (!j.contains(field) || !j[field].is_string()) {
+    return InvalidInput(where + ": tree head field '" + field + "' missing or not a string");
+  }
+  const std::string& text = j[field].get_ref<const std::string&>();
+  auto bytes = HexDecode(text);
+  if (!bytes.ok() || bytes->size() != 64 || HexEncode(*bytes) != text) {
+    return InvalidInput(where + ": tree head field '" + field + "' must be 128 lower-case hex digits");
+  }
+  SignatureBytes out{};
   std::copy(bytes->begin(), bytes->end(), out.begin());
   return out;
 }
@@ -88,6 +104,12 @@ Result<LogPublicKey> LogPublicKey::FromJson(const nlohmann::json& j, const std::
 
 Result<LogPublicKey> LogPublicKey::Load(const std::string& path) {
   ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadWholeFile(path, 64 * 1024));
+  // A file that is not JSON may hold the key as a note verifier key (one line).
+  if (!bytes.empty() && bytes[0] != '{') {
+    std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    if (text.back() == '\n') text.remove_suffix(1);
+    return ParseNoteVerifierKey(text, path);
+  }
   auto j = nlohmann::json::parse(bytes.begin(), bytes.end(), nullptr, false);
   if (j.is_discarded()) return InvalidInput(path + ": not JSON");
   return FromJson(j, path);
@@ -198,6 +220,20 @@ std::vector<uint8_t> TreeHeadSignatureInput(const Hash& log_id, const TreeHead& 
   return std::move(w.bytes());
 }
 
+std::vector<uint8_t> ChainedTreeHeadSignatureInput(const Hash& log_id, uint64_t head_index, const Hash& previous,
+                                                   const TreeHead& head) {
+  ByteWriter w;
+  w.Bytes(kChainedTreeHeadLabel);
+  w.U8(0);
+  w.Bytes(log_id);
+  w.U64(head_index);
+  w.Bytes(previous);
+  w.U64(head.tree_size);
+  w.U64(head.timestamp_ms);
+  w.Bytes(head.root);
+  return std::move(w.bytes());
+}
+
 Result<SignedTreeHead> SignTreeHead(const LogSigningKey& key, const TreeHead& head) {
   SignedTreeHead sth;
   sth.head = head;
@@ -205,13 +241,38 @@ Result<SignedTreeHead> SignTreeHead(const LogSigningKey& key, const TreeHead& he
   return sth;
 }
 
+Result<SignedTreeHead> SignChainedTreeHead(const LogSigningKey& key, const TreeHead& head, uint64_t head_index,
+                                           const Hash& previous) {
+  SignedTreeHead sth;
+  sth.head = head;
+  sth.chained = true;
+  sth.head_index = head_index;
+  sth.previous = previous;
+  const Hash& id = key.public_key().log_id;
+  ASSIGN_OR_RETURN(sth.signature, key.Sign(ChainedTreeHeadSignatureInput(id, head_index, previous, head)));
+  ASSIGN_OR_RETURN(sth.checkpoint_signature, key.Sign(AsBytes(CheckpointBody(id, head.tree_size, head.root))));
+  return sth;
+}
+
 Status VerifyTreeHead(const LogPublicKey& key, const SignedTreeHead& sth) {
   if (Status s = crypto::InitCrypto(); !s.ok()) return s;
-  std::vector<uint8_t> msg = TreeHeadSignatureInput(key.log_id, sth.head);
-  if (crypto_sign_verify_detached(sth.signature.data(), msg.data(), msg.size(), key.key.data()) != 0) {
+  auto fail = [&](const char* which) {
     return AuthFailed("tree head of size " + std::to_string(sth.head.tree_size) + " signed " +
-                      FormatTimestampMs(sth.head.timestamp_ms) +
-                      ": Ed25519 signature does not verify under log key " + HexEncode(key.log_id).substr(0, 16));
+                      FormatTimestampMs(sth.head.timestamp_ms) + ": " + which +
+                      " does not verify under log key " + HexEncode(key.log_id).substr(0, 16));
+  };
+  const std::vector<uint8_t> msg = sth.chained
+                                       ? ChainedTreeHeadSignatureInput(key.log_id, sth.head_index, sth.previous, sth.head)
+                                       : TreeHeadSignatureInput(key.log_id, sth.head);
+  if (crypto_sign_verify_detached(sth.signature.data(), msg.data(), msg.size(), key.key.data()) != 0) {
+    return fail("Ed25519 signature");
+  }
+  if (sth.chained) {
+    const std::string body = CheckpointBody(key.log_id, sth.head.tree_size, sth.head.root);
+    if (crypto_sign_verify_detached(sth.checkpoint_signature.data(), reinterpret_cast<const uint8_t*>(body.data()),
+                                    body.size(), key.key.data()) != 0) {
+      return fail("Ed25519 checkpoint (signed note) signature");
+    }
   }
   return OkStatus();
 }
@@ -220,34 +281,58 @@ std::vector<uint8_t> EncodeTreeHead(const SignedTreeHead& sth) {
   ByteWriter w;
   w.U64(sth.head.tree_size);
   w.U64(sth.head.timestamp_ms);
+  if (sth.chained) {
+    w.U64(sth.head_index);
+    w.Bytes(sth.previous);
+  }
   w.Bytes(sth.head.root);
   w.Bytes(sth.signature);
+  if (sth.chained) w.Bytes(sth.checkpoint_signature);
   return std::move(w.bytes());
 }
 
 Result<SignedTreeHead> ParseTreeHead(ByteSpan payload) {
-  if (payload.size() != kTreeHeadPayloadSize) {
+  if (payload.size() != kTreeHeadPayloadSize && payload.size() != kChainedTreeHeadPayloadSize) {
     return InvalidInput("tree head payload is " + std::to_string(payload.size()) + " bytes, expected " +
-                        std::to_string(kTreeHeadPayloadSize));
+                        std::to_string(kTreeHeadPayloadSize) + " (legacy) or " +
+                        std::to_string(kChainedTreeHeadPayloadSize) + " (chained)");
   }
   ByteReader r(payload);
   SignedTreeHead sth;
-  ByteSpan root, sig;
+  sth.chained = payload.size() == kChainedTreeHeadPayloadSize;
+  ByteSpan root, sig, prev, note_sig;
   RETURN_IF_ERROR(r.U64("tree_size", &sth.head.tree_size));
   RETURN_IF_ERROR(r.U64("timestamp_ms", &sth.head.timestamp_ms));
+  if (sth.chained) {
+    RETURN_IF_ERROR(r.U64("head_index", &sth.head_index));
+    RETURN_IF_ERROR(r.Bytes("previous", 32, &prev));
+    std::copy(prev.begin(), prev.end(), sth.previous.begin());
+  }
   RETURN_IF_ERROR(r.Bytes("root", 32, &root));
   RETURN_IF_ERROR(r.Bytes("signature", 64, &sig));
   std::copy(root.begin(), root.end(), sth.head.root.begin());
   std::copy(sig.begin(), sig.end(), sth.signature.begin());
+  if (sth.chained) {
+    RETURN_IF_ERROR(r.Bytes("checkpoint_signature", 64, &note_sig));
+    std::copy(note_sig.begin(), note_sig.end(), sth.checkpoint_signature.begin());
+  }
   return sth;
 }
 
+Hash TreeHeadRecordHash(const SignedTreeHead& sth) { return crypto::Sha256(EncodeTreeHead(sth)); }
+
 nlohmann::json SignedTreeHead::ToJson() const {
-  return {{"tree_size", head.tree_size},
-          {"timestamp_ms", head.timestamp_ms},
-          {"time", FormatTimestampMs(head.timestamp_ms)},
-          {"root", HexEncode(head.root)},
-          {"signature", HexEncode(signature)}};
+  nlohmann::json j = {{"tree_size", head.tree_size},
+                      {"timestamp_ms", head.timestamp_ms},
+                      {"time", FormatTimestampMs(head.timestamp_ms)},
+                      {"root", HexEncode(head.root)},
+                      {"signature", HexEncode(signature)}};
+  if (chained) {
+    j["head_index"] = head_index;
+    j["previous"] = HexEncode(previous);
+    j["checkpoint_signature"] = HexEncode(checkpoint_signature);
+  }
+  return j;
 }
 
 Result<SignedTreeHead> SignedTreeHead::FromJson(const nlohmann::json& j, const std::string& where) {
@@ -265,9 +350,21 @@ Result<SignedTreeHead> SignedTreeHead::FromJson(const nlohmann::json& j, const s
   if (!j.contains("signature") || !j["signature"].is_string()) {
     return InvalidInput(where + ": tree head field 'signature' missing");
   }
-  auto sig = HexDecode(j["signature"].get<std::string>());
-  if (!sig.ok() || sig->size() != 64) return InvalidInput(where + ": tree head signature must be 128 hex digits");
-  std::copy(sig->begin(), sig->end(), sth.signature.begin());
+  ASSIGN_OR_RETURN(sth.signature, Hex64(j, "signature", where));
+  // A chained head has all three members, a legacy head none of them.
+  const int chain_members = j.contains("head_index") + j.contains("previous") + j.contains("checkpoint_signature");
+  if (chain_members != 0 && chain_members != 3) {
+    return InvalidInput(where + ": tree head has some of 'head_index', 'previous', 'checkpoint_signature' but not all");
+  }
+  if (chain_members == 3) {
+    sth.chained = true;
+    if (!j["head_index"].is_number_unsigned()) {
+      return InvalidInput(where + ": tree head field 'head_index' is not a non-negative integer");
+    }
+    sth.head_index = j["head_index"].get<uint64_t>();
+    ASSIGN_OR_RETURN(sth.previous, Hex32(j, "previous", where));
+    ASSIGN_OR_RETURN(sth.checkpoint_signature, Hex64(j, "checkpoint_signature", where));
+  }
   return sth;
 }
 

@@ -4,6 +4,7 @@
 
 #include "enclave/audit/record.h"
 #include "enclave/common/files.h"
+#include "head_chain.h"
 #include "strict_json.h"
 
 namespace enclave::audit {
@@ -20,8 +21,9 @@ std::string Describe(const SignedTreeHead& sth) {
 
 Result<Hash> HashFromHex(const json& v, const std::string& what) {
   if (!v.is_string()) return InvalidInput(what + " must be a hex string");
-  auto b = HexDecode(v.get<std::string>());
-  if (!b.ok() || b->size() != 32) return InvalidInput(what + " must be 64 hex digits");
+  const std::string& text = v.get_ref<const std::string&>();
+  auto b = HexDecode(text);
+  if (!b.ok() || b->size() != 32 || HexEncode(*b) != text) return InvalidInput(what + " must be 64 lower-case hex digits");
   Hash h{};
   std::copy(b->begin(), b->end(), h.begin());
   return h;
@@ -82,6 +84,7 @@ Result<VerifyResult> VerifyLog(const std::string& dir, const LogPublicKey& key, 
   CompactRange tree;
   std::vector<uint64_t> entry_offsets;
   internal::JsonDoc doc;  // reused for every entry
+  std::optional<internal::HeadChain> chain;  // once the header's version is known
   bool id_checked = false;
   auto where = [&](uint64_t offset) { return path + ": offset " + std::to_string(offset); };
 
@@ -118,9 +121,11 @@ Result<VerifyResult> VerifyLog(const std::string& dir, const LogPublicKey& key, 
                               Hex16(key.log_id) + "... (wrong key, or a log substituted)");
           }
           id_checked = true;
+          chain.emplace(end.header_version);
         }
         if (rec.type == RecordType::kEntry) {
           const uint64_t index = tree.size();
+          if (Status s = chain->OnEntry(); !s.ok()) return AuthFailed(where(offset) + ": " + s.message());
           // Every entry gets the full strict checks (CheckEntry); only a caller that looks
           // at entries (show, prove, report) pays for a JSON tree as well.
           std::optional<Entry> entry;
@@ -159,6 +164,7 @@ Result<VerifyResult> VerifyLog(const std::string& dir, const LogPublicKey& key, 
         if (Status s = VerifyTreeHead(key, *sth); !s.ok()) {
           return AuthFailed(where(offset) + ": " + s.message());
         }
+        if (Status s = chain->OnHead(rec.type, *sth); !s.ok()) return AuthFailed(where(offset) + ": " + s.message());
         const uint64_t prev_size = res.tree_heads.empty() ? 0 : res.tree_heads.back().sth.head.tree_size;
         if (sth->head.tree_size != tree.size()) {
           return AuthFailed(where(offset) + ": validly signed tree head of size " +

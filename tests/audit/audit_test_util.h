@@ -138,4 +138,36 @@ inline RawRecord MakeRaw(RecordType type, const std::vector<uint8_t>& payload) {
   return r;
 }
 
+// A log as the writers before chained tree heads left it: header version 1, a legacy head of
+// size 0, then each of `count` sample entries followed by a legacy head.
+inline TestLog MakeLegacyLog(const std::string& name, uint64_t count) {
+  TestLog t;
+  fs::path base = ScratchDir(name);
+  t.dir = base / "log";
+  t.key_path = (base / "log.key").string();
+  auto key = LogSigningKey::Generate();
+  EXPECT_TRUE(key.ok());
+  EXPECT_TRUE(key->Save(t.key_path).ok());
+  t.pub = key->public_key();
+  fs::create_directories(t.dir);
+  std::vector<uint8_t> bytes = EncodeFileHeader(t.pub.log_id, kLogVersionLegacy);
+  std::vector<Hash> leaves;
+  uint64_t ms = 1714554000000;
+  for (uint64_t i = 0; i <= count; ++i) {
+    if (i > 0) {
+      Event e = SampleEvent(i - 1);
+      e.time = FormatTimestampMs(ms);
+      auto entry = SerializeEntry(e, i - 1);
+      EXPECT_TRUE(entry.ok()) << entry.status().ToString();
+      AppendRecord(RecordType::kEntry, *entry, &bytes);
+      leaves.push_back(LeafHash(*entry));
+    }
+    auto sth = SignTreeHead(*key, TreeHead{i, ms++, RootFromLeafHashes(leaves)});
+    EXPECT_TRUE(sth.ok());
+    AppendRecord(RecordType::kTreeHead, EncodeTreeHead(*sth), &bytes);
+  }
+  WriteBytes(t.log_path(), bytes);
+  return t;
+}
+
 }  // namespace enclave::audit::testing

@@ -9,6 +9,7 @@ With --state, also section 6 steps 0 and 6 against the auditor state (never upda
 Exits 0 when the log and every proof verify, 1 with a message otherwise, 77 when no
 Ed25519 implementation (python3-cryptography or python3-nacl) is installed.
 """
+import base64
 import hashlib
 import json
 import struct
@@ -70,10 +71,20 @@ def fail(msg):
 
 
 LABEL = b"enclave-audit-log/v1/tree-head\x00"
+CHAINED_LABEL = b"enclave-audit-log/v2/tree-head\x00"
 
 
 def signature_input(log_id, size, ts, root):
     return LABEL + log_id + struct.pack("<QQ", size, ts) + root
+
+
+def chained_signature_input(log_id, index, prev, size, ts, root):
+    return CHAINED_LABEL + log_id + struct.pack("<Q", index) + prev + struct.pack("<QQ", size, ts) + root
+
+
+def checkpoint_body(log_id, size, root):
+    """Section 4.1: the C2SP tlog-checkpoint body."""
+    return ("enclave-audit-log/%s\n%d\n%s\n" % (log_id.hex(), size, base64.b64encode(root).decode())).encode()
 
 
 def verify_inclusion(index, size, leaf, path, root):
@@ -110,7 +121,11 @@ def load_state(path, pk, log_id):
     if bytes.fromhex(st["log_id"]) != log_id:
         fail("state file: for another log")
     root = bytes.fromhex(th["root"])
-    if not ed25519_verify(pk, bytes.fromhex(th["signature"]), signature_input(log_id, size, ts, root)):
+    if "head_index" in th:
+        msg = chained_signature_input(log_id, th["head_index"], bytes.fromhex(th["previous"]), size, ts, root)
+    else:
+        msg = signature_input(log_id, size, ts, root)
+    if not ed25519_verify(pk, bytes.fromhex(th["signature"]), msg):
         fail("state file: the accepted tree head's signature does not verify")
     return size, ts, root
 
@@ -131,9 +146,11 @@ def main():
     data = open(log_dir + "/audit.log", "rb").read()
     if accepted and len(data) < 48 + 21 * accepted[0] + 132:
         fail("rollback or truncation: %d bytes cannot hold the accepted tree of size %d" % (len(data), accepted[0]))
-    if data[:8] != b"EAUDITLG" or struct.unpack("<II", data[8:16]) != (1, 0) or data[16:48] != log_id:
+    version, flags = struct.unpack("<II", data[8:16])
+    if data[:8] != b"EAUDITLG" or version not in (1, 2) or flags != 0 or data[16:48] != log_id:
         fail("header")
     pos, leaves, heads = 48, [], []
+    chained_seen, prev_payload, entries_since_head = False, None, 0
     while pos < len(data):
         rec = data[pos:]
         if rec[:4] != b"EAR1" or rec[5:8] != b"\x00\x00\x00" or len(rec) < 20:
@@ -145,15 +162,35 @@ def main():
             fail("record check at offset %d" % pos)
         payload = rec[12 : 12 + length]
         if rtype == 1:
+            if not heads:
+                fail("offset %d: the log does not begin with the tree head of size 0" % pos)
+            entries_since_head += 1
             entry = json.loads(payload.decode("utf-8"))
             if entry.get("v") != 1 or entry.get("seq") != len(leaves):
                 fail("entry at offset %d: v/seq" % pos)
             leaves.append(leaf_hash(payload))
-        elif rtype == 2 and length == 112:
+        elif (rtype == 2 and length == 112) or (rtype == 3 and length == 216):
             size, ts = struct.unpack("<QQ", payload[:16])
-            root, sig = payload[16:48], payload[48:112]
-            if not ed25519_verify(pk, sig, signature_input(log_id, size, ts, root)):
-                fail("tree head at offset %d: signature" % pos)
+            if rtype == 2:
+                if version != 1 or chained_seen:
+                    fail("offset %d: a legacy tree head in a version 2 log or after a chained head" % pos)
+                if heads and entries_since_head == 0:
+                    fail("offset %d: a duplicated legacy tree head" % pos)
+                root, sig = payload[16:48], payload[48:112]
+                if not ed25519_verify(pk, sig, signature_input(log_id, size, ts, root)):
+                    fail("tree head at offset %d: signature" % pos)
+            else:
+                (index,) = struct.unpack("<Q", payload[16:24])
+                prev, root, sig, note_sig = payload[24:56], payload[56:88], payload[88:152], payload[152:216]
+                if not ed25519_verify(pk, sig, chained_signature_input(log_id, index, prev, size, ts, root)):
+                    fail("tree head at offset %d: signature" % pos)
+                if not ed25519_verify(pk, note_sig, checkpoint_body(log_id, size, root)):
+                    fail("tree head at offset %d: checkpoint signature" % pos)
+                want_prev = sha256(prev_payload) if heads else b"\x00" * 32
+                if index != len(heads) or prev != want_prev:
+                    fail("tree head at offset %d: head index or previous head (deleted, duplicated, reordered)" % pos)
+                chained_seen = True
+            prev_payload, entries_since_head = payload, 0
             if size != len(leaves) or root != mth(leaves):
                 fail("tree head at offset %d: size/root" % pos)
             if heads and ts < heads[-1][1]:
@@ -183,8 +220,12 @@ def main():
         root = bytes.fromhex(th["root"])
         if bytes.fromhex(b["log_id"]) != log_id:
             fail(p + ": log id")
-        if not ed25519_verify(pk, bytes.fromhex(th["signature"]),
-                              signature_input(log_id, th["tree_size"], th["timestamp_ms"], root)):
+        if "head_index" in th:
+            msg = chained_signature_input(log_id, th["head_index"], bytes.fromhex(th["previous"]), th["tree_size"],
+                                          th["timestamp_ms"], root)
+        else:
+            msg = signature_input(log_id, th["tree_size"], th["timestamp_ms"], root)
+        if not ed25519_verify(pk, bytes.fromhex(th["signature"]), msg):
             fail(p + ": tree head signature")
         if json.loads(entry)["seq"] != b["entry_index"]:
             fail(p + ": seq")

@@ -25,6 +25,24 @@ head -c 20 full.log > log/audit.log
 if python3 "$py" --state state.json log log.pub; then echo "FAIL: the independent verifier accepted a truncated log"; exit 1; fi
 rc=0; "$bin" verify --log log --key log.pub --state state.json --no-update 2>/dev/null || rc=$?
 if [ "$rc" != 4 ]; then echo "FAIL: enclave-audit verify of a log cut inside its header exited $rc, not 4"; exit 1; fi
+# Section 4 / 6 step 4: a deleted tree-head record (here the one of size 5) is caught by both.
+cp full.log log/audit.log
+python3 - <<'PY'
+import struct
+b = open("log/audit.log", "rb").read()
+pos, out = 48, bytearray(b[:48])
+while pos < len(b):
+    (length,) = struct.unpack("<I", b[pos + 8:pos + 12])
+    rec = b[pos:pos + 20 + length]
+    if not (rec[4] in (2, 3) and struct.unpack("<Q", rec[12:20])[0] == 5):
+        out += rec
+    pos += len(rec)
+assert len(out) < len(b)
+open("log/audit.log", "wb").write(out)
+PY
+if python3 "$py" log log.pub >/dev/null; then echo "FAIL: the independent verifier accepted a deleted tree head"; exit 1; fi
+rc=0; "$bin" verify --log log --key log.pub >/dev/null 2>&1 || rc=$?
+if [ "$rc" != 4 ]; then echo "FAIL: enclave-audit verify of a log without a tree head exited $rc, not 4"; exit 1; fi
 cp full.log log/audit.log
 python3 - <<'PY'
 b = bytearray(open("log/audit.log", "rb").read()); b[300] ^= 1; open("log/audit.log", "wb").write(b)

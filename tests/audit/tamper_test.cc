@@ -104,6 +104,43 @@ TEST_F(TamperTest, TwoSwappedEntries) {
   ExpectDetected({"one of entries 2..2"});
 }
 
+// Issue 17 section 4: every tree-head record matters. Before heads were chained, a log with
+// any head deleted (the first, of size 0, included) or duplicated still verified, because
+// each head was only checked against the entries before it.
+TEST_F(TamperTest, DeletedTreeHeadIsDetectedWhereverItWas) {
+  // records_: head(0) e0 head(1) e1 ... e7 head(8); head(k) is records_[2k].
+  for (size_t k = 0; k < 8; ++k) {  // the last head's deletion leaves entry 7 unsigned (see ForgedAppendedEntry)
+    SCOPED_TRACE("deleting the head of size " + std::to_string(k));
+    auto recs = records_;
+    recs.erase(recs.begin() + static_cast<long>(2 * k));
+    Store(recs);
+    // Found at the record that now stands where the head was expected: entry 0 for the
+    // first head, else the next head, which no longer follows the right number of heads.
+    const uint64_t at = k == 0 ? records_[0].offset : records_[2 * k + 2].offset - records_[2 * k].bytes.size();
+    ExpectDetected({"offset " + std::to_string(at)});
+    if (HasFailure()) return;
+  }
+}
+
+TEST_F(TamperTest, DuplicatedTreeHeadIsDetectedWhereverItWas) {
+  for (size_t k = 0; k <= 8; ++k) {
+    SCOPED_TRACE("duplicating the head of size " + std::to_string(k));
+    auto recs = records_;
+    recs.insert(recs.begin() + static_cast<long>(2 * k + 1), records_[2 * k]);
+    Store(recs);
+    ExpectDetected({"offset " + std::to_string(records_[2 * k].offset + records_[2 * k].bytes.size())});
+    if (HasFailure()) return;
+  }
+}
+
+TEST_F(TamperTest, TreeHeadMovedAcrossAnEntryIsDetected) {
+  // The head of size 3 and entry 3 trade places: e2 e3 head(3) head(4)...
+  auto recs = records_;
+  std::swap(recs[2 * 3], recs[2 * 3 + 1]);
+  Store(recs);
+  ExpectDetected({"offset " + std::to_string(records_[2 * 3].offset + records_[2 * 3 + 1].bytes.size())});
+}
+
 TEST_F(TamperTest, TruncationAtARecordBoundaryNeedsTheStateToBeSeen) {
   auto recs = records_;
   recs.resize(1 + 2 * 5);  // ends with the head of size 5: a valid, shorter log
@@ -167,9 +204,12 @@ TEST_F(TamperTest, ForgedAppendedEntry) {
   for (size_t i = 0; i < 8; ++i) leaves.push_back(LeafHash(EntryRecord(i).payload));
   leaves.push_back(LeafHash(*payload));
   auto forger = LogSigningKey::Generate();
-  auto sth = SignTreeHead(*forger, TreeHead{9, NowMs(), RootFromLeafHashes(leaves)});
+  auto last = ParseTreeHead(records_.back().payload);
+  ASSERT_TRUE(last.ok());
+  auto sth = SignChainedTreeHead(*forger, TreeHead{9, NowMs(), RootFromLeafHashes(leaves)}, 9,
+                                 TreeHeadRecordHash(*last));
   ASSERT_TRUE(sth.ok());
-  recs.push_back(MakeRaw(RecordType::kTreeHead, EncodeTreeHead(*sth)));
+  recs.push_back(MakeRaw(RecordType::kChainedTreeHead, EncodeTreeHead(*sth)));
   Store(recs);
   ExpectDetected({"offset " + std::to_string(original_.size() + recs[recs.size() - 2].bytes.size()),
                   "tree head of size 9", "signature does not verify"});
@@ -208,11 +248,16 @@ TEST_F(TamperTest, ReplacedTreeHeadSignature) {
   std::vector<uint8_t> bytes = original_;
   const RawRecord& head = records_[2 * 4];  // the head of size 4
   std::vector<uint8_t> payload = head.payload;
-  payload[50] ^= 0x01;  // inside the signature
+  payload[8 + 8 + 8 + 32 + 32 + 5] ^= 0x01;  // inside the chain signature
   auto recs = records_;
-  recs[2 * 4] = MakeRaw(RecordType::kTreeHead, payload);
+  recs[2 * 4] = MakeRaw(RecordType::kChainedTreeHead, payload);
   Store(recs);
-  ExpectDetected({"offset " + std::to_string(head.offset), "tree head of size 4", "signature does not verify"});
+  ExpectDetected({"offset " + std::to_string(head.offset), "tree head of size 4", "Ed25519 signature does not verify"});
+  payload = head.payload;
+  payload[kChainedTreeHeadPayloadSize - 3] ^= 0x01;  // inside the checkpoint signature
+  recs[2 * 4] = MakeRaw(RecordType::kChainedTreeHead, payload);
+  Store(recs);
+  ExpectDetected({"offset " + std::to_string(head.offset), "checkpoint (signed note) signature does not verify"});
 }
 
 TEST_F(TamperTest, WrongPublicKey) {

@@ -35,7 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::vector<uint8_t> again;
     AppendRecord(r.record.type, r.record.payload, &again);
     if (again.size() != r.record.size || std::memcmp(again.data(), data + pos, again.size()) != 0) std::abort();
-    if (r.record.type == RecordType::kTreeHead) {
+    if (IsTreeHead(r.record.type)) {
       auto sth = ParseTreeHead(r.record.payload);
       if (sth.ok() && EncodeTreeHead(*sth) != std::vector<uint8_t>(r.record.payload.begin(), r.record.payload.end())) {
         std::abort();

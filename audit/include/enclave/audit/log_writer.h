@@ -61,6 +61,9 @@ class LogWriter {
   Result<uint64_t> Append(Event event);
 
   SignedTreeHead LatestTreeHead() const;
+  // The latest head as a C2SP signed checkpoint note (checkpoint.h). Every head this writer
+  // signs is chained; a log of an older writer gets a chained head when it is opened.
+  std::string LatestCheckpoint() const;
   const RecoveryReport& recovery() const { return recovery_; }
   WriterStats stats() const;
   const std::string& path() const { return path_; }
@@ -76,6 +79,8 @@ class LogWriter {
       : path_(std::move(path)), fd_(fd), key_(std::move(key)), options_(std::move(options)) {}
   Status Recover();
   Status WriteBatch(std::deque<Pending*>& batch);
+  // Appends `buf` at the end and makes it durable.
+  Status WriteDurably(const std::vector<uint8_t>& buf);
   uint64_t Now() const;
 
   const std::string path_;
@@ -93,6 +98,8 @@ class LogWriter {
   uint64_t end_offset_ = 0;
   CompactRange tree_;
   SignedTreeHead latest_;
+  uint64_t heads_ = 0;     // tree-head records in the file
+  Hash latest_hash_{};     // TreeHeadRecordHash(latest_): the next head's `previous`
   WriterStats stats_;
 };
 

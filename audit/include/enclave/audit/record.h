@@ -1,11 +1,13 @@
 // The storage format of an audit log file (docs/formats/audit-log.md, "Storage").
 //
 //   file    = header record*
-//   header  = "EAUDITLG" || u32le version (1) || u32le flags (0) || log_id[32]      48 bytes
+//   header  = "EAUDITLG" || u32le version (2; 1 before chained heads) || u32le flags (0)
+//             || log_id[32]                                                         48 bytes
 //   record  = "EAR1" || u8 type || 3 zero bytes || u32le payload_length || payload || check[8]
 //   check   = first 8 bytes of SHA-256(every record byte before the check)
 //   type 1  = entry (payload: the entry's JSON bytes, 1..65536 bytes)
-//   type 2  = signed tree head (payload: 112 bytes, see tree_head.h)
+//   type 2  = legacy signed tree head (payload: 112 bytes, see tree_head.h; version 1 logs only)
+//   type 3  = chained signed tree head (payload: 216 bytes, see tree_head.h)
 //
 // The check catches torn writes and bit rot; tamper evidence comes from the Merkle tree and
 // the signed tree heads, not from it.
@@ -27,9 +29,13 @@ inline constexpr size_t kFileHeaderSize = 48;
 inline constexpr size_t kRecordOverhead = 4 + 4 + 4 + 8;
 inline constexpr uint32_t kMaxEntryBytes = 65536;
 
-enum class RecordType : uint8_t { kEntry = 1, kTreeHead = 2 };
+enum class RecordType : uint8_t { kEntry = 1, kTreeHead = 2, kChainedTreeHead = 3 };
 
-inline constexpr size_t kTreeHeadRecordSize = kRecordOverhead + 112;
+inline constexpr size_t kTreeHeadRecordSize = kRecordOverhead + 112;  // legacy: the shortest head record
+inline constexpr size_t kChainedTreeHeadRecordSize = kRecordOverhead + 216;
+inline constexpr uint32_t kLogVersionLegacy = 1;  // type-2 heads, then (once a writer upgraded it) type-3 heads
+inline constexpr uint32_t kLogVersion = 2;        // type-3 heads only
+inline bool IsTreeHead(RecordType t) { return t == RecordType::kTreeHead || t == RecordType::kChainedTreeHead; }
 
 // A lower bound on the size of any log that verifies with a latest tree head of size >= m:
 // the header, m entry records of at least 1 payload byte each, and at least one tree head.
@@ -41,9 +47,9 @@ constexpr uint64_t MinLogBytesForTreeSize(uint64_t m) {
   return base + m * per_entry;
 }
 
-std::vector<uint8_t> EncodeFileHeader(const Hash& log_id);
-// Checks magic and version; returns the log id.
-Result<Hash> ParseFileHeader(ByteSpan header);
+std::vector<uint8_t> EncodeFileHeader(const Hash& log_id, uint32_t version = kLogVersion);
+// Checks magic, version (1 or 2) and flags; returns the log id (and the version).
+Result<Hash> ParseFileHeader(ByteSpan header, uint32_t* version = nullptr);
 
 void AppendRecord(RecordType type, ByteSpan payload, std::vector<uint8_t>* out);
 
@@ -78,6 +84,7 @@ struct ScanEnd {
   // none follows (then the damage is confined to the tail).
   uint64_t next_valid_offset = 0;
   uint64_t file_size = 0;
+  uint32_t header_version = 0;  // once the header parsed
 };
 
 // Reads `path` sequentially (never all at once): checks the header, then calls
