@@ -15,8 +15,10 @@
 #include "cli.h"
 #include "enclave/attest/bundle.h"
 #include "enclave/attest/policy.h"
+#include "enclave/audit/checkpoint.h"
 #include "enclave/audit/evidence_archive.h"
 #include "enclave/audit/log_writer.h"
+#include "enclave/audit/proof.h"
 #include "enclave/audit/report.h"
 #include "enclave/audit/verify.h"
 #include "enclave/common/exit_codes.h"
@@ -322,48 +324,75 @@ Status Show(const Args& args) {
   return OkStatus();
 }
 
-// --- prove / verify-proof ---
+// --- prove / verify-proof / checkpoint / verifier-key ---
+
+Status WriteOut(const Args& args, const std::string& text) {
+  if (!args.Has("out")) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return OkStatus();
+  }
+  ASSIGN_OR_RETURN(AtomicOutputFile out, AtomicOutputFile::Create(args.Get("out"), args.Has("force")));
+  RETURN_IF_ERROR(out.Write(text.data(), text.size()));
+  return out.Commit();
+}
 
 Status Prove(const Args& args) {
   ASSIGN_OR_RETURN(LogPublicKey key, LogPublicKey::Load(args.Get("key")));
-  ASSIGN_OR_RETURN(uint64_t index, args.GetU64("entry", 0));
+  if (args.Has("entry") == args.Has("consistency")) return InvalidInput("give exactly one of --entry and --consistency");
   std::optional<uint64_t> size;
   if (args.Has("tree-size")) {
     ASSIGN_OR_RETURN(uint64_t s, args.GetU64("tree-size", 0));
     size = s;
   }
-  ASSIGN_OR_RETURN(InclusionBundle b, ProveEntry(args.Get("log"), key, index, size));
-  const std::string text = b.ToJson().dump(2) + "\n";
-  if (args.Has("out")) {
-    ASSIGN_OR_RETURN(AtomicOutputFile out, AtomicOutputFile::Create(args.Get("out"), args.Has("force")));
-    RETURN_IF_ERROR(out.Write(text.data(), text.size()));
-    RETURN_IF_ERROR(out.Commit());
-    if (args.json()) {
-      cli::PrintJson({{"ok", true}, {"out", args.Get("out")}, {"entry_index", index},
-                      {"tree_size", b.tree_head.head.tree_size}, {"path_length", b.path.size()}});
-    } else {
-      std::printf("wrote the inclusion proof of entry %llu in the tree of size %llu (%zu hashes) to %s\n",
-                  static_cast<unsigned long long>(index), static_cast<unsigned long long>(b.tree_head.head.tree_size),
-                  b.path.size(), args.Get("out").c_str());
+  json proof;
+  std::string what;
+  if (args.Has("consistency")) {
+    ASSIGN_OR_RETURN(uint64_t old_size, args.GetU64("consistency", 0));
+    if (!size) {
+      ASSIGN_OR_RETURN(VerifyResult v, VerifyLog(args.Get("log"), key));
+      size = v.latest.head.tree_size;
     }
+    ASSIGN_OR_RETURN(Proof p, ProveConsistency(args.Get("log"), key, old_size, *size));
+    proof = p.ToJson();
+    what = "the consistency proof from tree size " + std::to_string(old_size) + " to " + std::to_string(*size) + " (" +
+           std::to_string(p.path.size()) + " hashes)";
   } else {
-    std::fwrite(text.data(), 1, text.size(), stdout);
+    ASSIGN_OR_RETURN(uint64_t index, args.GetU64("entry", 0));
+    auto p = ProveInclusion(args.Get("log"), key, index, size);
+    if (!p.ok() && p.status().code() == Code::kNotFound &&
+        p.status().message().find("legacy head") != std::string::npos) {
+      // A head of a version 1 log before its first chained head: the old proof form,
+      // which carries that head's own signature (section 8, "enclave-audit-inclusion-proof").
+      ASSIGN_OR_RETURN(InclusionBundle b, ProveEntry(args.Get("log"), key, index, size));
+      proof = b.ToJson();
+      what = "the inclusion proof (legacy form) of entry " + std::to_string(index) + " in the tree of size " +
+             std::to_string(b.tree_head.head.tree_size);
+    } else {
+      if (!p.ok()) return p.status();
+      proof = p->ToJson();
+      what = "the inclusion proof of entry " + std::to_string(index) + " in the tree of size " +
+             std::to_string(p->new_size) + " (" + std::to_string(p->path.size()) + " hashes)";
+    }
+  }
+  RETURN_IF_ERROR(WriteOut(args, proof.dump(2) + "\n"));
+  if (!args.Has("out")) return OkStatus();
+  if (args.json()) {
+    cli::PrintJson({{"ok", true}, {"out", args.Get("out")}, {"proof", proof}});
+  } else {
+    std::printf("wrote %s to %s\n", what.c_str(), args.Get("out").c_str());
   }
   return OkStatus();
 }
 
-Status VerifyProof(const Args& args) {
+Status VerifyLegacyProof(const Args& args, const json& j, const std::string& path) {
+  if (!args.Has("key")) return InvalidInput(path + ": a legacy inclusion proof is checked with --key");
   ASSIGN_OR_RETURN(LogPublicKey key, LogPublicKey::Load(args.Get("key")));
-  const std::string path = args.Get("proof");
-  ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadWholeFile(path, 16u << 20));
-  ASSIGN_OR_RETURN(json j, ParseStrictJson(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()),
-                                           path));
   ASSIGN_OR_RETURN(InclusionBundle b, InclusionBundle::FromJson(j, path));
   auto entry = VerifyInclusionBundle(b, key);
   if (!entry.ok()) return entry.status().Annotate(path);
   if (args.json()) {
-    cli::PrintJson({{"ok", true}, {"entry_index", b.index}, {"tree_head", b.tree_head.ToJson()},
-                    {"entry", json::parse(b.entry)}});
+    cli::PrintJson({{"ok", true}, {"proof", "inclusion"}, {"signed", true}, {"leaf_index", b.index},
+                    {"tree_head", b.tree_head.ToJson()}, {"entry", json::parse(b.entry)}});
     return OkStatus();
   }
   std::printf("OK: entry %llu is in log %s: included in the tree of size %llu signed %s (root %s)\n",
@@ -373,6 +402,94 @@ Status VerifyProof(const Args& args) {
   std::printf("  %s  %s  %s  %s\n", entry->event.time.c_str(), std::string(EventTypeName(entry->event.type)).c_str(),
               entry->event.actor.c_str(), Details(*entry).c_str());
   return OkStatus();
+}
+
+Status VerifyProofVerb(const Args& args) {
+  if (args.Has("key") == args.Has("unsigned")) return InvalidInput("give exactly one of --key and --unsigned");
+  const std::string path = args.Get("proof");
+  ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadWholeFile(path, 16u << 20));
+  ASSIGN_OR_RETURN(json j, ParseStrictJson(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()),
+                                           path));
+  if (j.is_object() && j.contains("format") && j["format"] == "enclave-audit-inclusion-proof") {
+    return VerifyLegacyProof(args, j, path);
+  }
+  ASSIGN_OR_RETURN(Proof p, Proof::FromJson(j, path));
+  std::optional<LogPublicKey> key;
+  if (args.Has("key")) {
+    ASSIGN_OR_RETURN(key, LogPublicKey::Load(args.Get("key")));
+  }
+  auto r = VerifyProof(p, key ? &*key : nullptr);
+  if (!r.ok()) return r.status().Annotate(path);
+  const bool inclusion = p.kind == ProofKind::kInclusion;
+  if (args.json()) {
+    json out = {{"ok", true}, {"proof", inclusion ? "inclusion" : "consistency"}, {"signed", r->signed_by_log}};
+    if (inclusion) {
+      out["leaf_index"] = p.leaf_index;
+      out["leaf_hash"] = HexEncode(p.leaf_hash);
+      out["tree_size"] = p.new_size;
+      out["root"] = HexEncode(p.new_root);
+      if (r->entry) out["entry"] = json::parse(*p.entry);
+    } else {
+      out["old_size"] = p.old_size;
+      out["old_root"] = HexEncode(p.old_root);
+      out["new_size"] = p.new_size;
+      out["new_root"] = HexEncode(p.new_root);
+    }
+    cli::PrintJson(out);
+    return OkStatus();
+  }
+  const std::string by = r->signed_by_log ? "signed by log " + Short(HexEncode(key->log_id))
+                                          : "UNSIGNED: the roots are the proof's own, not shown to come from any log";
+  if (inclusion) {
+    std::printf("OK: leaf %llu (hash %s) is in the tree of size %llu, root %s (%s)\n",
+                static_cast<unsigned long long>(p.leaf_index), HexEncode(p.leaf_hash).c_str(),
+                static_cast<unsigned long long>(p.new_size), HexEncode(p.new_root).c_str(), by.c_str());
+    if (r->entry) {
+      std::printf("  %s  %s  %s  %s\n", r->entry->event.time.c_str(),
+                  std::string(EventTypeName(r->entry->event.type)).c_str(), r->entry->event.actor.c_str(),
+                  Details(*r->entry).c_str());
+    }
+  } else {
+    std::printf("OK: the tree of size %llu (root %s) is a prefix of the tree of size %llu (root %s) (%s)\n",
+                static_cast<unsigned long long>(p.old_size), HexEncode(p.old_root).c_str(),
+                static_cast<unsigned long long>(p.new_size), HexEncode(p.new_root).c_str(), by.c_str());
+  }
+  return OkStatus();
+}
+
+Status CheckpointVerb(const Args& args) {
+  ASSIGN_OR_RETURN(LogPublicKey key, LogPublicKey::Load(args.Get("key")));
+  ASSIGN_OR_RETURN(VerifyResult v, VerifyLog(args.Get("log"), key));
+  const SignedTreeHead* head = nullptr;
+  uint64_t size = v.latest.head.tree_size;
+  if (args.Has("tree-size")) {
+    ASSIGN_OR_RETURN(size, args.GetU64("tree-size", 0));
+  }
+  for (const TreeHeadAt& t : v.tree_heads) {
+    if (t.sth.head.tree_size == size && t.sth.chained) head = &t.sth;
+  }
+  if (head == nullptr) {
+    return NotFound(v.path + ": no chained (checkpoint-signed) tree head of size " + std::to_string(size) +
+                    " (latest: " + std::to_string(v.latest.head.tree_size) + ")");
+  }
+  ASSIGN_OR_RETURN(std::string note, FormatCheckpointNote(key, *head));
+  if (args.json()) {
+    cli::PrintJson({{"ok", true}, {"tree_size", head->head.tree_size}, {"tree_head", head->ToJson()},
+                    {"checkpoint", note}, {"verifier_key", NoteVerifierKey(key)}});
+    return OkStatus();
+  }
+  return WriteOut(args, note);
+}
+
+Status VerifierKeyVerb(const Args& args) {
+  ASSIGN_OR_RETURN(LogPublicKey key, LogPublicKey::Load(args.Get("key")));
+  const std::string vkey = NoteVerifierKey(key);
+  if (args.json()) {
+    cli::PrintJson({{"ok", true}, {"verifier_key", vkey}, {"origin", CheckpointOrigin(key.log_id)},
+                    {"log_id", HexEncode(key.log_id)}});
+    return OkStatus();
+  }
+  return WriteOut(args, vkey + "\n");
 }
 
 // --- report ---
@@ -642,13 +759,25 @@ int main(int argc, char** argv) {
         {"since", "TIME", "entries at or after this RFC 3339 UTC time"},
         {"until", "TIME", "entries before this RFC 3339 UTC time"}, kJson},
        Show},
-      {"prove", "write an inclusion proof of one entry against a signed tree head", "", 0,
-       {kLog, kKey, {"entry", "N", "entry index (0-based)", true},
+      {"prove", "write an inclusion proof of one entry, or a consistency proof of two tree sizes", "", 0,
+       {kLog, kKey, {"entry", "N", "inclusion: entry index (0-based)"},
+        {"consistency", "OLD [NEW]", "consistency: the tree of size OLD is a prefix of the one of size NEW "
+                                     "(or --tree-size; default: the latest)"},
         {"tree-size", "S", "prove against the signed tree head of this size (default: the latest)"},
         {"out", "FILE", "write the proof here (default: stdout)"}, {"force", "", "overwrite --out"}, kJson},
        Prove},
-      {"verify-proof", "check an inclusion proof with only the log's public key", "", 0,
-       {{"proof", "FILE", "inclusion proof from `prove`", true}, kKey, kJson}, VerifyProof},
+      {"verify-proof", "check an inclusion or consistency proof with only the log's public key", "", 0,
+       {{"proof", "FILE", "proof from `prove` (or any RFC 6962 proof in that form)", true},
+        {"key", "LOG.pub", "the log's public key (key file or note verifier key): checkpoints must be signed by it"},
+        {"unsigned", "", "check only the hashes against the roots the proof states (RFC 6962 test vectors)"}, kJson},
+       VerifyProofVerb},
+      {"checkpoint", "verify the log, then print a tree head as a C2SP signed checkpoint note", "", 0,
+       {kLog, kKey, {"tree-size", "S", "the head of this size (default: the latest)"},
+        {"out", "FILE", "write the note here (default: stdout)"}, {"force", "", "overwrite --out"}, kJson},
+       CheckpointVerb},
+      {"verifier-key", "print the log's public key as a note verifier key (name+hash+key)", "", 0,
+       {kKey, {"out", "FILE", "write it here (default: stdout)"}, {"force", "", "overwrite --out"}, kJson},
+       VerifierKeyVerb},
       {"report", "verify the log, then write an HTML (or JSON) compliance report for a period", "", 0,
        {kLog, kKey, {"out", "FILE", "the report file (written only if the log verifies)", true},
         {"from", "TIME", "entries at or after this RFC 3339 UTC time (default: the first)"},
@@ -691,5 +820,16 @@ int main(int argc, char** argv) {
         {"public-key", "LOG.pub", "also write the log's public key here (to verify the log later)"}, kJson},
        Bench},
   };
-  return cli::Main(p, argc, argv);
+  // `prove --consistency OLD NEW`: NEW is the --tree-size of the proof.
+  std::vector<char*> args(argv, argv + argc);
+  std::string tree_size_flag = "--tree-size";
+  if (argc > 1 && std::string(argv[1]) == "prove") {
+    for (size_t i = 2; i + 2 < args.size(); ++i) {
+      if (std::string(args[i]) == "--consistency" && std::string(args[i + 2]).rfind("--", 0) != 0) {
+        args.insert(args.begin() + static_cast<long>(i) + 2, tree_size_flag.data());
+        break;
+      }
+    }
+  }
+  return cli::Main(p, static_cast<int>(args.size()), args.data());
 }

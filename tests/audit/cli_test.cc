@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "audit_test_util.h"
@@ -115,7 +116,8 @@ TEST_F(CliTest, ProveAndVerifyProof) {
   ASSERT_EQ(r.rc, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["entry"]["dataset_id"], "cardio");
-  EXPECT_EQ(j["tree_head"]["tree_size"], 6);
+  EXPECT_EQ(j["tree_size"], 6);
+  EXPECT_EQ(j["signed"], true);
   // Against an older signed tree head, and one that does not exist.
   EXPECT_EQ(Exec("prove --log log --key log.pub --entry 3 --tree-size 4 --out p3-4.json", dir_).rc, 0);
   EXPECT_EQ(Exec("verify-proof --proof p3-4.json --key log.pub", dir_).rc, 0);
@@ -134,6 +136,141 @@ TEST_F(CliTest, ProveAndVerifyProof) {
   EXPECT_NE(r.err.find("inclusion proof"), std::string::npos) << r.err;
   ASSERT_EQ(Exec("init --log other --signing-key o.key --public-key o.pub", dir_).rc, 0);
   EXPECT_EQ(Exec("verify-proof --proof p3.json --key o.pub", dir_).rc, 4);
+}
+
+nlohmann::json ReadJson(const fs::path& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+TEST_F(CliTest, ConsistencyProofsAndCheckpoints) {
+  // Issue 17 section 1: consistency proofs leave the verifier, in the same form as inclusion.
+  CmdResult r = Exec("prove --log log --key log.pub --consistency 2 5 --out c.json --json", dir_);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto c = ReadJson(dir_ / "c.json");
+  EXPECT_EQ(c["proof"], "consistency");
+  EXPECT_EQ(c["old_size"], 2);
+  EXPECT_EQ(c["new_size"], 5);
+  r = Exec("verify-proof --proof c.json --key log.pub --json", dir_);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["signed"], true);
+  // The log's checkpoint of size 5 is the proof's new checkpoint, and the verifier key
+  // file works wherever LOG.pub does.
+  r = Exec("checkpoint --log log --key log.pub --tree-size 5", dir_);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, c["new_checkpoint"].get<std::string>());
+  ASSERT_EQ(Exec("verifier-key --key log.pub --out log.vkey", dir_).rc, 0);
+  EXPECT_EQ(Exec("verify-proof --proof c.json --key log.vkey", dir_).rc, 0);
+  EXPECT_EQ(Exec("verify --log log --key log.vkey", dir_).rc, 0);
+  // NEW defaults to the latest head; 0 is consistent with everything (empty path).
+  ASSERT_EQ(Exec("prove --log log --key log.pub --consistency 0 --out c0.json", dir_).rc, 0);
+  EXPECT_TRUE(ReadJson(dir_ / "c0.json")["path"].empty());
+  EXPECT_EQ(ReadJson(dir_ / "c0.json")["new_size"], 6);
+  EXPECT_EQ(Exec("verify-proof --proof c0.json --key log.pub", dir_).rc, 0);
+  EXPECT_EQ(Exec("prove --log log --key log.pub --consistency 5 2", dir_).rc, 3);
+  EXPECT_EQ(Exec("prove --log log --key log.pub --consistency 2 9", dir_).rc, 6);
+
+  auto write = [&](const char* name, const nlohmann::json& j) { std::ofstream(dir_ / name) << j.dump(); };
+  // A wrong hash in the path, roots that the checkpoints do not sign, a checkpoint of
+  // another size, no checkpoint: 4.
+  auto bad = c;
+  std::string h = bad["path"][0];
+  h[0] = h[0] == '0' ? '1' : '0';
+  bad["path"][0] = h;
+  write("bad-path.json", bad);
+  r = Exec("verify-proof --proof bad-path.json --key log.pub", dir_);
+  EXPECT_EQ(r.rc, 4);
+  EXPECT_NE(r.err.find("consistency proof from size 2 to 5 does not verify"), std::string::npos) << r.err;
+  EXPECT_EQ(Exec("verify-proof --proof bad-path.json --unsigned", dir_).rc, 4);
+  bad = c;
+  std::swap(bad["old_checkpoint"], bad["new_checkpoint"]);
+  write("swapped.json", bad);
+  r = Exec("verify-proof --proof swapped.json --key log.pub", dir_);
+  EXPECT_EQ(r.rc, 4);
+  EXPECT_NE(r.err.find("old_checkpoint is for the tree of size 5"), std::string::npos) << r.err;
+  bad = c;
+  bad.erase("old_checkpoint");
+  write("nocp.json", bad);
+  EXPECT_EQ(Exec("verify-proof --proof nocp.json --key log.pub", dir_).rc, 4);
+  EXPECT_EQ(Exec("verify-proof --proof nocp.json --unsigned", dir_).rc, 0) << "hashes alone still hold";
+  // A note whose signature line was altered: 4; unknown members, upper-case hex: 3.
+  bad = c;
+  std::string note = bad["new_checkpoint"];
+  note[note.size() - 6] = note[note.size() - 6] == 'A' ? 'B' : 'A';
+  bad["new_checkpoint"] = note;
+  write("badsig.json", bad);
+  EXPECT_EQ(Exec("verify-proof --proof badsig.json --key log.pub", dir_).rc, 4);
+  bad = c;
+  bad["extra"] = 1;
+  write("extra.json", bad);
+  EXPECT_EQ(Exec("verify-proof --proof extra.json --key log.pub", dir_).rc, 3);
+  bad = c;
+  std::string root = bad["old_root"];
+  std::transform(root.begin(), root.end(), root.begin(), ::toupper);
+  bad["old_root"] = root;
+  write("upper.json", bad);
+  EXPECT_EQ(Exec("verify-proof --proof upper.json --key log.pub", dir_).rc, 3);
+  EXPECT_EQ(Exec("verify-proof --proof c.json", dir_).rc, 3) << "neither --key nor --unsigned";
+}
+
+// RFC 6962 proofs of any log, as bare leaf hashes: the Certificate Transparency reference
+// vectors (tests/data/audit/rfc6962_ct_vectors.txt) written as proof files and checked by the
+// real binary, each also with one hash changed.
+TEST_F(CliTest, VerifyProofChecksRfc6962VectorsAsBareLeafHashes) {
+  std::ifstream in(std::string(ENCLAVE_TEST_DATA) + "/audit/rfc6962_ct_vectors.txt");
+  ASSERT_TRUE(in.good());
+  std::vector<Hash> leaves;
+  std::map<uint64_t, std::string> roots;
+  std::vector<nlohmann::json> proofs;
+  std::string line;
+  auto list = [](const std::string& p) {
+    nlohmann::json a = nlohmann::json::array();
+    if (p == "-") return a;
+    std::stringstream ss(p);
+    std::string h;
+    while (std::getline(ss, h, ',')) a.push_back(h);
+    return a;
+  };
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::stringstream ss(line);
+    std::string kind, a, b, c;
+    ss >> kind >> a >> b >> c;
+    if (kind == "leaf") {
+      auto bytes = HexDecode(b == "-" ? "" : b);
+      ASSERT_TRUE(bytes.ok());
+      leaves.push_back(LeafHash(*bytes));
+    } else if (kind == "root") {
+      roots[std::stoull(a)] = b;
+    } else if (kind == "inclusion") {
+      const uint64_t index = std::stoull(a), size = std::stoull(b);
+      proofs.push_back({{"format", "enclave-audit-proof"}, {"version", 1}, {"proof", "inclusion"},
+                        {"leaf_index", index}, {"leaf_hash", HexEncode(leaves.at(index))}, {"tree_size", size},
+                        {"root", roots.at(size)}, {"path", list(c)}});
+    } else if (kind == "consistency") {
+      const uint64_t m = std::stoull(a), n = std::stoull(b);
+      proofs.push_back({{"format", "enclave-audit-proof"}, {"version", 1}, {"proof", "consistency"}, {"old_size", m},
+                        {"old_root", roots.at(m)}, {"new_size", n}, {"new_root", roots.at(n)}, {"path", list(c)}});
+    }
+  }
+  ASSERT_EQ(proofs.size(), 10u) << "6 inclusion and 4 consistency vectors";
+  size_t changed = 0;
+  for (size_t i = 0; i < proofs.size(); ++i) {
+    SCOPED_TRACE(proofs[i].dump());
+    std::ofstream(dir_ / "v.json") << proofs[i].dump();
+    CmdResult r = Exec("verify-proof --unsigned --proof v.json --json", dir_);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["signed"], false);
+    if (proofs[i]["path"].empty()) continue;
+    auto bad = proofs[i];
+    std::string h = bad["path"].back();
+    h[5] = h[5] == 'a' ? 'b' : 'a';
+    bad["path"].back() = h;
+    std::ofstream(dir_ / "v.json") << bad.dump();
+    EXPECT_EQ(Exec("verify-proof --unsigned --proof v.json", dir_).rc, 4);
+    ++changed;
+  }
+  EXPECT_EQ(changed, 8u) << "the vectors 0 in 1 and 1 -> 1 have empty paths";
 }
 
 TEST_F(CliTest, ReportIsWrittenOnlyFromAVerifiedLog) {

@@ -108,6 +108,57 @@ def verify_inclusion(index, size, leaf, path, root):
     return sn == 0 and r == root
 
 
+def verify_consistency(m, n, old_root, new_root, path):
+    """RFC 9162 2.1.4.2, with the trivial cases of section 8."""
+    if m > n:
+        return False
+    if m == 0:
+        return not path
+    if m == n:
+        return not path and old_root == new_root
+    if m & (m - 1) == 0:  # m is a power of two: the old root is the first node
+        path = [old_root] + path
+    if not path:
+        return False
+    fn, sn = m - 1, n - 1
+    while fn & 1:
+        fn >>= 1
+        sn >>= 1
+    fr = sr = path[0]
+    for c in path[1:]:
+        if sn == 0:
+            return False
+        if fn & 1 or fn == sn:
+            fr = node_hash(c, fr)
+            sr = node_hash(c, sr)
+            while not fn & 1 and fn != 0:
+                fn >>= 1
+                sn >>= 1
+        else:
+            sr = node_hash(sr, c)
+        fn >>= 1
+        sn >>= 1
+    return sn == 0 and fr == old_root and sr == new_root
+
+
+def open_checkpoint(note, pk, log_id):
+    """Section 4.1: the log's signature line must verify; returns (size, root)."""
+    origin = "enclave-audit-log/" + log_id.hex()
+    text, _, sigs = note.rpartition("\n\n")
+    text += "\n"
+    key_hash = sha256(origin.encode() + b"\n\x01" + pk)[:4]
+    ok = False
+    for line in sigs.splitlines():
+        dash, name, b64 = line.split(" ")
+        blob = base64.b64decode(b64)
+        if dash == "\u2014" and name == origin and blob[:4] == key_hash:
+            ok = ed25519_verify(pk, blob[4:], text.encode())
+    lines = text.split("\n")
+    if not ok or len(lines) != 4 or lines[0] != origin or lines[3] != "":
+        return None
+    return int(lines[1]), base64.b64decode(lines[2])
+
+
 def load_state(path, pk, log_id):
     """Section 7; section 6 step 0: the state must be for this log and its head must verify."""
     st = json.load(open(path))
@@ -215,6 +266,9 @@ def main():
 
     for p in proofs:
         b = json.load(open(p))
+        if b.get("format") == "enclave-audit-proof":
+            check_proof(p, b, pk, log_id)
+            continue
         entry = b["entry"].encode("utf-8")
         th = b["tree_head"]
         root = bytes.fromhex(th["root"])
@@ -233,6 +287,25 @@ def main():
         if not verify_inclusion(b["entry_index"], th["tree_size"], leaf_hash(entry), path, root):
             fail(p + ": inclusion path")
     print("OK: %d entries, %d tree heads, %d proofs verified independently" % (len(leaves), len(heads), len(proofs)))
+
+
+def check_proof(name, b, pk, log_id):
+    """Section 8, with the log's key."""
+    path = [bytes.fromhex(h) for h in b["path"]]
+    if b["proof"] == "inclusion":
+        if open_checkpoint(b["checkpoint"], pk, log_id) != (b["tree_size"], bytes.fromhex(b["root"])):
+            fail(name + ": checkpoint")
+        entry = b["entry"].encode("utf-8")
+        if json.loads(entry)["seq"] != b["leaf_index"]:
+            fail(name + ": seq")
+        if not verify_inclusion(b["leaf_index"], b["tree_size"], leaf_hash(entry), path, bytes.fromhex(b["root"])):
+            fail(name + ": inclusion path")
+    else:
+        old, new = (b["old_size"], bytes.fromhex(b["old_root"])), (b["new_size"], bytes.fromhex(b["new_root"]))
+        if open_checkpoint(b["old_checkpoint"], pk, log_id) != old or open_checkpoint(b["new_checkpoint"], pk, log_id) != new:
+            fail(name + ": checkpoints")
+        if not verify_consistency(old[0], new[0], old[1], new[1], path):
+            fail(name + ": consistency path")
 
 
 main()

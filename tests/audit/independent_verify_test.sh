@@ -15,7 +15,17 @@ done > events.jsonl
 "$bin" append --log log --signing-key log.key --events-file events.jsonl >/dev/null
 "$bin" prove --log log --key log.pub --entry 0 --out p0.json >/dev/null
 "$bin" prove --log log --key log.pub --entry 11 --tree-size 12 --out p11.json >/dev/null
-python3 "$py" log log.pub p0.json p11.json
+for c in "1 13" "4 7" "8 13" "0 5" "6 6"; do
+  "$bin" prove --log log --key log.pub --consistency $c --out "c-${c/ /-}.json" >/dev/null
+done
+python3 "$py" log log.pub p0.json p11.json c-*.json
+# A consistency proof with one hash changed is refused by the independent verifier too.
+python3 - <<'PY'
+import json
+b = json.load(open("c-4-7.json")); h = b["path"][0]; b["path"][0] = ("1" if h[0] == "0" else "0") + h[1:]
+json.dump(b, open("bad-c.json", "w"))
+PY
+if python3 "$py" log log.pub bad-c.json >/dev/null; then echo "FAIL: the independent verifier accepted a bad consistency proof"; exit 1; fi
 # With an auditor state (section 6, steps 0 and 6): the state enclave-audit accepted verifies,
 # and a log cut inside its header is truncation for both verifiers (exit 4 for enclave-audit).
 "$bin" verify --log log --key log.pub --state state.json >/dev/null
