@@ -29,6 +29,8 @@ enum class Kind {
   kDigestList,  // array of digests
   kMetrics,     // object id -> finite number
   kSignature,   // 128 hex digits (Ed25519)
+  kKeyId,       // 32 lower-case hex digits (a 16-byte data key id)
+  kPublicKey,   // 64 lower-case hex digits (an Ed25519 public key)
   kUint,        // non-negative integer
   kNonce,       // 2..64 lower-case hex digits, an even number (1..32 bytes)
   kClock,       // {"clock":u64,"reset_count":u32,"restart_count":u32,"safe":0|1}
@@ -80,10 +82,10 @@ const std::vector<TypeSpec>& Specs() {
         // The broker's release decisions (docs/protocol.md): which job, which key, under
         // which data-use policy.
         {"job_id", Kind::kId, false},
-        {"key_id", Kind::kId, false},
+        {"key_id", Kind::kKeyId, false},
         {"policy_id", Kind::kId, false},
         {"policy_digest", Kind::kDigest, false},
-        {"report_key", Kind::kId, false},
+        {"report_key", Kind::kPublicKey, false},
         // Who asked, with which approved code (the workload digest the policy approved).
         {"requester", Kind::kText, false},
         {"workload", Kind::kDigest, false}}},
@@ -223,6 +225,16 @@ Status CheckField(const JsonDoc& doc, uint32_t n, Kind kind, const std::string& 
         return InvalidInput("field '" + field + "' must be an Ed25519 signature: 128 lower-case hex digits");
       }
       return OkStatus();
+    case Kind::kKeyId:
+      if (!is_string || v.text.size() != 32 || !IsHex(v.text)) {
+        return InvalidInput("field '" + field + "' must be a data key id: 32 lower-case hex digits");
+      }
+      return OkStatus();
+    case Kind::kPublicKey:
+      if (!is_string || v.text.size() != 64 || !IsHex(v.text)) {
+        return InvalidInput("field '" + field + "' must be an Ed25519 public key: 64 lower-case hex digits");
+      }
+      return OkStatus();
     case Kind::kUint: {
       uint64_t u = 0;
       if (v.kind != JKind::kNumber || !internal::JsonUnsigned(v.text, &u)) {
@@ -316,7 +328,10 @@ Status CheckField(const JsonDoc& doc, uint32_t n, Kind kind, const std::string& 
       return OkStatus();
     }
     case Kind::kMetrics: {
-      if (v.kind != JKind::kObject || v.size > kMaxArray) return InvalidInput("field '" + field + "' must be an object");
+      if (v.kind != JKind::kObject) return InvalidInput("field '" + field + "' must be an object");
+      if (v.size < 1 || v.size > kMaxArray) {
+        return InvalidInput("field '" + field + "' must have 1..1024 members, has " + std::to_string(v.size));
+      }
       for (uint32_t m = v.child; m != JsonDoc::kNone; m = doc.node(m).next) {
         const JsonDoc::Node& mv = doc.node(m);
         RETURN_IF_ERROR(CheckIdText(mv.key, field + " key"));
@@ -427,7 +442,8 @@ std::vector<std::string_view> AllEventTypeNames() {
 
 Result<int64_t> ParseRfc3339Utc(std::string_view s) {
   auto bad = [&]() {
-    return InvalidInput("time '" + std::string(s.substr(0, 64)) + "' is not RFC 3339 UTC (YYYY-MM-DDTHH:MM:SS[.fff]Z)");
+    return InvalidInput("time '" + std::string(s.substr(0, 64)) +
+                        "' is not RFC 3339 UTC (YYYY-MM-DDTHH:MM:SS[.1 to 9 digits]Z)");
   };
   if (s.size() < 20 || s.size() > 40 || s.back() != 'Z') return bad();
   auto digits = [&](size_t pos, size_t n, int* out) {
@@ -455,7 +471,7 @@ Result<int64_t> ParseRfc3339Utc(std::string_view s) {
       ++n;
       ++pos;
     }
-    if (pos == start) return bad();
+    if (pos == start || n > 9) return bad();  // 1..9 fraction digits (down to nanoseconds)
     for (size_t k = n; k < 3; ++k) ms *= 10;
   }
   if (pos != s.size() - 1) return bad();

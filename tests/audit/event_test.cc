@@ -118,6 +118,48 @@ TEST(Event, Rfc3339) {
   EXPECT_FALSE(ParseRfc3339Utc("2024-05-01T12:00:00.Z").ok());
   EXPECT_FALSE(ParseRfc3339Utc("2024-13-01T12:00:00Z").ok());
   EXPECT_EQ(FormatTimestampMs(1714564800123), "2024-05-01T12:00:00.123Z");
+  // Issue 17 section 1 limits: a fraction has 1 to 9 digits.
+  EXPECT_TRUE(ParseRfc3339Utc("2024-05-01T12:00:00.123456789Z").ok());
+  auto ten = ParseRfc3339Utc("2024-05-01T12:00:00.1234567890Z");
+  ASSERT_FALSE(ten.ok());
+  EXPECT_NE(ten.status().message().find("1 to 9 digits"), std::string::npos) << ten.status().message();
+}
+
+// Issue 17 section 1: the limits the format document states are the ones enforced, with
+// a message naming the field.
+TEST(Event, KeyIdReportKeyAndMetricsLimits) {
+  auto released = [](const std::string& extra) {
+    return R"({"v":1,"seq":0,"type":"key.released","time":"2024-05-01T12:00:00Z","actor":"b","dataset_id":"d",)"
+           R"("lease_id":"l","host":"h","job_digest":")" +
+           std::string(64, 'a') + "\"" + extra + "}";
+  };
+  auto message = [](const std::string& text) {
+    auto e = ParseEntry(AsBytes(text));
+    return e.ok() ? std::string("accepted") : e.status().message();
+  };
+  EXPECT_EQ(message(released(",\"key_id\":\"" + std::string(32, 'b') + "\"")), "accepted");
+  EXPECT_NE(message(released(",\"key_id\":\"" + std::string(31, 'b') + "\"")).find("'key_id' must be a data key id"),
+            std::string::npos);
+  EXPECT_NE(message(released(",\"key_id\":\"" + std::string(32, 'B') + "\"")).find("32 lower-case hex"),
+            std::string::npos);
+  EXPECT_NE(message(released(",\"key_id\":\"dek-1\"")).find("key_id"), std::string::npos);
+  EXPECT_EQ(message(released(",\"report_key\":\"" + std::string(64, 'c') + "\"")), "accepted");
+  EXPECT_NE(message(released(",\"report_key\":\"" + std::string(66, 'c') + "\"")).find("'report_key' must be an Ed25519"),
+            std::string::npos);
+
+  auto finished = [](const std::string& metrics) {
+    const std::string d = "\"" + std::string(64, 'd') + "\"";
+    return R"({"v":1,"seq":0,"type":"job.finished","time":"2024-05-01T12:00:00Z","actor":"t","job_digest":)" + d +
+           R"(,"host":"h","dataset_digests":[)" + d + "],\"model_digest\":" + d + ",\"report_digest\":" + d +
+           ",\"report_signature\":\"" + std::string(128, '0') + "\",\"metrics\":" + metrics + "}";
+  };
+  EXPECT_EQ(message(finished(R"({"loss":0.5})")), "accepted");
+  EXPECT_NE(message(finished("{}")).find("'metrics' must have 1..1024 members, has 0"), std::string::npos)
+      << message(finished("{}"));
+  std::string many = "{";
+  for (int i = 0; i < 1025; ++i) many += (i ? ",\"m" : "\"m") + std::to_string(i) + "\":1";
+  many += "}";
+  EXPECT_NE(message(finished(many)).find("has 1025"), std::string::npos) << message(finished(many)).substr(0, 200);
 }
 
 }  // namespace
