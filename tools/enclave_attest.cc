@@ -37,7 +37,7 @@
 #include "enclave/crypto/model_export.h"
 #include "enclave/crypto/sealed_file.h"
 #include "enclave/trainer/job.h"
-#include "job_release.h"
+#include "enclave/session/job_release.h"
 #endif
 
 namespace enclave {
@@ -588,7 +588,7 @@ Status AttestVerb(const Args& args) {
   const std::string url = args.Get("broker", job.broker.url), ca = args.Get("ca", job.broker.ca);
   ASSIGN_OR_RETURN(std::unique_ptr<broker::BrokerClient> client, ClientFromArgs(args, job.broker.url, job.broker.ca));
 
-  JobReleaseOptions ro;
+  session::JobReleaseOptions ro;
   ro.policy_id = args.Get("usage-policy");
   ro.requester = args.Get("requester");
   ro.kind = args.Get("kind", "train");
@@ -598,7 +598,7 @@ Status AttestVerb(const Args& args) {
   ro.world_size = static_cast<uint32_t>(world);
   ro.rank = static_cast<uint32_t>(std::min<uint64_t>(rank, 1024));
   ro.writes_keys = true;  // into OUT/keys.keystore: only a policy whose released_keys allow it releases
-  ASSIGN_OR_RETURN(broker::ReleaseRequest request, ReleaseRequestForJob(job, ro));
+  ASSIGN_OR_RETURN(broker::ReleaseRequest request, session::ReleaseRequestForJob(job, ro));
 
   ASSIGN_OR_RETURN(HostState state, StateFromArgs(args, /*create=*/false));
   ASSIGN_OR_RETURN(attest::EnrolmentBundle enrolled, state.LoadEnrolment());

@@ -1,9 +1,11 @@
 // enclave-train: the data scientist's CLI. Runs a training job (run: the model leaves
 // sealed to the tenant's export key, with a report and a training-curve plot; encrypted
 // checkpoints and --resume) or a stratified k-fold cross-validation of it (cv) on the CPU
-// or GPU backend; and predict, the data owner's use of a model. Thin: the work is in trainer/.
+// or GPU backend; and predict, the data owner's use of a model. Thin: the work is in
+// trainer/ and session/.
 //
-// Keys: with a job [broker] table and no --keystore, the attested mode (attested_job.h):
+// Keys: with a job [broker] table and no --keystore, the attested mode
+// (session/attested_job.h):
 // this host's TPM attests to the broker, the data keys live only in this process, the
 // lease is renewed in the background and training stops when it ends, and the report is
 // signed with the attested report key. With --keystore, a development mode that says so
@@ -39,7 +41,7 @@
 #include "enclave/trainer/predict.h"
 #include "enclave/trainer/trainer.h"
 #ifdef ENCLAVE_HAVE_ATTESTED_MODE
-#include "attested_job.h"
+#include "enclave/session/attested_job.h"
 #endif
 #include "distributed.h"
 
@@ -50,6 +52,7 @@ using cli::Args;
 using cli::FlagSpec;
 using nlohmann::json;
 using namespace enclave::trainer;
+using namespace enclave::session;
 
 const FlagSpec kJson{"json", "", "emit one JSON line per epoch and a JSON summary on stdout"};
 const FlagSpec kJob{"job", "F.toml", "job specification (docs/formats/job.md)", true};

@@ -1,13 +1,14 @@
-// The trainer's lease keeper (tools/attested_job.cc): when it renews and how it retries.
+// The attested session's lease keeper (session/src/attested_job.cc): when it renews and how it retries.
 // The schedule is simulated second by second against a broker that answers each renewal
 // with reattest_by = now + interval (docs/protocol.md, "renew by fresh attestation").
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
-#include "attested_job.h"
+#include "enclave/session/attested_job.h"
 
 namespace enclave {
+using session::RenewalSchedule;
 namespace {
 
 // Renewals in `seconds` of a lease released at t = 0 with re-attestation interval

@@ -1,4 +1,4 @@
-#include "attested_job.h"
+#include "enclave/session/attested_job.h"
 
 #include <algorithm>
 #include <chrono>
@@ -13,7 +13,7 @@
 #include "enclave/crypto/hash.h"
 #include "enclave/trainer/checkpoint.h"
 
-namespace enclave {
+namespace enclave::session {
 namespace {
 
 int64_t Now() { return static_cast<int64_t>(std::time(nullptr)); }
@@ -205,10 +205,6 @@ Result<uint64_t> AttestedJob::ReportFinished(const std::string& report) {
   return client_->FinishJob(lease, report, signature);
 }
 
-}  // namespace enclave
-
-namespace enclave {
-
 Result<broker::RendezvousInfo> AttestedJob::Rendezvous(const std::string& address) {
   const broker::Lease lease = CurrentLease();
   std::lock_guard<std::mutex> client_lock(client_mu_);
@@ -263,4 +259,4 @@ std::unique_ptr<net::HandleExchange> AttestedJob::RendezvousExchange() {
   return std::make_unique<BrokerExchange>(this);
 }
 
-}  // namespace enclave
+}  // namespace enclave::session

@@ -18,9 +18,9 @@
 #include "enclave/crypto/keystore.h"
 #include "enclave/net/ring.h"
 #include "enclave/trainer/job.h"
-#include "job_release.h"
+#include "enclave/session/job_release.h"
 
-namespace enclave {
+namespace enclave::session {
 
 // The keeper's renewal schedule (pure functions, tested in tests/broker).
 struct RenewalSchedule {
@@ -101,4 +101,4 @@ class AttestedJob {
   std::thread keeper_;
 };
 
-}  // namespace enclave
+}  // namespace enclave::session

@@ -10,7 +10,7 @@
 #include "enclave/common/status.h"
 #include "enclave/trainer/job.h"
 
-namespace enclave {
+namespace enclave::session {
 
 struct JobReleaseOptions {
   std::string policy_id;   // "": the job's [broker] policy
@@ -29,4 +29,4 @@ struct JobReleaseOptions {
 // for the client to fill.
 Result<broker::ReleaseRequest> ReleaseRequestForJob(const trainer::JobSpec& job, const JobReleaseOptions& options);
 
-}  // namespace enclave
+}  // namespace enclave::session

@@ -1,4 +1,4 @@
-#include "job_release.h"
+#include "enclave/session/job_release.h"
 
 #include <filesystem>
 #include <vector>
@@ -6,7 +6,7 @@
 #include "enclave/common/files.h"
 #include "enclave/crypto/sealed_file.h"
 
-namespace enclave {
+namespace enclave::session {
 namespace {
 
 // The key id of a sealed dataset, from its header only (its length first).
@@ -68,4 +68,4 @@ Result<broker::ReleaseRequest> ReleaseRequestForJob(const trainer::JobSpec& job,
   return r;
 }
 
-}  // namespace enclave
+}  // namespace enclave::session
