@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "enclave/broker/release.h"
 #include "enclave/common/status.h"
@@ -21,10 +22,15 @@ struct JobReleaseOptions {
   // Whether the requester writes the released keys out of its memory (`enclave-attest
   // attest` does, into a keystore file); the data-use policy decides if it may.
   bool writes_keys = false;
+  // For an interpreter (the Python package): the files of code it runs, relative to
+  // `code_dir` (no absolute paths, no ".."), hashed into the workload in this order under
+  // those relative names (broker::Workload::code): what the data-use policy approves.
+  std::string code_dir;
+  std::vector<std::string> code;
 };
 
 // The workload is this process's executable (/proc/self/exe, hashed as IMA measures it
-// when it starts). Every dataset must be sealed (the broker releases keys of sealed datasets only) and
+// when it starts) and options.code. Every dataset must be sealed (the broker releases keys of sealed datasets only) and
 // sealed under the dataset id the job names. recipient, report_key and evidence are left
 // for the client to fill.
 Result<broker::ReleaseRequest> ReleaseRequestForJob(const trainer::JobSpec& job, const JobReleaseOptions& options);
