@@ -23,6 +23,15 @@ Status EventError(size_t index, size_t offset, const std::string& what) {
   return InvalidInput(At(index, offset) + ": " + what);
 }
 
+// pcrIndex must name a PCR (0..23), except for EV_NO_ACTION, which is never extended: real
+// firmware logs it with any index (Windows boot logs carry 0xFFFFFFFF), so the type decides
+// first (PFP section 10.4.5: EV_NO_ACTION events are informational, never extended).
+Status CheckPcrIndex(const EventView& e) {
+  if (e.type == ev::kNoAction || e.pcr < kMaxLogPcrs) return OkStatus();
+  return EventError(e.index, e.offset, "pcrIndex " + std::to_string(e.pcr) + " is above 23 (" +
+                                           EventTypeName(e.type) + ", only EV_NO_ACTION may name no PCR)");
+}
+
 // Reads u32 eventSize and the data, bounded. Field names are short and constant; the
 // caller adds which event on failure, so the hot path builds no strings.
 Status ReadEventData(ByteReader& r, ByteSpan* out) {
@@ -48,8 +57,7 @@ Status ReadLegacyEvent(ByteReader& r, size_t index, EventView* e) {
   e->offset = r.offset();
   Status s = ReadLegacyEventFields(r, e);
   if (!s.ok()) return s.Annotate("TCG_PCR_EVENT[" + std::to_string(index) + "]");
-  if (e->pcr >= 24) return EventError(index, e->offset, "pcrIndex " + std::to_string(e->pcr) + " is above 23");
-  return OkStatus();
+  return CheckPcrIndex(*e);
 }
 
 Result<SpecIdHeader> ParseSpecId(const EventView& first) {
@@ -171,7 +179,7 @@ Status ReadEvent2(ByteSpan data, size_t* pos, const SpecIdHeader& spec, EventVie
   e->pcr = u32();
   if (data.size() - p < 4) return short_field("eventType", 4);
   e->type = u32();
-  if (e->pcr >= 24) return EventError(e->index, e->offset, "pcrIndex " + std::to_string(e->pcr) + " is above 23");
+  RETURN_IF_ERROR(CheckPcrIndex(*e));
   if (data.size() - p < 4) return short_field("digests.count", 4);
   uint32_t count = u32();
   if (count != spec.algorithms.size()) {

@@ -1,6 +1,7 @@
 #include "enclave/attest/measurements.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <span>
@@ -226,6 +227,33 @@ Measurements ReadMeasurementsImpl(const Log& log) {
     return std::move(*var);
   };
 
+  // EV_EFI_VARIABLE_AUTHORITY in one of two forms, and nothing in between: the PFP's (the
+  // data is exactly one UEFI_VARIABLE_DATA and digest = H(data)), or shim's before commit
+  // 8a27a48 (go-attestation issue 157: one erroneous byte after the UEFI_VARIABLE_DATA, and
+  // the digest over the data without it). The two cannot both fit one event (the header's
+  // lengths fix the size), and only the bytes the digest covers are read.
+  auto read_authority = [&](const auto& e) -> std::optional<UefiVariable> {
+    auto var = ParseUefiVariable(e.data);
+    if (var.ok()) return read_variable(e, Scope::kSecureBoot, "authority");
+    if (!e.data.empty()) {
+      const ByteSpan covered = ByteSpan(e.data).first(e.data.size() - 1);
+      auto shim = ParseUefiVariable(covered);
+      if (shim.ok()) {
+        std::string bad = DigestsCover(log, e, covered);
+        if (!bad.empty()) {
+          problem(e, Scope::kSecureBoot, "eventlog.authority.digest_mismatch",
+                  "digest = H(UEFI_VARIABLE_DATA) (shim form: the data without its one extra last byte)", bad);
+          return std::nullopt;
+        }
+        m.quirks.push_back({e.index, e.pcr, "eventlog.quirk.shim_authority_extra_byte"});
+        return std::move(*shim);
+      }
+    }
+    problem(e, Scope::kSecureBoot, "eventlog.authority.malformed",
+            "a UEFI_VARIABLE_DATA (or one and a single extra byte, shim's form)", var.status().message());
+    return std::nullopt;
+  };
+
   bool pcr7_separated = false;
   for (const auto& e : log.events) {
     if (e.index == 0 && log.format == LogFormat::kCryptoAgile) continue;  // the Spec ID header
@@ -270,7 +298,7 @@ Measurements ReadMeasurementsImpl(const Log& log) {
           auto var = read_variable(e, Scope::kJudgedPcr, "variable");
           if (var) m.secure_boot.config.push_back({e.index, std::move(*var)});
         } else if (e.type == ev::kEfiVariableAuthority) {
-          auto var = read_variable(e, Scope::kSecureBoot, "authority");
+          auto var = read_authority(e);
           if (!var) break;
           if (IsSecureBootPolicyVariable(*var)) {
             // The type is not covered by the digest: a policy variable is configuration,
@@ -392,8 +420,14 @@ Appraisal CheckSecureBoot(const Measurements& m) {
   } else if (sb.separators.size() > 1) {
     a.Fail("secureboot.separator.repeated", "PCR 7", "one EV_SEPARATOR", std::to_string(sb.separators.size()));
   } else if (sb.separators[0] != 0) {
-    a.Fail("secureboot.separator.error", "PCR 7", "separator value 00000000",
-           sb.separators[0] == 0xFFFFFFFFu ? "ffffffff (firmware error)" : std::to_string(sb.separators[0]));
+    // The event data as logged (little-endian u32), in hex like `expected`. Both error values
+    // are named: 00000001 (PFP 1.05 and later) and ffffffff (TCG EFI Platform 1.22).
+    const uint32_t v = sb.separators[0];
+    char hex[9];
+    std::snprintf(hex, sizeof hex, "%02x%02x%02x%02x", v & 0xFF, (v >> 8) & 0xFF, (v >> 16) & 0xFF, v >> 24);
+    std::string got = hex;
+    if (v == 1 || v == 0xFFFFFFFFu) got += " (firmware error)";
+    a.Fail("secureboot.separator.error", "PCR 7", "separator value 00000000", got);
   }
   for (const LateConfig& late : sb.config_after_separator) {
     a.Fail("secureboot.config.after_separator", "event " + std::to_string(late.event),

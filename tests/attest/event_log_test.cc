@@ -139,6 +139,57 @@ TEST(EventLog, NoActionNeverExtendsAndStartupLocalitySetsPcr0) {
   EXPECT_FALSE(ReplayEventLog(*ParseEventLog(CryptoAgileLog(bad))).ok());
 }
 
+// Real firmware logs EV_NO_ACTION with any pcrIndex (Windows: 0xFFFFFFFF). The type decides
+// before the index: such an event parses and is never extended; any other type above 23 fails.
+TEST(EventLog, NoActionAtAnyPcrIndexParsesAndIsNeverExtended) {
+  std::vector<LogEvent> events = {{0xFFFFFFFFu, 3, StrBytes("no PCR, as Windows logs it")},
+                                  {24, 3, StrBytes("index 24")},
+                                  {0, 8, StrBytes("crtm")}};
+  for (const Bytes& bytes : {CryptoAgileLog(events), LegacyLog(events)}) {
+    auto log = ParseEventLog(bytes);
+    ASSERT_TRUE(log.ok()) << log.status().ToString();
+    EXPECT_EQ(log->events[log->format == LogFormat::kCryptoAgile ? 1 : 0].pcr, 0xFFFFFFFFu);
+    auto r = ReplayEventLog(*log);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const uint16_t bank = log->format == LogFormat::kCryptoAgile ? alg::kSha256 : alg::kSha1;
+    EXPECT_EQ(r->pcrs[bank].size(), 1u);  // only PCR 0
+    EXPECT_EQ(r->pcrs[bank][0], TinyReplay(bank == alg::kSha1 ? EVP_sha1() : EVP_sha256(), events)[0]);
+  }
+  // Any other type keeps the 0..23 rule, and the error names the index and the type.
+  for (uint32_t type : {uint32_t{4}, uint32_t{0x80000001}}) {
+    std::vector<LogEvent> bad = {{0xFFFFFFFFu, type, Bytes(4, 0)}};
+    for (const Bytes& bytes : {CryptoAgileLog(bad), LegacyLog(bad)}) {
+      auto log = ParseEventLog(bytes);
+      ASSERT_FALSE(log.ok());
+      EXPECT_NE(log.status().message().find("pcrIndex 4294967295 is above 23 (" + EventTypeName(type)),
+                std::string::npos)
+          << log.status().message();
+    }
+  }
+  // StartupLocality belongs in PCR 0 (PFP 10.4.5.3), whatever the parser tolerates.
+  std::vector<LogEvent> loc = {{0xFFFFFFFFu, 3, Cat(StrBytes(std::string("StartupLocality", 16)), Bytes{3})}};
+  auto log = ParseEventLog(CryptoAgileLog(loc));
+  ASSERT_TRUE(log.ok());
+  auto r = ReplayEventLog(*log);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("StartupLocality event in PCR 4294967295"), std::string::npos);
+}
+
+// Other PFP EV_NO_ACTION events (SP800-155 reference-manifest events, a repeated Spec ID
+// header) carry digests that must not be extended, in whatever PCR.
+TEST(EventLog, OtherSpecIdStyleNoActionEventsAreNotExtended) {
+  std::vector<LogEvent> events = {{0, 3, StrBytes(std::string("SP800-155 Event\0vendor", 22))},
+                                  {0, 3, StrBytes(std::string("Spec ID Event03\0", 16))},
+                                  {0, 8, StrBytes("crtm")},
+                                  {7, 3, StrBytes(std::string("NvIndexInstance\0", 16))}};
+  auto log = ParseEventLog(CryptoAgileLog(events));
+  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  auto r = ReplayEventLog(*log);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->pcrs[alg::kSha256][0], TinyReplay(EVP_sha256(), events)[0]);
+  EXPECT_FALSE(r->pcrs[alg::kSha256].count(7));
+}
+
 TEST(EventLog, UnknownEventTypesStillExtend) {
   std::vector<LogEvent> events = {{14, 0x0BADCAFE, StrBytes("unknown")}};
   auto r = ReplayEventLog(*ParseEventLog(CryptoAgileLog(events)));

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -459,6 +460,78 @@ TEST_F(VerifierTest, SecureBootConfigRelabelledStillFails) {
   host_.events.back() = {7, 0x800000E0, UefiVariableData(shim_guid, "SbatLevel", StrBytes("sbat,1,2021030218\n")),
                          std::nullopt, true};
   EXPECT_TRUE(Appraise().passed()) << Appraise().appraisal.Summary();
+}
+
+// Tolerated firmware quirks (docs/formats/evidence.md): each accepted in its exact form
+// only, named in the verdict; anything near it still fails by name.
+const Bytes kShimGuid = {0x50, 0xAB, 0x5D, 0x60, 0x46, 0xE0, 0x00, 0x43,
+                         0xAB, 0xB6, 0x3D, 0xD8, 0x10, 0xDD, 0x8B, 0x23};
+
+TEST_F(VerifierTest, ShimAuthorityWithOneExtraByteIsToleratedInItsExactFormOnly) {
+  // shim before commit 8a27a48 (go-attestation issue 157): one byte after the
+  // UEFI_VARIABLE_DATA, the digest over the data without it.
+  const Bytes var = UefiVariableData(kShimGuid, "Shim", StrBytes("0\x82 vendor certificate"));
+  const Bytes logged = Cat(var, Bytes{0x00});
+  host_.events.push_back({7, 0x800000E0, logged, var, true});
+  Verdict v = Appraise();
+  EXPECT_TRUE(v.passed()) << v.appraisal.Summary();
+  const auto& p = v.appraisal.passed();
+  EXPECT_EQ(std::count(p.begin(), p.end(), "eventlog.quirk.shim_authority_extra_byte"), 1) << VerdictJson(v);
+  // The PFP form of the same authority passes without naming the quirk.
+  host_.events.back() = {7, 0x800000E0, var, std::nullopt, true};
+  v = Appraise();
+  EXPECT_TRUE(v.passed()) << v.appraisal.Summary();
+  EXPECT_EQ(std::count(v.appraisal.passed().begin(), v.appraisal.passed().end(),
+                       "eventlog.quirk.shim_authority_extra_byte"), 0);
+  // A digest of neither form: over the whole data (extra byte included), or of other data.
+  host_.events.back() = {7, 0x800000E0, logged, std::nullopt, true};
+  ExpectOnly(Appraise(), "eventlog.authority.digest_mismatch");
+  host_.events.back() = {7, 0x800000E0, logged, UefiVariableData(kShimGuid, "Shim", StrBytes("other")), true};
+  ExpectOnly(Appraise(), "eventlog.authority.digest_mismatch");
+  // Two extra bytes are no known form.
+  host_.events.back() = {7, 0x800000E0, Cat(logged, Bytes{0x00}), var, true};
+  ExpectOnly(Appraise(), "eventlog.authority.malformed");
+  // Every bank must agree on the shim form: SHA-256 over the whole data, SHA-1 without the byte.
+  host_.events.back() = {7, 0x800000E0, logged, var, true};
+  EvidenceParts ev = host_.Evidence();
+  const Bytes shim_sha256 = Sha256(var), whole_sha256 = Sha256(logged);
+  auto at = std::search(ev.event_log.begin(), ev.event_log.end(), shim_sha256.begin(), shim_sha256.end());
+  ASSERT_NE(at, ev.event_log.end());
+  std::copy(whole_sha256.begin(), whole_sha256.end(), at);
+  auto mixed = AppraiseEvidence(LoadPolicy(), ev, Context());
+  ASSERT_TRUE(mixed.ok());
+  ExpectAmong(*mixed, "eventlog.authority.digest_mismatch", {"eventlog.pcr.mismatch"});
+  // The tolerance is for authorities only: a Secure Boot variable with an extra byte fails.
+  host_.events.back() = {7, 0x800000E0, var, std::nullopt, true};
+  const Bytes sb = UefiVariableData(Guid(false), "SecureBoot", {1});
+  host_.events[2] = {7, 0x80000001, Cat(sb, Bytes{0x00}), sb, true};
+  ExpectAmong(Appraise(), "eventlog.variable.malformed", {"secureboot.config.missing"});
+}
+
+TEST_F(VerifierTest, SeparatorErrorValuesAreNamedInHex) {
+  // PFP 1.05: 00000001 on a firmware error; the TCG EFI Platform 1.22 value ffffffff.
+  const std::vector<std::pair<uint32_t, std::string>> cases = {
+      {1, "01000000 (firmware error)"}, {0xFFFFFFFFu, "ffffffff (firmware error)"}, {0x12345678u, "78563412"}};
+  for (const auto& [value, got] : cases) {
+    for (auto& e : host_.events) {
+      if (e.pcr == 7 && e.type == 0x4) e = Separator(7, value);
+    }
+    Verdict v = Appraise();
+    ExpectOnly(v, "secureboot.separator.error");
+    ASSERT_FALSE(v.appraisal.failures().empty());
+    EXPECT_EQ(v.appraisal.failures()[0].expected, "separator value 00000000");
+    EXPECT_EQ(v.appraisal.failures()[0].got, got);
+  }
+}
+
+TEST_F(VerifierTest, NoActionEventWithoutAPcrPasses) {
+  // A Windows-style EV_NO_ACTION with pcrIndex 0xFFFFFFFF, in the middle of a judged boot.
+  host_.events.insert(host_.events.begin() + 3, BootEvent{0xFFFFFFFFu, 0x3, StrBytes("no PCR"), std::nullopt, false});
+  Verdict v = Appraise();
+  EXPECT_TRUE(v.passed()) << v.appraisal.Summary();
+  // Any other type with that index makes the log malformed.
+  host_.events[3].type = 0x80000007;
+  ExpectOnly(Appraise(), "eventlog.malformed");
 }
 
 TEST_F(VerifierTest, UefiDebugModeFailsSecureBoot) {

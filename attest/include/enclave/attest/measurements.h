@@ -110,6 +110,14 @@ struct Measurements {
     Scope scope = Scope::kJudgedPcr;
   };
   std::vector<Problem> problems;
+  // Tolerated firmware quirks (docs/formats/evidence.md, "Tolerated firmware quirks"): each
+  // an event that passed only in the quirk's exact form, named for the verdict.
+  struct Quirk {
+    size_t event = 0;
+    uint32_t pcr = 0;
+    std::string name;  // "eventlog.quirk.shim_authority_extra_byte"
+  };
+  std::vector<Quirk> quirks;
 };
 
 // True for the event types named in event_log.h's ev:: list.
