@@ -7,6 +7,7 @@
 // (could not evaluate); docs/exit-codes.md.
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -16,6 +17,7 @@
 #include <string>
 
 #include "cli.h"
+#include "enclave/attest/ak_key.h"
 #include "enclave/attest/bundle.h"
 #include "enclave/attest/credential.h"
 #include "enclave/attest/ek_cert.h"
@@ -25,6 +27,7 @@
 #include "enclave/attest/host/tpm.h"
 #include "enclave/attest/policy.h"
 #include "enclave/attest/quote.h"
+#include "enclave/attest/tpm2_tools.h"
 #include "enclave/attest/tpm_alg.h"
 #include "enclave/attest/verifier.h"
 #include "enclave/common/bytes.h"
@@ -80,10 +83,11 @@ Status WriteOutput(const Args& args, const std::string& path, const std::string&
   return attest::host::WriteFileAtomically(path, text, args.Has("force"));
 }
 
-Result<std::vector<uint8_t>> NonceFromArgs(const Args& args) {
+Result<std::vector<uint8_t>> NonceFromArgs(const Args& args, size_t max_bytes = 32) {
   auto nonce = HexDecode(args.Get("nonce"));
-  if (!nonce.ok() || nonce->empty() || nonce->size() > 32) {
-    return InvalidInput("--nonce must be 1 to 32 bytes of hex, got '" + args.Get("nonce") + "'");
+  if (!nonce.ok() || nonce->empty() || nonce->size() > max_bytes) {
+    return InvalidInput("--nonce must be 1 to " + std::to_string(max_bytes) + " bytes of hex, got '" +
+                        args.Get("nonce") + "'");
   }
   return std::move(nonce).value();
 }
@@ -108,7 +112,7 @@ Result<crypto::Digest256> FileSha256(const std::string& path) {
 Result<std::optional<crypto::Digest256>> BoundDigestFromArgs(const Args& args) {
   if (!args.Has("bind")) return std::optional<crypto::Digest256>();
   auto d = FileSha256(args.Get("bind"));
-  if (!d.ok()) return d.status().Annotate("--bind " + args.Get("bind") + ": ");
+  if (!d.ok()) return d.status().Annotate("--bind " + args.Get("bind"));
   return std::optional<crypto::Digest256>(*d);
 }
 
@@ -134,9 +138,55 @@ attest::host::LogSource LogsFromArgs(const Args& args) {
 }
 
 Result<attest::Policy> PolicyFromArgs(const Args& args) {
-  auto p = attest::LoadPolicyFile(args.Get("policy"));
-  if (!p.ok()) return p.status().Annotate("policy " + args.Get("policy") + ": ");
-  return p;
+  return attest::LoadPolicyFile(args.Get("policy"));  // its errors name the file once
+}
+
+// The AK of `verify --ak FILE`, in the form the file declares itself to be (--ak-format
+// overrides): a JSON enrolment bundle, a PEM "PUBLIC KEY" or "CERTIFICATE", else a
+// TPM2B_PUBLIC as tpm2_createak -u writes it. `tpmt` is set for the forms that have one.
+struct GivenAk {
+  attest::AkForm form = attest::AkForm::kEnrolment;
+  std::vector<uint8_t> tpmt;  // kEnrolment, kTpmPublic
+  std::vector<uint8_t> der;   // kPublicKey (SubjectPublicKeyInfo), kCertificate
+};
+
+Result<std::vector<uint8_t>> AkTpmtFromFile(const std::string& path);
+
+Result<GivenAk> AkFromArgs(const Args& args) {
+  const std::string path = args.Get("ak");
+  ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadWholeFile(path, attest::kMaxBundleBytes));
+  const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  GivenAk ak;
+  std::optional<attest::AkForm> form;
+  if (args.Has("ak-format")) {
+    form = attest::AkFormFromName(args.Get("ak-format"));
+    if (!form) {
+      return InvalidInput("--ak-format must be enrolment, tpm2b_public, public_key or certificate, got '" +
+                          args.Get("ak-format") + "'");
+    }
+  } else if (text.find("-----BEGIN CERTIFICATE-----") != std::string_view::npos) {
+    form = attest::AkForm::kCertificate;
+  } else if (text.find("-----BEGIN PUBLIC KEY-----") != std::string_view::npos) {
+    form = attest::AkForm::kPublicKey;
+  }
+  ak.form = form.value_or(attest::AkForm::kEnrolment);
+  if (ak.form == attest::AkForm::kPublicKey || ak.form == attest::AkForm::kCertificate) {
+    const bool cert = ak.form == attest::AkForm::kCertificate;
+    auto der = attest::PemBlock(text, cert ? "CERTIFICATE" : "PUBLIC KEY");
+    if (!der.ok()) return der.status().Annotate(path);
+    ak.der = std::move(*der);
+    return ak;
+  }
+  ASSIGN_OR_RETURN(ak.tpmt, AkTpmtFromFile(path));
+  size_t i = 0;
+  while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+  const attest::AkForm found = i < text.size() && text[i] == '{' ? attest::AkForm::kEnrolment : attest::AkForm::kTpmPublic;
+  if (form && *form != found) {
+    return InvalidInput(path + ": --ak-format " + attest::AkFormName(*form) + ", but the file is a " +
+                        attest::AkFormName(found));
+  }
+  ak.form = found;
+  return ak;
 }
 
 // The AK's TPMT_PUBLIC from --ak: an enrolment bundle (JSON) or a TPM2B_PUBLIC file as
@@ -148,13 +198,13 @@ Result<std::vector<uint8_t>> AkTpmtFromFile(const std::string& path) {
   std::vector<uint8_t> tpm2b;
   if (i < bytes.size() && bytes[i] == '{') {
     auto b = attest::ParseEnrolmentBundle(std::string(bytes.begin(), bytes.end()));
-    if (!b.ok()) return b.status().Annotate(path + ": ");
+    if (!b.ok()) return b.status().Annotate(path);
     tpm2b = b->ak_public;
   } else {
     tpm2b = bytes;
   }
   auto pub = attest::ParseTpm2bPublic(tpm2b);
-  if (!pub.ok()) return pub.status().Annotate(path + ": AK public: ");
+  if (!pub.ok()) return pub.status().Annotate(path + ": AK public");
   return pub->encoded;
 }
 
@@ -198,7 +248,7 @@ Status ChallengeVerb(const Args& args) {
     const std::string path = args.Get("enrolment");
     ASSIGN_OR_RETURN(std::string text, ReadText(path));
     auto e = attest::ParseEnrolmentBundle(text);
-    if (!e.ok()) return e.status().Annotate(path + ": ");
+    if (!e.ok()) return e.status().Annotate(path);
     attest::Verdict v;
     ASSIGN_OR_RETURN(v.appraisal, attest::AppraiseEnrolment(policy, *e));
     if (!v.passed()) return v;  // no challenge for an enrolment the policy refuses
@@ -212,10 +262,10 @@ Status ConfirmVerb(const Args& args) {
   return RunVerdictVerb("confirm", args, [&]() -> Result<attest::Verdict> {
     ASSIGN_OR_RETURN(std::string ctext, ReadText(args.Get("challenge")));
     auto challenge = attest::ParseChallengeBundle(ctext);
-    if (!challenge.ok()) return challenge.status().Annotate(args.Get("challenge") + ": ");
+    if (!challenge.ok()) return challenge.status().Annotate(args.Get("challenge"));
     ASSIGN_OR_RETURN(std::string rtext, ReadText(args.Get("response")));
     auto response = attest::ParseActivationResponse(rtext);
-    if (!response.ok()) return response.status().Annotate(args.Get("response") + ": ");
+    if (!response.ok()) return response.status().Annotate(args.Get("response"));
     ASSIGN_OR_RETURN(std::string etext, ReadText(args.Get("enrolment")));
     attest::Verdict v;
     crypto::Digest256 e_digest = crypto::Sha256(AsBytes(etext));
@@ -232,16 +282,72 @@ Status ConfirmVerb(const Args& args) {
 
 // ---- verifier: evidence ----------------------------------------------------------------
 
+// Evidence as tpm2-tools writes it: --quote (tpm2_quote -m, TPMS_ATTEST), --signature (-s,
+// TPMT_SIGNATURE), --pcrs (-o) in --pcrs-format values|serialized (-F), and the logs.
+Result<attest::EvidenceParts> Tpm2ToolsEvidenceFromArgs(const Args& args) {
+  for (const char* flag : {"quote", "signature", "pcrs", "pcrs-format"}) {
+    if (!args.Has(flag)) {
+      return InvalidInput(std::string("give --evidence BUNDLE, or --quote, --signature, --pcrs and --pcrs-format "
+                                      "(tpm2_quote's -m, -s, -o and -F): --") + flag + " is missing");
+    }
+  }
+  attest::EvidenceParts parts;
+  ASSIGN_OR_RETURN(parts.quote.attest, ReadWholeFile(args.Get("quote"), 1u << 16));
+  ASSIGN_OR_RETURN(parts.quote.signature, ReadWholeFile(args.Get("signature"), 1u << 16));
+  ASSIGN_OR_RETURN(std::vector<uint8_t> pcrs, ReadWholeFile(args.Get("pcrs"), 1u << 20));
+  const std::string format = args.Get("pcrs-format");
+  if (format != "values" && format != "serialized")
+    return InvalidInput("--pcrs-format must be values or serialized, got '" + format + "'");
+  // "values" follow the quoted selection; a quote that does not parse has none to follow
+  // (and fails as quote.attest.malformed).
+  auto attest = attest::ParseTpmsAttest(parts.quote.attest);
+  if (format == "serialized" || attest.ok()) {
+    auto values = format == "serialized" ? attest::ParseTpm2ToolsPcrSerialized(pcrs)
+                                         : attest::ParseTpm2ToolsPcrValues(pcrs, attest->quote_selection);
+    if (!values.ok()) return values.status().Annotate(args.Get("pcrs"));
+    parts.quote.pcrs = std::move(*values);
+  }
+  if (args.Has("event-log") && !args.Get("event-log").empty()) {
+    ASSIGN_OR_RETURN(parts.event_log, ReadWholeFile(args.Get("event-log"), attest::kMaxEventLogBytes));
+  }
+  if (args.Has("ima-log") && !args.Get("ima-log").empty()) {
+    ASSIGN_OR_RETURN(std::vector<uint8_t> ima, ReadWholeFile(args.Get("ima-log"), attest::kMaxBundleBytes));
+    parts.ima_log.assign(ima.begin(), ima.end());
+  }
+  return parts;
+}
+
 Status VerifyVerb(const Args& args) {
   return RunVerdictVerb("verify", args, [&]() -> Result<attest::Verdict> {
     ASSIGN_OR_RETURN(attest::Policy policy, PolicyFromArgs(args));
-    ASSIGN_OR_RETURN(std::string text, ReadText(args.Get("evidence")));
-    auto evidence = attest::ParseEvidenceBundle(text);
-    if (!evidence.ok()) return evidence.status().Annotate(args.Get("evidence") + ": ");
     attest::AppraisalContext ctx;
-    ASSIGN_OR_RETURN(ctx.ak_public, AkTpmtFromFile(args.Get("ak")));
-    ASSIGN_OR_RETURN(ctx.nonce, NonceFromArgs(args));
+    const std::string qd = args.Get("qualifying-data", "enclave-v1");
+    if (qd == "raw-nonce") {
+      ctx.qualifying_data = attest::QualifyingDataForm::kRawNonce;
+      if (args.Has("bind")) return InvalidInput("--bind: a raw-nonce quote binds nothing but the nonce");
+    } else if (qd != "enclave-v1") {
+      return InvalidInput("--qualifying-data must be enclave-v1 or raw-nonce, got '" + qd + "'");
+    }
+    ASSIGN_OR_RETURN(GivenAk ak, AkFromArgs(args));
+    ctx.ak_form = ak.form;
+    ctx.ak_public = ak.tpmt;
+    ctx.ak_key = ak.der;
+    ASSIGN_OR_RETURN(ctx.nonce, NonceFromArgs(args, ctx.qualifying_data == attest::QualifyingDataForm::kRawNonce ? 64 : 32));
     ASSIGN_OR_RETURN(ctx.bound_digest, BoundDigestFromArgs(args));
+    attest::EvidenceParts parts;
+    std::optional<attest::EvidenceBundle> bundle;
+    if (args.Has("evidence")) {
+      for (const char* flag : {"quote", "signature", "pcrs", "pcrs-format", "event-log", "ima-log"}) {
+        if (args.Has(flag)) return InvalidInput(std::string("--evidence carries everything: no --") + flag);
+      }
+      ASSIGN_OR_RETURN(std::string text, ReadText(args.Get("evidence")));
+      auto evidence = attest::ParseEvidenceBundle(text);
+      if (!evidence.ok()) return evidence.status().Annotate(args.Get("evidence"));
+      bundle = std::move(*evidence);
+      parts = attest::ToEvidenceParts(*bundle);
+    } else {
+      ASSIGN_OR_RETURN(parts, Tpm2ToolsEvidenceFromArgs(args));
+    }
     ctx.now = Now();
     ASSIGN_OR_RETURN(uint64_t issued, args.GetU64("issued-at", static_cast<uint64_t>(ctx.now)));
     if (issued == 0 || issued > static_cast<uint64_t>(INT64_MAX)) return InvalidInput("--issued-at out of range");
@@ -250,10 +356,19 @@ Status VerifyVerb(const Args& args) {
     if (!clock_path.empty() && ::access(clock_path.c_str(), F_OK) == 0) {
       ASSIGN_OR_RETURN(std::string ctext, ReadText(clock_path, 1u << 20));
       auto clock = attest::ParseClockState(ctext);
-      if (!clock.ok()) return clock.status().Annotate(clock_path + ": ");
+      if (!clock.ok()) return clock.status().Annotate(clock_path);
       ctx.last_clock = *clock;
     }
-    ASSIGN_OR_RETURN(attest::Verdict v, attest::AppraiseEvidence(policy, attest::ToEvidenceParts(*evidence), ctx));
+    ASSIGN_OR_RETURN(attest::Verdict v, attest::AppraiseEvidence(policy, parts, ctx));
+    if (bundle) {
+      // The bundle names the AK that signed; a name needs the TPMT_PUBLIC.
+      if (ak.tpmt.empty()) {
+        v.appraisal.NotEvaluated("evidence.ak_name", "the AK is known by its public key only (no TPMT_PUBLIC)");
+      } else {
+        ASSIGN_OR_RETURN(attest::TpmtPublic pub, attest::ParseTpmtPublic(ak.tpmt));
+        v.appraisal.Merge(attest::CheckEvidenceAkName(*bundle, pub));
+      }
+    }
     if (v.passed() && !clock_path.empty() && v.clock) {
       RETURN_IF_ERROR(attest::host::WriteFileAtomically(clock_path, attest::EncodeClockState(*v.clock), true));
     }
@@ -303,7 +418,7 @@ Status EnrollVerb(const Args& args) {
 Status ActivateVerb(const Args& args) {
   ASSIGN_OR_RETURN(std::string text, ReadText(args.Get("challenge")));
   auto challenge = attest::ParseChallengeBundle(text);
-  if (!challenge.ok()) return challenge.status().Annotate(args.Get("challenge") + ": ");
+  if (!challenge.ok()) return challenge.status().Annotate(args.Get("challenge"));
   ASSIGN_OR_RETURN(HostState state, StateFromArgs(args, /*create=*/false));
   attest::ActivationResponse response;
   {
@@ -323,7 +438,7 @@ Result<attest::PcrSelection> SelectionFromArgs(const Args& args) {
   if (args.Has("pcrs") && args.Has("policy")) return InvalidInput("give --pcrs or --policy, not both");
   if (args.Has("pcrs")) {
     auto sel = attest::PcrSelection::FromString(args.Get("pcrs"));
-    if (!sel.ok()) return sel.status().Annotate("--pcrs: ");
+    if (!sel.ok()) return sel.status().Annotate("--pcrs");
     if (sel->banks.empty()) return InvalidInput("--pcrs selects nothing");
     return sel;
   }
@@ -761,9 +876,22 @@ int main(int argc, char** argv) {
                "(exit 0 pass, 12 the policy says no, 13 could not evaluate)",
                "",
                0,
-               {FlagSpec{"evidence", "FILE", "the host's evidence bundle", true}, policy,
-                FlagSpec{"nonce", "HEX", "the nonce this verifier gave the host", true},
-                FlagSpec{"ak", "FILE", "the host's accepted AK: its enrolment bundle, or a TPM2B_PUBLIC file", true},
+               {FlagSpec{"evidence", "FILE", "the host's evidence bundle (or --quote, --signature, --pcrs)"},
+                FlagSpec{"quote", "FILE", "instead of --evidence: TPMS_ATTEST as tpm2_quote -m writes it"},
+                FlagSpec{"signature", "FILE", "with --quote: TPMT_SIGNATURE (tpm2_quote -s, default tss format)"},
+                FlagSpec{"pcrs", "FILE", "with --quote: the PCR values (tpm2_quote -o)"},
+                FlagSpec{"pcrs-format", "values|serialized", "with --pcrs: tpm2_quote's -F (required)"},
+                FlagSpec{"event-log", "FILE", "with --quote: the binary TCG event log"},
+                FlagSpec{"ima-log", "FILE", "with --quote: the IMA ascii measurement list"}, policy,
+                FlagSpec{"nonce", "HEX", "the nonce this verifier gave the host (raw-nonce: 1 to 64 bytes)", true},
+                FlagSpec{"qualifying-data", "enclave-v1|raw-nonce",
+                         "what the quote's extraData must be: this project's formula (default), or the nonce itself "
+                         "(tpm2_quote -q, Keylime); never guessed"},
+                FlagSpec{"ak", "FILE",
+                         "the host's accepted AK: its enrolment bundle, a TPM2B_PUBLIC file, a PEM public key or a PEM "
+                         "AK certificate (the policy's ak_forms must accept the form)",
+                         true},
+                FlagSpec{"ak-format", "FORM", "enrolment|tpm2b_public|public_key|certificate (default: as the file says)"},
                 FlagSpec{"bind", "FILE", "the data the host was asked to bind (default: nothing bound)"},
                 FlagSpec{"clock-state", "FILE",
                          "last accepted clock info of this host: read when it exists, replaced after a pass "

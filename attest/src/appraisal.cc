@@ -5,6 +5,7 @@ namespace enclave::attest {
 void Appraisal::Merge(const Appraisal& other) {
   passed_.insert(passed_.end(), other.passed_.begin(), other.passed_.end());
   failures_.insert(failures_.end(), other.failures_.begin(), other.failures_.end());
+  not_evaluated_.insert(not_evaluated_.end(), other.not_evaluated_.begin(), other.not_evaluated_.end());
 }
 
 bool Appraisal::Failed(const std::string& check) const {

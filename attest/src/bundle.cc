@@ -429,4 +429,17 @@ Result<ClockInfo> ParseClockState(std::string_view text) {
   return c;
 }
 
+Appraisal CheckEvidenceAkName(const EvidenceBundle& bundle, const TpmtPublic& ak) {
+  Appraisal a;
+  auto name = ComputeName(ak);
+  if (!name.ok()) {
+    a.Fail("evidence.ak_name.uncomputable", "ak_name", "the name of the given AK", name.status().message());
+  } else if (*name == bundle.ak_name) {
+    a.Pass("evidence.ak_name");
+  } else {
+    a.Fail("evidence.ak_name.mismatch", "ak_name", HexEncode(*name), HexEncode(bundle.ak_name));
+  }
+  return a;
+}
+
 }  // namespace enclave::attest

@@ -19,6 +19,7 @@
 #include <iterator>
 #include <memory>
 
+#include "cert_chain.h"
 #include "enclave/attest/tpm_types.h"
 #include "enclave/crypto/openssl_error.h"
 
@@ -289,6 +290,52 @@ Result<EkTrustStore> LoadEkTrustDirectory(const std::string& dir) {
   return store;
 }
 
+Status CheckCertificateChain(X509* leaf, const EkTrustStore& trust, std::optional<int64_t> time,
+                             std::string_view prefix, std::string_view what, Appraisal* out) {
+  Appraisal& a = *out;
+  std::unique_ptr<X509_STORE, decltype(&X509_STORE_free)> store(X509_STORE_new(), X509_STORE_free);
+  std::unique_ptr<STACK_OF(X509), void (*)(STACK_OF(X509)*)> untrusted(
+      sk_X509_new_null(), [](STACK_OF(X509)* s) { sk_X509_pop_free(s, X509_free); });
+  if (!store || !untrusted) return OsslError("X509_STORE_new");
+  auto decode = [](const std::vector<uint8_t>& der) {
+    const uint8_t* q = der.data();
+    return X509Ptr(d2i_X509(nullptr, &q, static_cast<long>(der.size())), X509_free);
+  };
+  for (const auto& r : trust.roots) {
+    X509Ptr root = decode(r);
+    if (!root || X509_STORE_add_cert(store.get(), root.get()) != 1) return OsslError("X509_STORE_add_cert (root)");
+  }
+  for (const auto& i : trust.intermediates) {
+    X509Ptr inter = decode(i);
+    if (!inter || sk_X509_push(untrusted.get(), inter.get()) == 0) return OsslError("sk_X509_push (intermediate)");
+    inter.release();  // owned by the stack
+  }
+  X509_STORE_set_verify_cb(store.get(), VerifyCallback);
+  std::unique_ptr<X509_STORE_CTX, decltype(&X509_STORE_CTX_free)> ctx(X509_STORE_CTX_new(), X509_STORE_CTX_free);
+  if (!ctx || X509_STORE_CTX_init(ctx.get(), store.get(), leaf, untrusted.get()) != 1) {
+    return OsslError("X509_STORE_CTX_init");
+  }
+  if (time) X509_STORE_CTX_set_time(ctx.get(), 0, static_cast<time_t>(*time));
+  int verified = X509_verify_cert(ctx.get());
+  ERR_clear_error();
+  if (verified == 1) {
+    a.Pass(std::string(prefix) + ".chain");
+  } else {
+    int err = X509_STORE_CTX_get_error(ctx.get());
+    int depth = X509_STORE_CTX_get_error_depth(ctx.get());
+    X509* at = X509_STORE_CTX_get_current_cert(ctx.get());
+    std::string where = std::string(what) + " chain depth " + std::to_string(depth) +
+                        (at != nullptr ? " (" + SubjectOf(at) + ")" : "");
+    std::string check = std::string(prefix) + (err == X509_V_ERR_CERT_HAS_EXPIRED       ? ".chain.expired"
+                                               : err == X509_V_ERR_CERT_NOT_YET_VALID ? ".chain.not_yet_valid"
+                                                                                      : ".chain.untrusted");
+    a.Fail(check, where, "a valid chain to one of " + std::to_string(trust.roots.size()) + " trusted root(s)",
+           X509_verify_cert_error_string(err));
+  }
+
+  return OkStatus();
+}
+
 Result<Appraisal> AppraiseEkCertificate(ByteSpan cert, ByteSpan ek_public, const EkTrustStore& trust,
                                         const EkCertOptions& options) {
   auto parsed = ParseTpm2bPublic(ek_public);
@@ -334,45 +381,7 @@ Result<Appraisal> AppraiseEkCertificate(ByteSpan cert, ByteSpan ek_public, const
   if (der_ok) a.Pass("ek.cert.der");
 
   // 2. Chain to a trusted root.
-  std::unique_ptr<X509_STORE, decltype(&X509_STORE_free)> store(X509_STORE_new(), X509_STORE_free);
-  std::unique_ptr<STACK_OF(X509), void (*)(STACK_OF(X509)*)> untrusted(
-      sk_X509_new_null(), [](STACK_OF(X509)* s) { sk_X509_pop_free(s, X509_free); });
-  if (!store || !untrusted) return OsslError("X509_STORE_new");
-  auto decode = [](const std::vector<uint8_t>& der) {
-    const uint8_t* q = der.data();
-    return X509Ptr(d2i_X509(nullptr, &q, static_cast<long>(der.size())), X509_free);
-  };
-  for (const auto& r : trust.roots) {
-    X509Ptr root = decode(r);
-    if (!root || X509_STORE_add_cert(store.get(), root.get()) != 1) return OsslError("X509_STORE_add_cert (root)");
-  }
-  for (const auto& i : trust.intermediates) {
-    X509Ptr inter = decode(i);
-    if (!inter || sk_X509_push(untrusted.get(), inter.get()) == 0) return OsslError("sk_X509_push (intermediate)");
-    inter.release();  // owned by the stack
-  }
-  X509_STORE_set_verify_cb(store.get(), VerifyCallback);
-  std::unique_ptr<X509_STORE_CTX, decltype(&X509_STORE_CTX_free)> ctx(X509_STORE_CTX_new(), X509_STORE_CTX_free);
-  if (!ctx || X509_STORE_CTX_init(ctx.get(), store.get(), leaf.get(), untrusted.get()) != 1) {
-    return OsslError("X509_STORE_CTX_init");
-  }
-  if (options.verify_time) X509_STORE_CTX_set_time(ctx.get(), 0, static_cast<time_t>(*options.verify_time));
-  int verified = X509_verify_cert(ctx.get());
-  ERR_clear_error();
-  if (verified == 1) {
-    a.Pass("ek.cert.chain");
-  } else {
-    int err = X509_STORE_CTX_get_error(ctx.get());
-    int depth = X509_STORE_CTX_get_error_depth(ctx.get());
-    X509* at = X509_STORE_CTX_get_current_cert(ctx.get());
-    std::string where = "EK certificate chain depth " + std::to_string(depth) +
-                        (at != nullptr ? " (" + SubjectOf(at) + ")" : "");
-    std::string check = err == X509_V_ERR_CERT_HAS_EXPIRED       ? "ek.cert.chain.expired"
-                        : err == X509_V_ERR_CERT_NOT_YET_VALID   ? "ek.cert.chain.not_yet_valid"
-                                                                 : "ek.cert.chain.untrusted";
-    a.Fail(check, where, "a valid chain to one of " + std::to_string(trust.roots.size()) + " trusted root(s)",
-           X509_verify_cert_error_string(err));
-  }
+  RETURN_IF_ERROR(CheckCertificateChain(leaf.get(), trust, options.verify_time, "ek.cert", "EK certificate", &a));
 
   // 3. The certified key is the EK.
   EVP_PKEY* cert_key = X509_get0_pubkey(leaf.get());

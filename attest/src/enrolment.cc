@@ -13,6 +13,9 @@
 namespace enclave::attest {
 
 Result<Appraisal> AppraiseEnrolment(const Policy& policy, const EnrolmentBundle& e, crypto::Digest256* ek_cert_sha256) {
+  if (!policy.Accepts(AkForm::kEnrolment)) {
+    return InvalidInput("policy '" + policy.name + "' does not accept enrolments (its ak_forms lacks \"enrolment\")");
+  }
   Appraisal a;
   auto ak = ParseTpm2bPublic(e.ak_public);
   if (!ak.ok()) {

@@ -134,9 +134,20 @@ std::string Resolve(const std::string& base_dir, const std::string& p) {
   return (std::filesystem::path(base_dir.empty() ? "." : base_dir) / p).lexically_normal().string();
 }
 
-// Reads ek_roots' paths (resolved against base_dir); LoadPolicyEkRoots loads them.
+// Reads a trust store's paths ($.ek_roots, $.ak_roots; resolved against base_dir);
+// LoadPolicyEkRoots loads them.
+struct RootPaths {
+  std::string* dir;
+  std::vector<std::string>* files;
+  std::vector<std::string>* intermediates;
+};
+Status ParseRoots(const json& j, const std::string& path, const std::string& base_dir, RootPaths out);
+
 Status ParseEkRoots(const json& j, const std::string& base_dir, Policy* p) {
-  const std::string path = "$.ek_roots";
+  return ParseRoots(j, "$.ek_roots", base_dir, {&p->ek_roots_dir, &p->ek_root_files, &p->ek_intermediate_files});
+}
+
+Status ParseRoots(const json& j, const std::string& path, const std::string& base_dir, RootPaths out) {
   RETURN_IF_ERROR(CheckKeys(j, path, {"dir", "files", "intermediates"}));
   bool has_dir = j.contains("dir"), has_files = j.contains("files");
   if (has_dir == has_files) return PathError(path, "give exactly one of 'dir' and 'files'");
@@ -144,20 +155,36 @@ Status ParseEkRoots(const json& j, const std::string& base_dir, Policy* p) {
     if (j.contains("intermediates"))
       return PathError(path + ".intermediates", "only with 'files' (a directory holds both)");
     ASSIGN_OR_RETURN(std::string dir, GetString(j["dir"], path + ".dir"));
-    p->ek_roots_dir = Resolve(base_dir, dir);
+    *out.dir = Resolve(base_dir, dir);
     return OkStatus();
   }
   ASSIGN_OR_RETURN(const json* rl, GetArray(j["files"], path + ".files"));
   for (size_t i = 0; i < rl->size(); ++i) {
     ASSIGN_OR_RETURN(std::string f, GetString((*rl)[i], path + ".files[" + std::to_string(i) + "]"));
-    p->ek_root_files.push_back(Resolve(base_dir, f));
+    out.files->push_back(Resolve(base_dir, f));
   }
   if (j.contains("intermediates")) {
     ASSIGN_OR_RETURN(const json* il, GetArray(j["intermediates"], path + ".intermediates", true));
     for (size_t i = 0; i < il->size(); ++i) {
       ASSIGN_OR_RETURN(std::string f, GetString((*il)[i], path + ".intermediates[" + std::to_string(i) + "]"));
-      p->ek_intermediate_files.push_back(Resolve(base_dir, f));
+      out.intermediates->push_back(Resolve(base_dir, f));
     }
+  }
+  return OkStatus();
+}
+
+// "ak_forms": ["enrolment", "tpm2b_public", "public_key", "certificate"], non-empty, no repeats.
+Status ParseAkForms(const json& j, Policy* p) {
+  const std::string path = "$.ak_forms";
+  ASSIGN_OR_RETURN(const json* arr, GetArray(j, path));
+  p->ak_forms.clear();
+  for (size_t i = 0; i < arr->size(); ++i) {
+    const std::string ip = path + "[" + std::to_string(i) + "]";
+    ASSIGN_OR_RETURN(std::string name, GetString((*arr)[i], ip));
+    auto form = AkFormFromName(name);
+    if (!form) return PathError(ip, "unknown AK form '" + name + "' (enrolment, tpm2b_public, public_key, certificate)");
+    if (p->Accepts(*form)) return PathError(ip, "'" + name + "' repeated");
+    p->ak_forms.push_back(*form);
   }
   return OkStatus();
 }
@@ -331,6 +358,10 @@ class StrictParser {
 
 }  // namespace
 
+bool Policy::Accepts(AkForm form) const {
+  return std::find(ak_forms.begin(), ak_forms.end(), form) != ak_forms.end();
+}
+
 std::set<uint32_t> Policy::JudgedPcrs() const {
   std::set<uint32_t> s;
   for (const auto& [pcr, unused] : pcr_values) s.insert(pcr);
@@ -341,16 +372,29 @@ std::set<uint32_t> Policy::JudgedPcrs() const {
   return s;
 }
 
-Status LoadPolicyEkRoots(Policy* p) {
-  if (!p->ek_roots_dir.empty()) {
-    auto store = LoadEkTrustDirectory(p->ek_roots_dir);
-    if (!store.ok()) return store.status().Annotate("policy $.ek_roots.dir");
-    p->ek_trust = std::move(*store);
+namespace {
+Status LoadRoots(const std::string& key, const std::string& dir, const std::vector<std::string>& files,
+                 const std::vector<std::string>& intermediates, EkTrustStore* out) {
+  if (!dir.empty()) {
+    auto store = LoadEkTrustDirectory(dir);
+    if (!store.ok()) return store.status().Annotate("policy $." + key + ".dir");
+    *out = std::move(*store);
     return OkStatus();
   }
-  auto store = LoadEkTrustFiles(p->ek_root_files, p->ek_intermediate_files);
-  if (!store.ok()) return store.status().Annotate("policy $.ek_roots.files");
-  p->ek_trust = std::move(*store);
+  auto store = LoadEkTrustFiles(files, intermediates);
+  if (!store.ok()) return store.status().Annotate("policy $." + key + ".files");
+  *out = std::move(*store);
+  return OkStatus();
+}
+}  // namespace
+
+Status LoadPolicyEkRoots(Policy* p) {
+  if (p->Accepts(AkForm::kEnrolment)) {
+    RETURN_IF_ERROR(LoadRoots("ek_roots", p->ek_roots_dir, p->ek_root_files, p->ek_intermediate_files, &p->ek_trust));
+  }
+  if (p->Accepts(AkForm::kCertificate)) {
+    RETURN_IF_ERROR(LoadRoots("ak_roots", p->ak_roots_dir, p->ak_root_files, p->ak_intermediate_files, &p->ak_trust));
+  }
   return OkStatus();
 }
 
@@ -378,9 +422,9 @@ Result<Policy> ParsePolicyText(std::string_view json_text, const std::string& ba
     if (!strict.error().empty()) return InvalidInput("policy: " + strict.error());
     if (root.is_discarded()) return InvalidInput("policy: refused by the strict reader");
   }
-  RETURN_IF_ERROR(CheckKeys(root, "$", {"version", "name", "quote_pcrs", "ek_roots", "ak", "max_evidence_age_s",
-                                        "event_log", "pcr_values", "event_digests", "secure_boot",
-                                        "boot_applications", "kernel_cmdlines", "ima"}));
+  RETURN_IF_ERROR(CheckKeys(root, "$", {"version", "name", "quote_pcrs", "ek_roots", "ak", "ak_forms", "ak_roots",
+                                        "max_evidence_age_s", "event_log", "pcr_values", "event_digests",
+                                        "secure_boot", "boot_applications", "kernel_cmdlines", "ima"}));
   auto require = [&](const char* key) -> Status {
     if (!root.contains(key)) return PathError(std::string("$.") + key, "missing (required)");
     return OkStatus();
@@ -411,8 +455,23 @@ Result<Policy> ParsePolicyText(std::string_view json_text, const std::string& ba
     }
     if (p.quote_selection.banks.empty()) return PathError("$.quote_pcrs", "must name at least one bank");
   }
-  RETURN_IF_ERROR(require("ek_roots"));
-  RETURN_IF_ERROR(ParseEkRoots(root["ek_roots"], base_dir, &p));
+  // EK roots exactly when enrolments are accepted, AK roots exactly when AK certificates are:
+  // the trust a policy drops is written in it, never implied by a missing key.
+  if (root.contains("ak_forms")) RETURN_IF_ERROR(ParseAkForms(root["ak_forms"], &p));
+  if (p.Accepts(AkForm::kEnrolment)) {
+    if (!root.contains("ek_roots")) return PathError("$.ek_roots", "missing (required while ak_forms accepts enrolment)");
+    RETURN_IF_ERROR(ParseEkRoots(root["ek_roots"], base_dir, &p));
+  } else if (root.contains("ek_roots")) {
+    return PathError("$.ek_roots", "given, but ak_forms does not accept enrolment (the EK chain would not be checked)");
+  }
+  if (p.Accepts(AkForm::kCertificate)) {
+    if (!root.contains("ak_roots"))
+      return PathError("$.ak_roots", "missing (required while ak_forms accepts certificate)");
+    RETURN_IF_ERROR(ParseRoots(root["ak_roots"], "$.ak_roots", base_dir,
+                               {&p.ak_roots_dir, &p.ak_root_files, &p.ak_intermediate_files}));
+  } else if (root.contains("ak_roots")) {
+    return PathError("$.ak_roots", "given, but ak_forms does not accept certificate");
+  }
   if (root.contains("ak")) RETURN_IF_ERROR(ParseAk(root["ak"], &p.ak));
   RETURN_IF_ERROR(require("max_evidence_age_s"));
   ASSIGN_OR_RETURN(p.max_evidence_age_s, GetInt(root["max_evidence_age_s"], "$.max_evidence_age_s", 1, 86400));

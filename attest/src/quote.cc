@@ -147,6 +147,42 @@ namespace {
 
 // CheckAkPublic, also handing out the loaded key so that AppraiseQuote loads (and
 // public-checks, a scalar multiplication for EC) the AK once, not twice.
+// Key only (a bare public key): the key's own checks (size, curve, validity) run; those
+// that need the TPMT_PUBLIC are not evaluated.
+Appraisal CheckAkKeyOnly(const TpmtPublic& ak, const AkPolicy& policy, PkeyPtr* key_out) {
+  Appraisal a;
+  const std::string why = "the AK is known by its public key only (no TPMT_PUBLIC)";
+  for (const char* c : {"ak.attributes", "ak.name_alg", "ak.symmetric", "ak.scheme", "ak.scheme.hash"})
+    a.NotEvaluated(c, why);
+  if (ak.type == alg::kRsa) {
+    if (ak.rsa_key_bits >= policy.min_rsa_bits) {
+      a.Pass("ak.rsa.key_bits");
+    } else {
+      a.Fail("ak.rsa.key_bits.too_small", "public key", ">= " + std::to_string(policy.min_rsa_bits),
+             std::to_string(ak.rsa_key_bits));
+    }
+  } else if (ak.type == alg::kEcc) {
+    bool allowed = false;
+    for (uint16_t c : policy.ecc_curves) allowed |= c == ak.ecc_curve;
+    if (allowed && CurveGroupName(ak.ecc_curve) != nullptr) {
+      a.Pass("ak.ecc.curve");
+    } else {
+      a.Fail("ak.ecc.curve.not_allowed", "public key", "one of the policy's ak.ecc_curves", CurveName(ak.ecc_curve));
+    }
+  } else {
+    a.Fail("ak.type.unsupported", "public key", "rsa or ecc", AlgName(ak.type));
+    return a;
+  }
+  auto key = ToPkey(ak);
+  if (key.ok()) {
+    a.Pass("ak.public");
+    if (key_out != nullptr) *key_out = std::move(*key);
+  } else {
+    a.Fail("ak.public.invalid", "public key", "a valid public key", key.status().message());
+  }
+  return a;
+}
+
 Appraisal CheckAkImpl(const TpmtPublic& ak, const AkPolicy& policy, PkeyPtr* key_out) {
   Appraisal a;
   const std::string attrs = ObjectAttributesString(ak.object_attributes);
@@ -228,9 +264,11 @@ Appraisal CheckAkImpl(const TpmtPublic& ak, const AkPolicy& policy, PkeyPtr* key
   return a;
 }
 
-// VerifyQuoteSignature with the AK already loaded (`key`), or loading it (null).
+// VerifyQuoteSignature with the AK already loaded (`key`), or loading it (null). With
+// `key_only`, the AK's scheme is unknown: the no-downgrade check is not evaluated, and any
+// scheme of the key's type with a hash of at least `min_hash` is accepted.
 Appraisal VerifySignatureImpl(const TpmtPublic& ak, EVP_PKEY* key, ByteSpan attest_bytes, const TpmtSignature& sig,
-                              uint16_t min_hash);
+                              uint16_t min_hash, bool key_only = false);
 
 }  // namespace
 
@@ -243,14 +281,20 @@ Appraisal VerifyQuoteSignature(const TpmtPublic& ak, ByteSpan attest_bytes, cons
 
 namespace {
 Appraisal VerifySignatureImpl(const TpmtPublic& ak, EVP_PKEY* prebuilt, ByteSpan attest_bytes,
-                              const TpmtSignature& sig, uint16_t min_hash) {
+                              const TpmtSignature& sig, uint16_t min_hash, bool key_only) {
   Appraisal a;
-  // No downgrade: the signature must use exactly the AK's (restricted) scheme and hash.
-  if (ak.scheme.scheme == alg::kNull || sig.sig_alg != ak.scheme.scheme) {
-    a.Fail("quote.signature.scheme.mismatch", "TPMT_SIGNATURE.sigAlg", AlgName(ak.scheme.scheme), AlgName(sig.sig_alg));
-  }
-  if (sig.hash != ak.scheme.hash) {
-    a.Fail("quote.signature.hash.mismatch", "TPMT_SIGNATURE.hash", AlgName(ak.scheme.hash), AlgName(sig.hash));
+  if (key_only) {
+    a.NotEvaluated("quote.signature.scheme",
+                   "the AK's signing scheme is unknown for a bare public key (no downgrade check)");
+  } else {
+    // No downgrade: the signature must use exactly the AK's (restricted) scheme and hash.
+    if (ak.scheme.scheme == alg::kNull || sig.sig_alg != ak.scheme.scheme) {
+      a.Fail("quote.signature.scheme.mismatch", "TPMT_SIGNATURE.sigAlg", AlgName(ak.scheme.scheme),
+             AlgName(sig.sig_alg));
+    }
+    if (sig.hash != ak.scheme.hash) {
+      a.Fail("quote.signature.hash.mismatch", "TPMT_SIGNATURE.hash", AlgName(ak.scheme.hash), AlgName(sig.hash));
+    }
   }
   if (!HashAtLeast(sig.hash, min_hash)) {
     a.Fail("quote.signature.hash.weak", "TPMT_SIGNATURE.hash", AlgName(min_hash) + " or stronger", AlgName(sig.hash));
@@ -345,28 +389,43 @@ Result<std::vector<uint8_t>> ComputePcrDigest(uint16_t hash, const PcrSelection&
 
 Result<TpmsAttest> QuotedAttest(const QuoteEvidence& evidence) { return ParseTpmsAttest(evidence.attest); }
 
+namespace {
+// The PCR selection, reported values and digest of a TPMS_QUOTE_INFO; the clock rules.
+void CheckQuotedPcrs(const TpmsAttest& quote, const QuoteEvidence& ev, const QuoteExpectations& expect,
+                     uint16_t digest_hash, Appraisal* out);
+void CheckClock(const ClockInfo& c, const QuoteExpectations& expect, Appraisal* out);
+}  // namespace
+
 Appraisal AppraiseQuote(const TpmtPublic& ak, const QuoteEvidence& ev, const QuoteExpectations& expect) {
   PkeyPtr key;
-  Appraisal a = CheckAkImpl(ak, expect.ak_policy, &key);
+  const bool key_only = expect.ak_known == AkKnowledge::kKeyOnly;
+  Appraisal a = key_only ? CheckAkKeyOnly(ak, expect.ak_policy, &key) : CheckAkImpl(ak, expect.ak_policy, &key);
+  // Every check that does not depend on another runs, so that the verdict lists every
+  // failure: the signature is over the bytes, whatever they parse to, and a TPMS_ATTEST of
+  // another type still has the header's qualifying data and clock.
+  auto hex = [](uint64_t v, int bytes) {
+    std::vector<uint8_t> b;
+    for (int i = bytes - 1; i >= 0; --i) b.push_back(static_cast<uint8_t>(v >> (8 * i)));
+    return HexEncode(b);
+  };
   auto attest = ParseTpmsAttest(ev.attest);
+  bool is_quote = false;
   if (!attest.ok()) {
     a.Fail("quote.attest.malformed", "TPMS_ATTEST", "a well-formed TPMS_ATTEST", attest.status().message());
-    return a;
-  }
-  a.Pass("quote.attest.parse");
-  if (attest->magic == kTpmGeneratedValue) {
-    a.Pass("quote.magic");
   } else {
-    a.Fail("quote.magic.mismatch", "TPMS_ATTEST.magic", "ff544347",
-           HexEncode(std::vector<uint8_t>{
-               static_cast<uint8_t>(attest->magic >> 24), static_cast<uint8_t>(attest->magic >> 16),
-               static_cast<uint8_t>(attest->magic >> 8), static_cast<uint8_t>(attest->magic)}));
-  }
-  if (attest->type == kTpmStAttestQuote) {
-    a.Pass("quote.type");
-  } else {
-    a.Fail("quote.type.mismatch", "TPMS_ATTEST.type", "8018 (TPM_ST_ATTEST_QUOTE)", std::to_string(attest->type));
-    return a;
+    a.Pass("quote.attest.parse");
+    if (attest->magic == kTpmGeneratedValue) {
+      a.Pass("quote.magic");
+    } else {
+      a.Fail("quote.magic.mismatch", "TPMS_ATTEST.magic", "ff544347", hex(attest->magic, 4));
+    }
+    // Another type has no TPMS_QUOTE_INFO: only the PCR checks below would mean nothing.
+    is_quote = attest->type == kTpmStAttestQuote;
+    if (is_quote) {
+      a.Pass("quote.type");
+    } else {
+      a.Fail("quote.type.mismatch", "TPMS_ATTEST.type", "8018 (TPM_ST_ATTEST_QUOTE)", hex(attest->type, 2));
+    }
   }
 
   uint16_t digest_hash = ak.scheme.hash;
@@ -374,10 +433,10 @@ Appraisal AppraiseQuote(const TpmtPublic& ak, const QuoteEvidence& ev, const Quo
   if (!sig.ok()) {
     a.Fail("quote.signature.malformed", "TPMT_SIGNATURE", "a well-formed TPMT_SIGNATURE", sig.status().message());
   } else {
-    a.Merge(key ? VerifySignatureImpl(ak, key.get(), ev.attest, *sig, expect.ak_policy.min_hash)
-                : VerifyQuoteSignature(ak, ev.attest, *sig, expect.ak_policy.min_hash));
+    a.Merge(VerifySignatureImpl(ak, key.get(), ev.attest, *sig, expect.ak_policy.min_hash, key_only));
     digest_hash = sig->hash;
   }
+  if (!attest.ok()) return a;
 
   if (expect.extra_data.empty()) {
     a.Fail("quote.extra_data.unset", "expectations", "a nonce-bound qualifying data", "(empty)");
@@ -387,6 +446,17 @@ Appraisal AppraiseQuote(const TpmtPublic& ak, const QuoteEvidence& ev, const Quo
     a.Fail("quote.extra_data.mismatch", "TPMS_ATTEST.extraData", Hex(expect.extra_data), Hex(attest->extra_data));
   }
 
+  if (is_quote) CheckQuotedPcrs(*attest, ev, expect, digest_hash, &a);
+  CheckClock(attest->clock_info, expect, &a);
+  return a;
+}
+
+namespace {
+
+void CheckQuotedPcrs(const TpmsAttest& quote, const QuoteEvidence& ev, const QuoteExpectations& expect,
+                     uint16_t digest_hash, Appraisal* out) {
+  Appraisal& a = *out;
+  const TpmsAttest* attest = &quote;
   const auto quoted_set = SelectionSet(attest->quote_selection);
   if (SelectionSet(expect.selection).empty()) {
     a.Fail("quote.pcr_selection.unset", "expectations", "a non-empty PCR selection", "(empty)");
@@ -441,7 +511,10 @@ Appraisal AppraiseQuote(const TpmtPublic& ak, const QuoteEvidence& ev, const Quo
     }
   }
 
-  const ClockInfo& c = attest->clock_info;
+}
+
+void CheckClock(const ClockInfo& c, const QuoteExpectations& expect, Appraisal* out) {
+  Appraisal& a = *out;
   if (c.safe == 1) {
     a.Pass("quote.clock.safe");
   } else {
@@ -463,7 +536,8 @@ Appraisal AppraiseQuote(const TpmtPublic& ak, const QuoteEvidence& ev, const Quo
     }
     if (a.failures().size() == before) a.Pass("quote.clock.monotonic");
   }
-  return a;
 }
+
+}  // namespace
 
 }  // namespace enclave::attest

@@ -341,18 +341,53 @@ Result<Verdict> AppraiseEvidence(const Policy& policy, const EvidenceParts& evid
   if (context.now <= 0 || context.nonce_issued_at <= 0) {
     return InvalidInput("appraisal context needs now and nonce_issued_at (unix seconds)");
   }
-  if (context.ak_public.empty()) return InvalidInput("appraisal context has no AK public (from the enrolment)");
-  auto ak = ParseTpmtPublic(context.ak_public);
-  if (!ak.ok()) return ak.status().Annotate("the enrolled AK public (TPMT_PUBLIC)");
-  ASSIGN_OR_RETURN(crypto::Digest256 qd, QualifyingData(context.nonce, context.bound_digest));
-
+  if (!policy.Accepts(context.ak_form)) {
+    std::string forms;
+    for (AkForm f : policy.ak_forms) forms += std::string(forms.empty() ? "" : ", ") + AkFormName(f);
+    return InvalidInput("policy '" + policy.name + "' does not accept an AK given as " + AkFormName(context.ak_form) +
+                        " (its ak_forms: " + forms + ")");
+  }
   Verdict v;
   QuoteExpectations expect;
-  expect.extra_data.assign(qd.begin(), qd.end());
+  TpmtPublic ak;
+  switch (context.ak_form) {
+    case AkForm::kEnrolment:
+    case AkForm::kTpmPublic: {
+      if (context.ak_public.empty()) return InvalidInput("appraisal context has no AK public (from the enrolment)");
+      auto parsed = ParseTpmtPublic(context.ak_public);
+      if (!parsed.ok()) return parsed.status().Annotate("the enrolled AK public (TPMT_PUBLIC)");
+      ak = std::move(*parsed);
+      break;
+    }
+    case AkForm::kPublicKey: {
+      auto key = AkKeyFromSpki(context.ak_key);
+      if (!key.ok()) return key.status().Annotate("the AK public key");
+      ak = std::move(*key);
+      expect.ak_known = AkKnowledge::kKeyOnly;
+      break;
+    }
+    case AkForm::kCertificate: {
+      ASSIGN_OR_RETURN(AkCertificate cert, AppraiseAkCertificate(context.ak_key, policy.ak_trust, context.now));
+      v.appraisal.Merge(cert.appraisal);
+      if (!cert.key) return v;  // a certificate that does not parse certifies no key
+      ak = std::move(*cert.key);
+      expect.ak_known = AkKnowledge::kKeyOnly;
+      break;
+    }
+  }
+  if (context.qualifying_data == QualifyingDataForm::kRawNonce) {
+    if (context.nonce.empty() || context.nonce.size() > 64)
+      return InvalidInput("nonce is " + std::to_string(context.nonce.size()) + " bytes, expected 1..64 (raw nonce)");
+    if (context.bound_digest) return InvalidInput("a raw-nonce quote binds nothing but the nonce: no bound digest");
+    expect.extra_data = context.nonce;
+  } else {
+    ASSIGN_OR_RETURN(crypto::Digest256 qd, QualifyingData(context.nonce, context.bound_digest));
+    expect.extra_data.assign(qd.begin(), qd.end());
+  }
   expect.selection = policy.quote_selection;
   expect.ak_policy = policy.ak;
   expect.previous = context.last_clock;
-  v.appraisal = AppraiseQuote(*ak, evidence.quote, expect);
+  v.appraisal.Merge(AppraiseQuote(ak, evidence.quote, expect));
   auto attest = QuotedAttest(evidence.quote);
   if (attest.ok()) v.clock = attest->clock_info;
 
@@ -419,6 +454,10 @@ std::string VerdictJson(const Verdict& verdict) {
     o["expected"] = f.expected;
     o["got"] = f.got;
     j["failures"].push_back(std::move(o));
+  }
+  if (!verdict.appraisal.not_evaluated().empty()) {
+    j["not_evaluated"] = nlohmann::ordered_json::array();
+    for (const auto& n : verdict.appraisal.not_evaluated()) j["not_evaluated"].push_back({{"check", n.check}, {"why", n.why}});
   }
   // Invalid UTF-8 from evidence (a command line, an IMA path) is replaced, never thrown.
   return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);

@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <ctime>
+#include <memory>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -195,6 +197,62 @@ inline std::string SelfSignedPem(const std::string& cn) {
   std::string pem(p, size_t(n));
   BIO_free(bio);
   return pem;
+}
+
+// A certificate for `subject` signed by `issuer_key` (self-signed when `issuer` is null),
+// valid from at + not_before_s to at + not_after_s: a CA (basicConstraints CA:TRUE) or a
+// leaf (an AK certificate: digitalSignature).
+struct TestCert {
+  std::shared_ptr<X509> cert;
+  Bytes der;
+  std::string pem;
+};
+inline TestCert IssueCert(EVP_PKEY* subject, const std::string& cn, bool ca, const TestCert* issuer,
+                          EVP_PKEY* issuer_key, time_t at, long not_before_s = -3600, long not_after_s = 86400) {
+  std::shared_ptr<X509> cert(X509_new(), X509_free);
+  static long serial = 100;
+  X509_set_version(cert.get(), 2);
+  ASN1_INTEGER_set(X509_get_serialNumber(cert.get()), serial++);
+  X509_time_adj(X509_getm_notBefore(cert.get()), not_before_s, &at);
+  X509_time_adj(X509_getm_notAfter(cert.get()), not_after_s, &at);
+  X509_NAME* name = X509_get_subject_name(cert.get());
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1, 0);
+  X509* iss = issuer ? issuer->cert.get() : cert.get();
+  X509_set_issuer_name(cert.get(), X509_get_subject_name(iss));
+  X509_set_pubkey(cert.get(), subject);
+  X509V3_CTX ctx;
+  X509V3_set_ctx_nodb(&ctx);
+  X509V3_set_ctx(&ctx, iss, cert.get(), nullptr, nullptr, 0);
+  for (auto [nid, value] : {std::pair<int, const char*>{NID_basic_constraints, ca ? "critical,CA:TRUE" : "critical,CA:FALSE"},
+                            {NID_key_usage, ca ? "critical,keyCertSign,cRLSign" : "critical,digitalSignature"}}) {
+    X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value);
+    X509_add_ext(cert.get(), ext, -1);
+    X509_EXTENSION_free(ext);
+  }
+  if (X509_sign(cert.get(), issuer_key, EVP_sha256()) <= 0) throw std::runtime_error("X509_sign");
+  TestCert out;
+  out.cert = cert;
+  unsigned char* p = nullptr;
+  int n = i2d_X509(cert.get(), &p);
+  out.der.assign(p, p + n);
+  OPENSSL_free(p);
+  BIO* bio = BIO_new(BIO_s_mem());
+  PEM_write_bio_X509(bio, cert.get());
+  char* text = nullptr;
+  long len = BIO_get_mem_data(bio, &text);
+  out.pem.assign(text, size_t(len));
+  BIO_free(bio);
+  return out;
+}
+
+// DER SubjectPublicKeyInfo of `key` (what a PEM "PUBLIC KEY" holds).
+inline Bytes SpkiDer(EVP_PKEY* key) {
+  unsigned char* p = nullptr;
+  int n = i2d_PUBKEY(key, &p);
+  if (n <= 0) throw std::runtime_error("i2d_PUBKEY");
+  Bytes out(p, p + n);
+  OPENSSL_free(p);
+  return out;
 }
 
 inline void WriteFile(const std::string& path, const std::string& text) {

@@ -4,7 +4,9 @@
 
 #include <filesystem>
 
+#include "enclave/attest/ak_key.h"
 #include "enclave/attest/event_log.h"
+#include "enclave/attest/tpm2_tools.h"
 #include "enclave/attest/ima_log.h"
 #include "enclave/attest/measurements.h"
 #include "enclave/attest/policy.h"
@@ -54,6 +56,21 @@ TEST(AttestFuzzSeeds, ValidSeedsParse) {
   ASSERT_GE(boots.size(), 3u);
   for (const auto& [name, b] : boots) {
     EXPECT_TRUE(ParseEventLogView(b).ok() || ParseUefiVariable(b).ok()) << name;
+  }
+  auto third = ValidSeeds("attest_third_party");  // selector byte first (fuzz_attest_third_party.cc)
+  ASSERT_GE(third.size(), 5u);
+  for (const auto& [name, b] : third) {
+    ASSERT_FALSE(b.empty()) << name;
+    ByteSpan in(b.data() + 1, b.size() - 1);
+    const std::string_view text(reinterpret_cast<const char*>(in.data()), in.size());
+    bool ok = false;
+    switch (b[0]) {
+      case 0: ok = ParseTpm2ToolsPcrSerialized(in).ok(); break;
+      case 1: ok = ParseTpm2ToolsPcrValues(in, *PcrSelection::FromString("sha256:0,7+sha1:7")).ok(); break;
+      case 2: ok = AkKeyFromSpki(in).ok(); break;
+      case 3: ok = PemBlock(text, "PUBLIC KEY").ok() && AkKeyFromSpki(*PemBlock(text, "PUBLIC KEY")).ok(); break;
+    }
+    EXPECT_TRUE(ok) << name;
   }
   auto ima = ValidSeeds("attest_ima");
   ASSERT_GE(ima.size(), 2u);

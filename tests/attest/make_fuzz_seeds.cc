@@ -53,5 +53,28 @@ int main(int argc, char** argv) {
   off[2] = SbVariable("SecureBoot", {0});
   Write(dir / "attest_measurements/valid-secure-boot-off.bin", EncodeBootLog(off));
   Write(dir / "attest_measurements/valid-uefi-variable.bin", UefiVariableData(Guid(true), "db", StrBytes("db-list")));
+  // fuzz_attest_third_party: selector byte, then a tpm2-tools PCR file or an AK key.
+  const Bytes sha256_0 = Sha256(Bytes{0}), sha256_7 = Sha256(Bytes{7}), sha1_7 = Sha1(Bytes{7});
+  Le ser;
+  ser.u8(0).u32(2).u16(0x000B).u8(3).u8(0x81).u8(0).u8(0).u8(0).u8(0);
+  ser.u16(0x0004).u8(3).u8(0x80).u8(0).u8(0).u8(0).u8(0).raw(Bytes(14 * 8, 0)).u32(1).u32(3);
+  for (const Bytes* d : {&sha256_0, &sha256_7, &sha1_7}) {
+    Bytes buffer(64, 0);
+    std::copy(d->begin(), d->end(), buffer.begin());
+    ser.u16(uint16_t(d->size())).raw(buffer);
+  }
+  ser.raw(Bytes(5 * 66, 0));
+  Write(dir / "attest_third_party/valid-serialized.bin", ser.b);
+  Write(dir / "attest_third_party/valid-values.bin", Cat(Bytes{1}, Cat(Cat(sha256_0, sha256_7), sha1_7)));
+  Write(dir / "attest_third_party/valid-spki-ecc.bin", Cat(Bytes{2}, SpkiDer(ec.get())));
+  Write(dir / "attest_third_party/valid-spki-rsa.bin", Cat(Bytes{2}, SpkiDer(rsa.get())));
+  {
+    BIO* bio = BIO_new(BIO_s_mem());
+    PEM_write_bio_PUBKEY(bio, ec.get());
+    char* text = nullptr;
+    long len = BIO_get_mem_data(bio, &text);
+    Write(dir / "attest_third_party/valid-pem.txt", Cat(Bytes{3}, Bytes(text, text + len)));
+    BIO_free(bio);
+  }
   return 0;
 }

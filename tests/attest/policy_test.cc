@@ -275,5 +275,47 @@ TEST_F(PolicyTest, ExamplePolicies) {
   EXPECT_GE(n, 2u);
 }
 
+// ak_forms (issue 20 §1): which AKs the policy accepts, and the trust each form needs,
+// always written out: a policy drops the EK chain only by saying so twice.
+TEST_F(PolicyTest, AkFormsAndTheRootsTheyNeed) {
+  auto p = Parse(base_);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->ak_forms, (std::vector<AkForm>{AkForm::kEnrolment, AkForm::kTpmPublic}));  // as before
+  EXPECT_TRUE(p->Accepts(AkForm::kEnrolment));
+  EXPECT_FALSE(p->Accepts(AkForm::kPublicKey));
+  // Enrolment accepted: ek_roots required.
+  json j = base_;
+  j.erase("ek_roots");
+  ExpectError(j, "$.ek_roots");
+  j["ak_forms"] = {"enrolment"};
+  ExpectError(j, "$.ek_roots");
+  // No enrolment: ek_roots refused, so they cannot be left in place and silently unused.
+  j = base_;
+  j["ak_forms"] = {"public_key"};
+  ExpectError(j, "$.ek_roots");
+  j.erase("ek_roots");
+  p = Parse(j);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_TRUE(p->ek_trust.roots.empty());
+  EXPECT_EQ(p->ak_forms, std::vector<AkForm>{AkForm::kPublicKey});
+  // Certificates need ak_roots, and ak_roots need certificates.
+  j["ak_forms"] = {"certificate", "tpm2b_public"};
+  ExpectError(j, "$.ak_roots");
+  j["ak_roots"] = {{"files", {"roots/root.pem"}}};
+  p = Parse(j);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->ak_trust.roots.size(), 1u);
+  j["ak_forms"] = {"tpm2b_public"};
+  ExpectError(j, "$.ak_roots");
+  // Unknown, repeated, empty.
+  j = base_;
+  j["ak_forms"] = {"enrolment", "pem"};
+  ExpectError(j, "$.ak_forms[1]");
+  j["ak_forms"] = {"enrolment", "enrolment"};
+  ExpectError(j, "$.ak_forms[1]");
+  j["ak_forms"] = json::array();
+  ExpectError(j, "$.ak_forms");
+}
+
 }  // namespace
 }  // namespace enclave::attest

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "attest_test_util.h"
 
 namespace enclave::attest {
@@ -228,6 +230,44 @@ TEST(Quote, MagicTypeAndSelectionChecks) {
   f = {};
   f.sel = {{0x0004, {10}}, {0x000B, {0, 1, 7}}};
   EXPECT_TRUE(AppraiseQuote(h.ak, h.Quote(kNonce, f), Expect(kNonce)).ok());
+}
+
+// Issue 20 §4: a type mismatch must not hide the other failures. Only the PCR checks, which
+// need a TPMS_QUOTE_INFO, are skipped.
+TEST(Quote, TypeMismatchStillReportsEveryIndependentCheck) {
+  Host h(MakeEcKey()), other(MakeEcKey());
+  AttestFields f;
+  f.type = 0x8017;  // TPM_ST_ATTEST_CERTIFY
+  f.safe = 0;
+  QuoteEvidence ev = h.Quote(Bytes(32, 0x4F), f);            // the wrong nonce, too
+  ev.signature = other.Quote(Bytes(32, 0x4F), f).signature;  // and signed by another key
+  Appraisal a = AppraiseQuote(h.ak, ev, Expect(kNonce));
+  std::set<std::string> failed;
+  for (const auto& x : a.failures()) failed.insert(x.check);
+  EXPECT_EQ(failed, (std::set<std::string>{"quote.type.mismatch", "quote.signature.invalid",
+                                           "quote.extra_data.mismatch", "quote.clock.unsafe"}))
+      << a.Summary();
+  for (const auto& x : a.failures()) {
+    if (x.check == "quote.type.mismatch") {
+      EXPECT_EQ(x.expected, "8018 (TPM_ST_ATTEST_QUOTE)");
+      EXPECT_EQ(x.got, "8017");  // hex, as expected is
+    }
+  }
+  for (const auto& c : a.passed()) EXPECT_FALSE(c.starts_with("quote.pcr")) << c;
+  // A genuine signature and nonce over the wrong type: only the type fails.
+  f.safe = 1;
+  a = AppraiseQuote(h.ak, h.Quote(kNonce, f), Expect(kNonce));
+  ASSERT_EQ(a.failures().size(), 1u) << a.Summary();
+  EXPECT_EQ(a.failures()[0].check, "quote.type.mismatch");
+  for (const char* c : {"quote.signature", "quote.extra_data", "quote.clock.safe"})
+    EXPECT_NE(std::find(a.passed().begin(), a.passed().end(), c), a.passed().end()) << c;
+  // A TPMS_ATTEST that does not parse still has its signature checked over its bytes.
+  Bytes cut = h.Quote(kNonce).attest;
+  cut.resize(cut.size() - 1);
+  QuoteEvidence malformed{cut, SignAttest(h.key.get(), cut), h.pcrs};
+  a = AppraiseQuote(h.ak, malformed, Expect(kNonce));
+  EXPECT_TRUE(a.Failed("quote.attest.malformed")) << a.Summary();
+  EXPECT_NE(std::find(a.passed().begin(), a.passed().end(), "quote.signature"), a.passed().end()) << a.Summary();
 }
 
 TEST(Quote, ReportedValuesMustBeExactlyTheSelectedSet) {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "boot_fixture.h"
+#include "enclave/attest/bundle.h"
 #include "enclave/attest/measurements.h"
 
 namespace enclave::attest {
@@ -532,6 +533,114 @@ TEST_F(VerifierTest, NoActionEventWithoutAPcrPasses) {
   // Any other type with that index makes the log malformed.
   host_.events[3].type = 0x80000007;
   ExpectOnly(Appraise(), "eventlog.malformed");
+}
+
+// Issue 20 §1: third-party evidence. The qualifying-data form and the AK form are the
+// verifier's choice, never read from the evidence; what a form cannot support is listed as
+// not evaluated, never as passed.
+TEST_F(VerifierTest, RawNonceQualifyingDataIsChosenByTheVerifier) {
+  host_.extra = host_.nonce;  // as tpm2_quote -q NONCE and Keylime make it
+  ExpectOnly(Appraise(), "quote.extra_data.mismatch");  // the default expects this project's formula
+  AppraisalContext ctx = Context();
+  ctx.qualifying_data = QualifyingDataForm::kRawNonce;
+  Verdict v = Appraise(ctx);
+  EXPECT_TRUE(v.passed()) << v.appraisal.Summary();
+  EXPECT_TRUE(v.appraisal.not_evaluated().empty());
+  host_.extra.reset();  // this project's formula is no raw nonce
+  ExpectOnly(Appraise(ctx), "quote.extra_data.mismatch");
+  host_.nonce = Bytes(64, 7);  // up to a TPM2B_DATA's 64 bytes
+  host_.extra = host_.nonce;
+  ctx.nonce = host_.nonce;
+  EXPECT_TRUE(Appraise(ctx).passed());
+  // Could not evaluate: a nonce over 64 bytes, or something to bind (a raw nonce binds nothing).
+  Policy p = LoadPolicy();
+  ctx.nonce = Bytes(65, 7);
+  EXPECT_FALSE(AppraiseEvidence(p, host_.Evidence(), ctx).ok());
+  ctx.nonce = host_.nonce;
+  ctx.bound_digest = crypto::Digest256{};
+  EXPECT_FALSE(AppraiseEvidence(p, host_.Evidence(), ctx).ok());
+}
+
+TEST_F(VerifierTest, AkAsABarePublicKeyLeavesItsAttributesNotEvaluated) {
+  AppraisalContext ctx = Context();
+  ctx.ak_form = AkForm::kPublicKey;
+  ctx.ak_public.clear();
+  ctx.ak_key = SpkiDer(host_.key.get());
+  auto refused = AppraiseEvidence(LoadPolicy(), host_.Evidence(), ctx);  // not in the default ak_forms
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("does not accept an AK given as public_key"), std::string::npos);
+  policy_["ak_forms"] = {"enrolment", "public_key"};
+  Verdict v = Appraise(ctx);
+  EXPECT_TRUE(v.passed()) << v.appraisal.Summary();
+  std::set<std::string> not_evaluated;
+  for (const auto& n : v.appraisal.not_evaluated()) not_evaluated.insert(n.check);
+  const std::set<std::string> expected = {"ak.attributes", "ak.name_alg",    "ak.symmetric",
+                                          "ak.scheme",     "ak.scheme.hash", "quote.signature.scheme"};
+  EXPECT_EQ(not_evaluated, expected);
+  const auto& passed = v.appraisal.passed();
+  for (const auto& c : expected) EXPECT_EQ(std::count(passed.begin(), passed.end(), c), 0) << c;
+  for (const char* c : {"ak.ecc.curve", "ak.public", "quote.signature", "quote.pcr_digest", "secureboot.enabled"})
+    EXPECT_EQ(std::count(passed.begin(), passed.end(), c), 1) << c;
+  json j = json::parse(VerdictJson(v));
+  ASSERT_TRUE(j.contains("not_evaluated")) << VerdictJson(v);
+  EXPECT_EQ(j["not_evaluated"].size(), expected.size());
+  auto ordered = nlohmann::ordered_json::parse(VerdictJson(v));
+  EXPECT_EQ(std::prev(ordered.end()).key(), "not_evaluated");  // after verdict, passed, failures
+  // An enrolled host's verdict keeps its three members.
+  EXPECT_EQ(json::parse(VerdictJson(Appraise())).size(), 3u);
+  // Another key's quote, a key that is no SubjectPublicKeyInfo.
+  Pkey other = MakeEcKey();
+  ctx.ak_key = SpkiDer(other.get());
+  ExpectOnly(Appraise(ctx), "quote.signature.invalid");
+  ctx.ak_key.push_back(0);
+  EXPECT_FALSE(AppraiseEvidence(LoadPolicy(), host_.Evidence(), ctx).ok());
+}
+
+TEST_F(VerifierTest, AkCertificateMustChainToTheConfiguredAkRoots) {
+  Pkey ca_key = MakeEcKey(), other_key = MakeEcKey();
+  const time_t now = kIssued + 30;
+  TestCert ca = IssueCert(ca_key.get(), "Test AK CA", true, nullptr, ca_key.get(), now);
+  TestCert other_ca = IssueCert(other_key.get(), "Other CA", true, nullptr, other_key.get(), now);
+  WriteFile(dir_ + "/ak-roots/ca.pem", ca.pem);
+  policy_["ak_forms"] = {"certificate"};
+  policy_.erase("ek_roots");
+  policy_["ak_roots"] = {{"files", {"ak-roots/ca.pem"}}};
+  AppraisalContext ctx = Context();
+  ctx.ak_form = AkForm::kCertificate;
+  ctx.ak_public.clear();
+  ctx.ak_key = IssueCert(host_.key.get(), "host AK", false, &ca, ca_key.get(), now).der;
+  Verdict v = Appraise(ctx);
+  EXPECT_TRUE(v.passed()) << v.appraisal.Summary();
+  for (const char* c : {"ak.cert.der", "ak.cert.chain", "quote.signature"})
+    EXPECT_EQ(std::count(v.appraisal.passed().begin(), v.appraisal.passed().end(), c), 1) << c;
+  EXPECT_FALSE(v.appraisal.not_evaluated().empty());
+  // Issued by a CA the policy does not name; expired at the appraisal time; trailing bytes.
+  ctx.ak_key = IssueCert(host_.key.get(), "host AK", false, &other_ca, other_key.get(), now).der;
+  ExpectOnly(Appraise(ctx), "ak.cert.chain.untrusted");
+  ctx.ak_key = IssueCert(host_.key.get(), "host AK", false, &ca, ca_key.get(), now, -7200, -60).der;
+  ExpectOnly(Appraise(ctx), "ak.cert.chain.expired");
+  ctx.ak_key = Cat(IssueCert(host_.key.get(), "host AK", false, &ca, ca_key.get(), now).der, Bytes{0});
+  ExpectOnly(Appraise(ctx), "ak.cert.der.trailing_bytes");
+  // A genuine certificate for another key: the quote's signature fails.
+  Pkey stranger = MakeEcKey();
+  ctx.ak_key = IssueCert(stranger.get(), "other AK", false, &ca, ca_key.get(), now).der;
+  ExpectOnly(Appraise(ctx), "quote.signature.invalid");
+  // The policy accepts certificates only: an enrolled AK is refused (could not evaluate).
+  EXPECT_FALSE(AppraiseEvidence(LoadPolicy(), host_.Evidence(), Context()).ok());
+}
+
+TEST(EvidenceAkName, TheBundlesAkNameMustBeTheGivenAks) {
+  Pkey key = MakeEcKey(), other = MakeEcKey();
+  auto ak = ParseTpmtPublic(EncodeAkPublic(key.get()));
+  auto other_ak = ParseTpmtPublic(EncodeAkPublic(other.get()));
+  ASSERT_TRUE(ak.ok() && other_ak.ok());
+  EvidenceBundle b;
+  b.ak_name = Cat(Bytes{0x00, 0x0B}, Sha256(ak->encoded));  // nameAlg || H(TPMT_PUBLIC), computed here
+  Appraisal a = CheckEvidenceAkName(b, *ak);
+  EXPECT_TRUE(a.ok()) << a.Summary();
+  a = CheckEvidenceAkName(b, *other_ak);
+  ASSERT_TRUE(a.Failed("evidence.ak_name.mismatch")) << a.Summary();
+  EXPECT_EQ(a.failures()[0].got, Hex(b.ak_name));
 }
 
 TEST_F(VerifierTest, UefiDebugModeFailsSecureBoot) {

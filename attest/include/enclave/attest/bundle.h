@@ -104,6 +104,12 @@ Result<EvidenceBundle> ParseEvidenceBundle(std::string_view text);
 // The parts AppraiseEvidence takes.
 EvidenceParts ToEvidenceParts(const EvidenceBundle& bundle);
 
+// The bundle's ak_name (which AK the host says signed) against the AK the verifier was given:
+// "evidence.ak_name", else "evidence.ak_name.mismatch" (expected: the given AK's name).
+// Separate from AppraiseEvidence, whose verdicts the audit log recomputes from the same
+// inputs: a check added there would change every archived verdict.
+Appraisal CheckEvidenceAkName(const EvidenceBundle& bundle, const TpmtPublic& ak);
+
 // The last accepted clock info of one host, as a verifier keeps it between appraisals:
 // {"format": "enclave-attest clock v1", "clock", "reset_count", "restart_count", "safe"}.
 inline constexpr std::string_view kClockFormat = "enclave-attest clock v1";

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "enclave/attest/ak_key.h"
 #include "enclave/attest/ek_cert.h"
 #include "enclave/attest/quote.h"
 #include "enclave/attest/tpm_types.h"
@@ -40,6 +41,15 @@ struct Policy {
   // intermediate files.
   std::string ek_roots_dir;
   std::vector<std::string> ek_root_files, ek_intermediate_files;
+
+  // The forms in which the verifier may know a host's AK (ak_forms; default enrolment and
+  // tpm2b_public). ek_roots are given exactly when kEnrolment is accepted, ak_roots exactly
+  // when kCertificate is: no policy drops the EK chain without saying so.
+  std::vector<AkForm> ak_forms = {AkForm::kEnrolment, AkForm::kTpmPublic};
+  bool Accepts(AkForm form) const;
+  EkTrustStore ak_trust;  // trusted AK certificate issuers (ak_roots)
+  std::string ak_roots_dir;
+  std::vector<std::string> ak_root_files, ak_intermediate_files;
 
   // Boot event log. When required, evidence without one fails ("eventlog.missing").
   bool require_event_log = true;
@@ -79,7 +89,8 @@ Result<Policy> ParsePolicy(std::string_view json_text, const std::string& base_d
 // rule of the document checked, no file read. For tools that only inspect a policy, and the
 // fuzz target.
 Result<Policy> ParsePolicyText(std::string_view json_text, const std::string& base_dir);
-// Loads ek_trust from the policy's EK root paths.
+// Loads ek_trust from the policy's EK root paths and ak_trust from its AK root paths (each
+// when the policy has them).
 Status LoadPolicyEkRoots(Policy* policy);
 // Reads and parses a policy file; relative paths resolve against the file's directory.
 Result<Policy> LoadPolicyFile(const std::string& path);

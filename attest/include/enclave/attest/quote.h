@@ -30,11 +30,18 @@ Appraisal CheckAkPublic(const TpmtPublic& ak, const AkPolicy& policy);
 Appraisal VerifyQuoteSignature(const TpmtPublic& ak, ByteSpan attest_bytes, const TpmtSignature& sig,
                                uint16_t min_hash = alg::kSha256);
 
+// What the verifier knows of the AK. kTpmPublic: its TPMT_PUBLIC (attributes, nameAlg,
+// scheme). kKeyOnly: only the public key (a PEM key, an AK certificate's key), held in a
+// TpmtPublic whose type and key fields alone are set (ak_key.h): the checks that need the
+// rest are reported as not evaluated (Appraisal::not_evaluated), never as passed.
+enum class AkKnowledge { kTpmPublic, kKeyOnly };
+
 struct QuoteExpectations {
   std::vector<uint8_t> extra_data;  // qualifying data the verifier asked for
   PcrSelection selection;           // exactly the PCRs the verifier asked for
   AkPolicy ak_policy;
   std::optional<ClockInfo> previous;  // last clock info accepted for this host
+  AkKnowledge ak_known = AkKnowledge::kTpmPublic;
 };
 
 struct QuoteEvidence {

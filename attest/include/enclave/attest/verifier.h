@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "enclave/attest/ak_key.h"
 #include "enclave/attest/appraisal.h"
 #include "enclave/attest/policy.h"
 #include "enclave/attest/quote.h"
@@ -29,10 +30,21 @@ struct EvidenceParts {
   std::string ima_log;              // IMA ASCII runtime measurement list; empty when none
 };
 
+// What the quote's extraData must be: this project's formula (QualifyingData), or the
+// verifier's nonce itself, as tpm2_quote -q and Keylime make it (1..64 bytes; nothing can be
+// bound then). Always chosen by the verifier, never read from the evidence.
+enum class QualifyingDataForm { kEnclaveV1, kRawNonce };
+
 // What the verifier knows independently of the evidence.
 struct AppraisalContext {
   std::vector<uint8_t> ak_public;                 // TPM2B_PUBLIC contents, from the host's enrolment
-  std::vector<uint8_t> nonce;                     // the verifier's challenge (1..32 bytes)
+  // How the verifier knows the AK; the policy must accept the form (ak_forms). kEnrolment and
+  // kTpmPublic: `ak_public` (a TPMT_PUBLIC). kPublicKey: `ak_key` is a DER SubjectPublicKeyInfo;
+  // kCertificate: `ak_key` is the DER AK certificate, judged against the policy's ak_roots.
+  AkForm ak_form = AkForm::kEnrolment;
+  std::vector<uint8_t> ak_key;
+  QualifyingDataForm qualifying_data = QualifyingDataForm::kEnclaveV1;
+  std::vector<uint8_t> nonce;                     // the verifier's challenge (1..32 bytes; raw: 1..64)
   std::optional<crypto::Digest256> bound_digest;  // SHA-256 of the data bound into the quote, if any
   std::optional<ClockInfo> last_clock;            // last clock info accepted for this host
   int64_t nonce_issued_at = 0;                    // unix seconds, start of the evidence-age window
@@ -73,6 +85,8 @@ Result<std::string> FindImaMeasurement(const EvidenceParts& evidence, const cryp
 
 // {"verdict":"pass"|"fail","passed":[check...],"failures":[{check,where,expected,got}...]}
 // with keys in that order; the form `enclave-attest verify` prints and the audit log stores.
+// A verdict with checks the evidence could not support ends with
+// "not_evaluated":[{check,why}...] (absent otherwise, so enrolled hosts' verdicts keep their form).
 std::string VerdictJson(const Verdict& verdict);
 
 }  // namespace enclave::attest
