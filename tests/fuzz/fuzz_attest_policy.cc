@@ -35,7 +35,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto p = ParsePolicyText(text, "/nonexistent-fuzz-base");
   if (!p.ok()) return 0;
   if (p->quote_selection.banks.empty() || p->max_evidence_age_s < 1 || p->max_evidence_age_s > 86400) std::abort();
-  if (p->ek_roots_dir.empty() == p->ek_root_files.empty()) std::abort();
+  // EK roots exactly when enrolments are accepted, AK roots exactly when certificates are.
+  const bool ek = !p->ek_roots_dir.empty() || !p->ek_root_files.empty();
+  const bool ak = !p->ak_roots_dir.empty() || !p->ak_root_files.empty();
+  if (p->ak_forms.empty() || ek != p->Accepts(AkForm::kEnrolment) || ak != p->Accepts(AkForm::kCertificate)) std::abort();
+  if (ek && p->ek_roots_dir.empty() == p->ek_root_files.empty()) std::abort();
+  if (ak && p->ak_roots_dir.empty() == p->ak_root_files.empty()) std::abort();
   if (p->digest != crypto::Sha256({data, size})) std::abort();
   for (const auto& [pcr, banks] : p->pcr_values) {
     CheckAllowed(banks);
