@@ -26,7 +26,13 @@ TEST_F(EnrolAttestTest, EnclaveAttestFilesDriveEnrolmentAndAttestation) {
   ASSERT_EQ(a.status, 201) << a.body;
   const std::string host_id = a.json()["host_id"];
 
-  NonceIssued n = Nonce(host_id);
+  // The nonce request signed with the AK `enclave-attest enroll` stored in its state dir.
+  HostState cli_state = State("cli-state");
+  auto r = broker_->Post("/v1/nonces", EncodeNonceRequest(SignedNonceRequest(host_id, &cli_state)));
+  ASSERT_EQ(r.status, 201) << r.body;
+  auto issued = ParseNonceIssued(r.body);
+  ASSERT_TRUE(issued.ok()) << issued.status().ToString();
+  const NonceIssued& n = *issued;
   testing::WriteText(p + "job.toml", "[job]\nname = \"cli\"\n");
   ASSERT_EQ(host({"quote", "--nonce", HexEncode(n.nonce), "--bind", p + "job.toml", "--pcrs", n.pcr_selection,
                   "--event-log=", "--ima-log=", "--out", p + "evidence.json"}),
