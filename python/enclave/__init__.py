@@ -1,0 +1,50 @@
+"""enclave: train on sealed data with the keys behind attestation (docs/pytorch.md).
+
+The keys and the decrypted records stay in the C++ core, in locked memory. Python sees
+records only as DLPack tensors over that memory: ``torch.from_dlpack(t)`` (or JAX's and
+CuPy's) wraps them without a copy. When the session ends (``close()``, the lease's end,
+a revocation) every buffer it handed out is wiped in place and every later call raises
+``SessionEnded``.
+
+    session = enclave.Session.attested("job.toml")          # TPM, broker, lease
+    data = enclave.SealedTensorDataset(session)               # authenticated, decrypted
+    for x, y in enclave.torch_batches(data, 32, shuffle=True, seed=epoch):
+        ...
+"""
+
+from ._enclave import (  # noqa: F401  (the package's API)
+    ATTESTED_MODE,
+    BatchIterator,
+    Error,
+    IntegrityError,
+    LockedTensor,
+    SealedTensorDataset,
+    Session,
+    SessionEnded,
+)
+
+__all__ = [
+    "ATTESTED_MODE",
+    "BatchIterator",
+    "Error",
+    "IntegrityError",
+    "LockedTensor",
+    "SealedTensorDataset",
+    "Session",
+    "SessionEnded",
+    "torch_batches",
+]
+
+
+def torch_batches(dataset, batch_size, shuffle=False, seed=0, rank=0, world_size=1, drop_last=False, rows=None):
+    """This rank's batches of one epoch as (x, y) torch tensors over locked memory.
+
+    ``x`` is float32 [n, features], ``y`` int64 [n] (class indices); ``rows`` limits the
+    epoch to those rows (a split's training rows). torch is imported here only: the
+    package itself needs no torch.
+    """
+    import torch
+
+    for x, y in dataset.batches(batch_size, shuffle=shuffle, seed=seed, rank=rank, world_size=world_size,
+                                drop_last=drop_last, rows=rows):
+        yield torch.from_dlpack(x), torch.from_dlpack(y)

@@ -1,0 +1,462 @@
+// enclave._enclave: the attested job session and sealed datasets for Python (docs/pytorch.md).
+//
+// Keys never become Python objects: the keystore (development mode) or the broker's
+// release (attested mode) lives in this module's C++ objects, in locked memory. Records
+// are authenticated and decrypted into locked memory too, and Python reaches them only as
+// DLPack tensors over that memory (zero copy: torch.from_dlpack, JAX and CuPy take them).
+// When the session ends (close(), lease end or revocation) every buffer it handed out is
+// wiped in place and every later call raises.
+#include <dlpack/dlpack.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+#include "enclave/crypto/keystore.h"
+#include "enclave/crypto/model_export.h"
+#include "enclave/crypto/secret_bytes.h"
+#include "enclave/dataset/schema.h"
+#include "enclave/trainer/backend.h"
+#include "enclave/trainer/data.h"
+#include "enclave/trainer/job.h"
+#ifdef ENCLAVE_PY_ATTESTED
+#include "enclave/session/attested_job.h"
+#endif
+
+namespace py = pybind11;
+
+namespace enclave::python {
+namespace {
+
+// Python exceptions, one per way a session can fail (enclave/__init__.py re-exports them).
+PyObject* g_error = nullptr;           // enclave.Error (RuntimeError)
+PyObject* g_integrity_error = nullptr;  // enclave.IntegrityError: authentication failed
+PyObject* g_session_ended = nullptr;    // enclave.SessionEnded: closed, lease ended, revoked
+
+[[noreturn]] void Raise(PyObject* type, const std::string& message) {
+  PyErr_SetString(type, message.c_str());
+  throw py::error_already_set();
+}
+[[noreturn]] void Raise(const Status& s) {
+  Raise(s.code() == Code::kAuthFailed ? g_integrity_error : g_error, s.ToString());
+}
+template <typename T>
+T Take(Result<T> r) {
+  if (!r.ok()) Raise(r.status());
+  return std::move(r).value();
+}
+
+// Memory a session must wipe when it ends.
+class Wipeable {
+ public:
+  virtual ~Wipeable() = default;
+  virtual void Wipe() = 0;
+};
+
+// One tensor's storage: locked, zeroed when freed, wiped in place when the session ends.
+class LockedBuffer final : public Wipeable {
+ public:
+  static std::shared_ptr<LockedBuffer> Create(size_t bytes) {
+    auto b = std::make_shared<LockedBuffer>();
+    b->mem_ = Take(crypto::SecretBytes::Create(bytes == 0 ? 1 : bytes));
+    return b;
+  }
+  uint8_t* data() { return mem_.ExposeSecretMutable().data(); }
+  void Wipe() override {
+    std::span<uint8_t> m = mem_.ExposeSecretMutable();
+    std::memset(m.data(), 0, m.size());
+  }
+
+ private:
+  crypto::SecretBytes mem_;
+};
+
+class Session;
+
+// A tensor over a LockedBuffer, exported through DLPack (__dlpack__, __dlpack_device__).
+class LockedTensor {
+ public:
+  LockedTensor(std::shared_ptr<LockedBuffer> buffer, std::vector<int64_t> shape, DLDataType dtype)
+      : buffer_(std::move(buffer)), shape_(std::move(shape)), dtype_(dtype) {}
+  const std::vector<int64_t>& shape() const { return shape_; }
+  std::string dtype() const { return dtype_.code == kDLFloat ? "float32" : "int64"; }
+
+  // A DLManagedTensor that keeps the buffer alive until its consumer calls the deleter.
+  py::capsule DlPack() const {
+    struct Context {
+      std::shared_ptr<LockedBuffer> buffer;
+      std::vector<int64_t> shape;
+      DLManagedTensor managed{};
+    };
+    auto* ctx = new Context{buffer_, shape_, {}};
+    DLTensor& t = ctx->managed.dl_tensor;
+    t.data = ctx->buffer->data();
+    t.device = {kDLCPU, 0};
+    t.ndim = static_cast<int32_t>(ctx->shape.size());
+    t.dtype = dtype_;
+    t.shape = ctx->shape.data();
+    t.strides = nullptr;  // compact, row-major
+    t.byte_offset = 0;
+    ctx->managed.manager_ctx = ctx;
+    ctx->managed.deleter = [](DLManagedTensor* m) { delete static_cast<Context*>(m->manager_ctx); };
+    // The DLPack protocol: a consumer renames the capsule "used_dltensor" and owns it; one
+    // never consumed is freed here.
+    return py::capsule(&ctx->managed, "dltensor", [](PyObject* capsule) {
+      if (PyCapsule_IsValid(capsule, "dltensor")) {
+        auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+        if (m != nullptr && m->deleter != nullptr) m->deleter(m);
+      } else {
+        PyErr_Clear();
+      }
+    });
+  }
+
+ private:
+  std::shared_ptr<LockedBuffer> buffer_;
+  std::vector<int64_t> shape_;
+  DLDataType dtype_;
+};
+
+constexpr DLDataType kFloat32{kDLFloat, 32, 1};
+constexpr DLDataType kInt64{kDLInt, 64, 1};
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  static std::shared_ptr<Session> Development(const std::string& job_path, const std::string& keystore_path,
+                                              int passphrase_fd) {
+    auto s = std::shared_ptr<Session>(new Session());
+    s->job_ = Take(trainer::LoadJob(job_path));
+    std::fprintf(stderr,
+                 "enclave: WARNING: development mode: data keys from the local keystore %s, not from an attested "
+                 "broker; nothing binds them to approved code on an attested host\n",
+                 keystore_path.c_str());
+    crypto::SecretBytes pass = Take(cli::ReadPassphrase(passphrase_fd, "Keystore passphrase", false));
+    s->keystore_.emplace(Take(crypto::Keystore::Unlock(keystore_path, pass)));
+    s->mode_ = "development";
+    return s;
+  }
+
+#ifdef ENCLAVE_PY_ATTESTED
+  static std::shared_ptr<Session> Attested(const std::string& job_path, const std::string& tcti,
+                                           const std::string& state_dir, const std::string& event_log,
+                                           const std::string& ima_log, uint32_t rank, uint32_t world_size,
+                                           const std::vector<std::string>& code) {
+    auto s = std::shared_ptr<Session>(new Session());
+    s->job_ = Take(trainer::LoadJob(job_path));
+    session::AttestedJob::Options o;
+    o.tcti = tcti;
+    o.state_dir = state_dir;
+    if (!event_log.empty()) o.logs.event_log = event_log;
+    if (!ima_log.empty()) o.logs.ima_log = ima_log;
+    o.release.rank = rank;
+    o.release.world_size = world_size;
+    // The script and the files it imports, relative to the job's folder: the workload the
+    // data-use policy must approve, beside the interpreter IMA measured.
+    const std::filesystem::path dir = std::filesystem::path(job_path).parent_path();
+    o.release.code_dir = dir.empty() ? "." : dir.string();
+    o.release.code = code;
+    py::gil_scoped_release unlocked;  // attestation talks to the TPM and the broker
+    auto attested = session::AttestedJob::Start(s->job_, o);
+    if (!attested.ok()) {
+      py::gil_scoped_acquire locked;
+      Raise(attested.status().Annotate("attested key release from " + s->job_.broker.url));
+    }
+    s->attested_ = std::move(attested).value();
+    s->mode_ = "attested";
+    return s;
+  }
+#endif
+
+  ~Session() { End("the session was destroyed"); }
+
+  const std::string& mode() const { return mode_; }
+  const trainer::JobSpec& job() const { return job_; }
+
+  // Raises SessionEnded (after wiping everything) once the session cannot be used.
+  void CheckUsable() {
+#ifdef ENCLAVE_PY_ATTESTED
+    if (attested_ && !attested_->LeaseHeld()) End("the lease ended: " + attested_->LeaseEndReason());
+#endif
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!end_reason_.empty()) Raise(g_session_ended, "enclave session ended: " + end_reason_);
+  }
+
+  const crypto::Keystore* Keys() {
+#ifdef ENCLAVE_PY_ATTESTED
+    if (attested_) return &attested_->keystore();
+#endif
+    return keystore_ ? &*keystore_ : nullptr;
+  }
+
+  // Registers memory to wipe at the session's end.
+  void Track(const std::shared_ptr<Wipeable>& w) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::erase_if(tracked_, [](const std::weak_ptr<Wipeable>& t) { return t.expired(); });
+    tracked_.push_back(w);
+  }
+
+  // Wipes every buffer handed out and the keys; every later use raises.
+  void End(const std::string& reason) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!end_reason_.empty()) return;
+    end_reason_ = reason;
+    for (const std::weak_ptr<Wipeable>& t : tracked_) {
+      if (auto w = t.lock()) w->Wipe();
+    }
+    tracked_.clear();
+    keystore_.reset();
+#ifdef ENCLAVE_PY_ATTESTED
+    attested_.reset();  // stops the lease keeper; the released keys are freed (zeroized)
+#endif
+  }
+
+  // Seals `model` to the tenant's export key into `out_path` (the broker's export key in
+  // attested mode, the job's export_key file otherwise), the job's digest and `format_id`
+  // in its metadata; the file's SHA-256 as hex.
+  std::string Export(py::bytes model, const std::string& out_path, const std::string& format_id, bool overwrite) {
+    CheckUsable();
+    std::optional<crypto::ExportPublicKey> to;
+#ifdef ENCLAVE_PY_ATTESTED
+    if (attested_) to = attested_->release().export_key;
+#endif
+    if (!to) {
+      if (job_.export_key.empty()) Raise(g_error, "no export key: the job has no export_key");
+      to = Take(crypto::ReadExportPublicKey(job_.export_key));
+    }
+    std::string_view bytes(model);
+    crypto::ModelSealOptions options;
+    options.info.format_id = format_id;  // the plaintext's format, for whoever opens it
+    options.info.job_digest = job_.digest;
+    auto info = Take(crypto::SealModelToFile(
+        *to, ByteSpan(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), options, out_path, overwrite));
+    static const char* kHex = "0123456789abcdef";
+    std::string hex;
+    for (uint8_t b : info.file_digest) {
+      hex.push_back(kHex[b >> 4]);
+      hex.push_back(kHex[b & 15]);
+    }
+    return hex;
+  }
+
+ private:
+  Session() = default;
+  trainer::JobSpec job_;
+  std::string mode_;
+  std::optional<crypto::Keystore> keystore_;
+#ifdef ENCLAVE_PY_ATTESTED
+  std::unique_ptr<session::AttestedJob> attested_;
+#endif
+  std::mutex mu_;
+  std::vector<std::weak_ptr<Wipeable>> tracked_;
+  std::string end_reason_;
+};
+
+// The decrypted records of one or all of the job's datasets, in locked memory.
+class DatasetRecords final : public Wipeable {
+ public:
+  std::unique_ptr<trainer::Backend> backend;  // the CPU backend: its buffers are locked
+  trainer::LoadedData data;
+  void Wipe() override {
+    for (trainer::OwnedBuffer* b : {&data.x, &data.y}) {
+      if (b->get().data != nullptr) std::memset(b->get().data, 0, b->size() * sizeof(float));
+    }
+    for (float& v : data.labels) v = 0;
+  }
+};
+
+class BatchIterator;
+
+// All records of the job's sealed datasets (or of the one named), authenticated and
+// decrypted at construction: a tampered chunk raises IntegrityError and nothing is kept.
+class SealedTensorDataset {
+ public:
+  SealedTensorDataset(std::shared_ptr<Session> session, const std::optional<std::string>& dataset_id)
+      : session_(std::move(session)) {
+    session_->CheckUsable();
+    std::vector<trainer::DatasetSpec> specs;
+    for (const trainer::DatasetSpec& d : session_->job().datasets) {
+      if (!dataset_id || d.id == *dataset_id) specs.push_back(d);
+    }
+    if (specs.empty()) Raise(g_error, "the job has no dataset '" + dataset_id.value_or("") + "'");
+    records_ = std::make_shared<DatasetRecords>();
+    records_->backend = Take(trainer::MakeBackend(trainer::Device::kCpu));
+    {
+      const crypto::Keystore* keys = session_->Keys();
+      py::gil_scoped_release unlocked;
+      auto loaded = trainer::LoadDatasets(*records_->backend, specs, keys);
+      py::gil_scoped_acquire locked;
+      records_->data = Take(std::move(loaded));
+    }
+    session_->Track(records_);
+  }
+
+  size_t rows() const { return records_->data.rows; }
+  size_t features() const { return records_->data.features; }
+  uint32_t classes() const { return records_->data.classes; }
+  std::vector<std::string> feature_names() const {
+    std::vector<std::string> names;
+    for (const dataset::Column& c : records_->data.schema.columns) {
+      if (c.kind != dataset::ColumnKind::kLabel) names.push_back(c.name);  // the record's feature order
+    }
+    return names;
+  }
+
+  // Rows `rows` (indices) as (x float32 [n, features], y int64 [n]) in fresh locked buffers.
+  std::pair<LockedTensor, LockedTensor> Gather(const std::vector<uint32_t>& rows) {
+    session_->CheckUsable();
+    const size_t n = rows.size(), f = features();
+    auto x = LockedBuffer::Create(n * f * sizeof(float));
+    auto y = LockedBuffer::Create(n * sizeof(int64_t));
+    const float* src_x = records_->data.x.get().data;
+    const float* src_y = records_->data.y.get().data;
+    auto* dx = reinterpret_cast<float*>(x->data());
+    auto* dy = reinterpret_cast<int64_t*>(y->data());
+    for (size_t i = 0; i < n; ++i) {
+      if (rows[i] >= this->rows()) Raise(g_error, "row " + std::to_string(rows[i]) + " is past the dataset's end");
+      std::memcpy(dx + i * f, src_x + static_cast<size_t>(rows[i]) * f, f * sizeof(float));
+      dy[i] = static_cast<int64_t>(src_y[rows[i]]);
+    }
+    session_->Track(x);
+    session_->Track(y);
+    return {LockedTensor(x, {static_cast<int64_t>(n), static_cast<int64_t>(f)}, kFloat32),
+            LockedTensor(y, {static_cast<int64_t>(n)}, kInt64)};
+  }
+
+  // The stratified split enclave-train makes of the same records (trainer::StratifiedSplit):
+  // (training rows, validation rows), ascending.
+  std::pair<std::vector<uint32_t>, std::vector<uint32_t>> StratifiedSplit(double fraction, uint64_t seed) {
+    session_->CheckUsable();
+    auto split = Take(trainer::StratifiedSplit(records_->data.labels, classes(), fraction, seed));
+    return {std::vector<uint32_t>(split.train.begin(), split.train.end()),
+            std::vector<uint32_t>(split.val.begin(), split.val.end())};
+  }
+
+  std::shared_ptr<Session> session() const { return session_; }
+
+ private:
+  std::shared_ptr<Session> session_;
+  std::shared_ptr<DatasetRecords> records_;
+};
+
+// This rank's batches of one epoch. The order: the rows (all, or those given), shuffled
+// with std::mt19937_64 seeded by `seed` (std::shuffle) when asked, cut to a multiple of
+// world_size (every rank gets as many rows), and rank r takes positions r, r + world, ...
+class BatchIterator {
+ public:
+  BatchIterator(std::shared_ptr<SealedTensorDataset> ds, size_t batch_size, bool shuffle, uint64_t seed,
+                uint32_t rank, uint32_t world_size, bool drop_last, const std::optional<std::vector<uint32_t>>& rows)
+      : ds_(std::move(ds)), batch_size_(batch_size), drop_last_(drop_last) {
+    if (batch_size == 0) Raise(g_error, "batch_size must be at least 1");
+    if (world_size == 0 || rank >= world_size) Raise(g_error, "need 0 <= rank < world_size");
+    std::vector<uint32_t> order;
+    if (rows) {
+      order = *rows;
+    } else {
+      order.resize(ds_->rows());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<uint32_t>(i);
+    }
+    if (shuffle) {
+      std::mt19937_64 rng(seed);
+      std::shuffle(order.begin(), order.end(), rng);
+    }
+    const size_t per_rank = order.size() / world_size;
+    for (size_t i = 0; i < per_rank; ++i) mine_.push_back(order[i * world_size + rank]);
+  }
+  size_t batches() const {
+    return drop_last_ ? mine_.size() / batch_size_ : (mine_.size() + batch_size_ - 1) / batch_size_;
+  }
+  std::pair<LockedTensor, LockedTensor> Next() {
+    const size_t left = mine_.size() - next_;
+    if (left == 0 || (drop_last_ && left < batch_size_)) throw py::stop_iteration();
+    const size_t n = std::min(batch_size_, left);
+    std::vector<uint32_t> rows(mine_.begin() + static_cast<std::ptrdiff_t>(next_),
+                               mine_.begin() + static_cast<std::ptrdiff_t>(next_ + n));
+    auto batch = ds_->Gather(rows);  // raises SessionEnded at the lease's end, before any row is copied
+    next_ += n;
+    return batch;
+  }
+
+ private:
+  std::shared_ptr<SealedTensorDataset> ds_;
+  size_t batch_size_;
+  bool drop_last_;
+  std::vector<uint32_t> mine_;
+  size_t next_ = 0;
+};
+
+}  // namespace
+}  // namespace enclave::python
+
+using namespace enclave;
+using namespace enclave::python;
+
+PYBIND11_MODULE(_enclave, m) {
+  m.doc() = "enclave: attested sessions and sealed datasets (C++ core; docs/pytorch.md)";
+  if (Status s = crypto::InitCrypto(); !s.ok()) throw std::runtime_error(s.ToString());
+  g_error = PyErr_NewException("enclave.Error", PyExc_RuntimeError, nullptr);
+  g_integrity_error = PyErr_NewException("enclave.IntegrityError", g_error, nullptr);
+  g_session_ended = PyErr_NewException("enclave.SessionEnded", g_error, nullptr);
+  m.attr("Error") = py::handle(g_error);
+  m.attr("IntegrityError") = py::handle(g_integrity_error);
+  m.attr("SessionEnded") = py::handle(g_session_ended);
+#ifdef ENCLAVE_PY_ATTESTED
+  m.attr("ATTESTED_MODE") = true;
+#else
+  m.attr("ATTESTED_MODE") = false;
+#endif
+
+  py::class_<LockedTensor>(m, "LockedTensor")
+      .def_property_readonly("shape", &LockedTensor::shape)
+      .def_property_readonly("dtype", &LockedTensor::dtype)
+      .def("__dlpack__", [](const LockedTensor& t, py::object /*stream*/) { return t.DlPack(); },
+           py::arg("stream") = py::none())
+      .def("__dlpack_device__", [](const LockedTensor&) { return py::make_tuple(static_cast<int>(kDLCPU), 0); });
+
+  py::class_<Session, std::shared_ptr<Session>>(m, "Session")
+      .def_static("development", &Session::Development, py::arg("job"), py::arg("keystore"),
+                  py::arg("passphrase_fd"))
+#ifdef ENCLAVE_PY_ATTESTED
+      .def_static("attested", &Session::Attested, py::arg("job"), py::arg("tcti") = "",
+                  py::arg("state") = "/var/lib/enclave-attest", py::arg("event_log") = "", py::arg("ima_log") = "",
+                  py::arg("rank") = 0, py::arg("world_size") = 1, py::arg("code") = std::vector<std::string>{})
+#endif
+      .def_property_readonly("mode", &Session::mode)
+      .def_property_readonly("job_id", [](const Session& s) { return s.job().broker.job_id; })
+      .def("check", &Session::CheckUsable)
+      .def("close", [](Session& s) { s.End("closed by the program"); })
+      .def("export", &Session::Export, py::arg("model"), py::arg("out"), py::arg("format") = "pytorch",
+           py::arg("overwrite") = false);
+
+  py::class_<SealedTensorDataset, std::shared_ptr<SealedTensorDataset>>(m, "SealedTensorDataset")
+      .def(py::init<std::shared_ptr<Session>, std::optional<std::string>>(), py::arg("session"),
+           py::arg("dataset") = py::none())
+      .def("__len__", &SealedTensorDataset::rows)
+      .def_property_readonly("features", &SealedTensorDataset::features)
+      .def_property_readonly("classes", &SealedTensorDataset::classes)
+      .def_property_readonly("feature_names", &SealedTensorDataset::feature_names)
+      .def("gather", &SealedTensorDataset::Gather, py::arg("rows"))
+      .def("stratified_split", &SealedTensorDataset::StratifiedSplit, py::arg("fraction"), py::arg("seed"))
+      .def(
+          "batches",
+          [](std::shared_ptr<SealedTensorDataset> ds, size_t batch_size, bool shuffle, uint64_t seed, uint32_t rank,
+             uint32_t world_size, bool drop_last, std::optional<std::vector<uint32_t>> rows) {
+            return BatchIterator(std::move(ds), batch_size, shuffle, seed, rank, world_size, drop_last, rows);
+          },
+          py::arg("batch_size"), py::arg("shuffle") = false, py::arg("seed") = 0, py::arg("rank") = 0,
+          py::arg("world_size") = 1, py::arg("drop_last") = false, py::arg("rows") = py::none());
+
+  py::class_<BatchIterator>(m, "BatchIterator")
+      .def("__iter__", [](BatchIterator& it) -> BatchIterator& { return it; }, py::return_value_policy::reference)
+      .def("__next__", &BatchIterator::Next)
+      .def("__len__", &BatchIterator::batches);
+}
