@@ -86,6 +86,17 @@ Result<uint32_t> PcrFromKey(const std::string& key, const std::string& path) {
   return v;
 }
 
+// A list entry (a digest, a file digest, a kernel command line) is its value, or an object
+// {"value": V} whose "comment" says where it came from (what `policy create` writes): the
+// value and its path.
+Result<std::pair<const json*, std::string>> EntryValue(const json& e, const std::string& path) {
+  if (!e.is_object()) return std::pair<const json*, std::string>{&e, path};
+  RETURN_IF_ERROR(CheckKeys(e, path, {"value"}));
+  auto it = e.find("value");
+  if (it == e.end()) return PathError(path + ".value", "missing (an entry object carries its value)");
+  return std::pair<const json*, std::string>{&*it, path + ".value"};
+}
+
 Result<std::vector<uint8_t>> GetDigest(const json& j, const std::string& path, uint16_t bank) {
   ASSIGN_OR_RETURN(std::string s, GetString(j, path));
   auto bytes = HexDecode(s);
@@ -110,7 +121,8 @@ Result<AllowedDigests> GetAllowed(const json& j, const std::string& path) {
     ASSIGN_OR_RETURN(const json* arr, GetArray(list, p));
     auto& set = out[bank];
     for (size_t i = 0; i < arr->size(); ++i) {
-      ASSIGN_OR_RETURN(auto d, GetDigest((*arr)[i], p + "[" + std::to_string(i) + "]", bank));
+      ASSIGN_OR_RETURN(auto entry, EntryValue((*arr)[i], p + "[" + std::to_string(i) + "]"));
+      ASSIGN_OR_RETURN(auto d, GetDigest(*entry.first, entry.second, bank));
       set.insert(std::move(d));
     }
   }
@@ -220,8 +232,10 @@ Status ParseAk(const json& j, AkPolicy* ak) {
 }
 
 // "<sha1|sha256|sha384|sha512>:<hex>" as IMA's ima-ng template writes a file digest.
-Result<std::pair<uint16_t, std::vector<uint8_t>>> ParseFileDigest(const json& v, const std::string& dp) {
-  ASSIGN_OR_RETURN(std::string s, GetString(v, dp));
+Result<std::pair<uint16_t, std::vector<uint8_t>>> ParseFileDigest(const json& entry, const std::string& entry_path) {
+  ASSIGN_OR_RETURN(auto value, EntryValue(entry, entry_path));
+  const std::string& dp = value.second;
+  ASSIGN_OR_RETURN(std::string s, GetString(*value.first, dp));
   size_t colon = s.find(':');
   uint16_t a = colon == std::string::npos ? 0 : HashAlgFromName(s.substr(0, colon));
   if (a == 0) return PathError(dp, "expected '<sha1|sha256|sha384|sha512>:<hex>'");
@@ -521,7 +535,8 @@ Result<Policy> ParsePolicyText(std::string_view json_text, const std::string& ba
   if (root.contains("kernel_cmdlines")) {
     ASSIGN_OR_RETURN(const json* arr, GetArray(root["kernel_cmdlines"], "$.kernel_cmdlines"));
     for (size_t i = 0; i < arr->size(); ++i) {
-      ASSIGN_OR_RETURN(std::string s, GetString((*arr)[i], "$.kernel_cmdlines[" + std::to_string(i) + "]"));
+      ASSIGN_OR_RETURN(auto entry, EntryValue((*arr)[i], "$.kernel_cmdlines[" + std::to_string(i) + "]"));
+      ASSIGN_OR_RETURN(std::string s, GetString(*entry.first, entry.second));
       p.kernel_cmdlines.push_back(std::move(s));
     }
     p.judge_kernel_cmdlines = true;

@@ -317,5 +317,51 @@ TEST_F(PolicyTest, AkFormsAndTheRootsTheyNeed) {
   ExpectError(j, "$.ak_forms");
 }
 
+// `policy create` writes each list entry as {"value": V, "comment": "where it came from"}:
+// read exactly as V, and strict otherwise.
+TEST_F(PolicyTest, ListEntriesMayBeObjectsWithAComment) {
+  const std::string d32(64, 'a'), d20(40, 'b');
+  auto entry = [](const std::string& v) { return json{{"value", v}, {"comment", "event 19 of golden.json"}}; };
+  json j = base_;
+  j["quote_pcrs"]["sha1"] = {0};
+  j["event_log"] = {{"required", true}, {"exempt_pcrs", {10}}};
+  j["pcr_values"] = {{"0", {{"sha256", {entry(d32)}}, {"sha1", {d20, entry(std::string(40, 'c'))}}}}};
+  j["event_digests"] = {{"7", {{"sha256", {entry(d32)}}}}};
+  j["boot_applications"] = {{"sha256", {json{{"value", d32}}}}};  // the comment is optional
+  j["kernel_cmdlines"] = {entry("/vmlinuz root=/dev/sda1 ro"), "/vmlinuz ro"};
+  j["ima"] = {{"required", true},
+              {"mode", "allowlist"},
+              {"allowlist", {{"/usr/bin/x", {entry("sha256:" + d32)}}}},
+              {"files", {{"/usr/bin/x", {{"digests", {entry("sha256:" + d32)}}}}}}};
+  auto p = Parse(j);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->pcr_values.at(0).at(alg::kSha256), std::set<Bytes>{Bytes(32, 0xaa)});
+  EXPECT_EQ(p->pcr_values.at(0).at(alg::kSha1), (std::set<Bytes>{Bytes(20, 0xbb), Bytes(20, 0xcc)}));
+  EXPECT_EQ(p->event_digests.at(7).at(alg::kSha256), std::set<Bytes>{Bytes(32, 0xaa)});
+  EXPECT_EQ(p->boot_applications.at(alg::kSha256), std::set<Bytes>{Bytes(32, 0xaa)});
+  EXPECT_EQ(p->kernel_cmdlines, (std::vector<std::string>{"/vmlinuz root=/dev/sda1 ro", "/vmlinuz ro"}));
+  EXPECT_TRUE(p->ima_allowlist.at("/usr/bin/x").count({alg::kSha256, Bytes(32, 0xaa)}));
+  ASSERT_EQ(p->ima_files.size(), 1u);
+  EXPECT_TRUE(p->ima_files[0].digests.count({alg::kSha256, Bytes(32, 0xaa)}));
+
+  // Strict: another member, no value, a comment that is not a string, a value of the wrong
+  // kind; and only list entries may be objects.
+  json k = base_;
+  k["kernel_cmdlines"] = {{{"value", "ro"}, {"from", "event 3"}}};
+  ExpectError(k, "$.kernel_cmdlines[0].from: unknown key");
+  k["kernel_cmdlines"] = {{{"comment", "event 3"}}};
+  ExpectError(k, "$.kernel_cmdlines[0].value: missing");
+  k["kernel_cmdlines"] = {{{"value", "ro"}, {"comment", 3}}};
+  ExpectError(k, "$.kernel_cmdlines[0].comment: expected a string");
+  k = base_;
+  k["boot_applications"] = {{"sha256", {{{"value", std::string(40, 'a')}}}}};
+  ExpectError(k, "$.boot_applications.sha256[0].value: expected 32 bytes of hex");
+  k["boot_applications"] = {{"sha256", {{{"value", {{"value", d32}}}}}}};
+  ExpectError(k, "$.boot_applications.sha256[0].value: expected a string, got object");
+  k = base_;
+  k["quote_pcrs"] = {{"sha256", {{{"value", 0}}}}};
+  ExpectError(k, "$.quote_pcrs.sha256[0]: expected an integer, got object");
+}
+
 }  // namespace
 }  // namespace enclave::attest
