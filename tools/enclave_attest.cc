@@ -23,6 +23,7 @@
 #include "enclave/attest/ek_cert.h"
 #include "enclave/attest/enrolment.h"
 #include "enclave/attest/event_log.h"
+#include "enclave/attest/golden_policy.h"
 #include "enclave/attest/host/agent.h"
 #include "enclave/attest/host/tpm.h"
 #include "enclave/attest/policy.h"
@@ -374,6 +375,85 @@ Status VerifyVerb(const Args& args) {
     }
     return v;
   });
+}
+
+// ---- verifier: a policy from a golden host ----------------------------------------------
+
+// "a,b,c" -> {"a", "b", "c"} (the framework does not repeat flags); "" -> {}.
+std::vector<std::string> SplitCommas(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (!s.empty()) {
+    size_t comma = s.find(',', start);
+    out.push_back(s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+// The EK root directory as the policy names it: relative to the policy file's folder, where
+// the parser resolves it (and where the broker archives it from).
+std::string EkRootsAsWritten(const std::string& roots, const std::filesystem::path& policy_dir) {
+  std::error_code ec;
+  const std::filesystem::path abs = std::filesystem::absolute(roots, ec);
+  if (ec) return roots;
+  std::filesystem::path rel = std::filesystem::relative(abs, policy_dir, ec);
+  if (ec || rel.empty()) return abs.lexically_normal().string();
+  std::string s = rel.string();
+  return s == "." ? "./" : s;
+}
+
+// Writes an attestation policy from a known-good host's evidence bundle, after checking that
+// the evidence verifies against itself and that the policy accepts it.
+Status PolicyCreateVerb(const Args& args) {
+  const std::string path = args.Get("evidence");
+  const bool to_file = args.Has("out");
+  if (!to_file && args.json()) return InvalidInput("--json needs --out (without it the policy is what is printed)");
+  const std::string out = args.Get("out");
+  if (to_file && !args.Has("force") && ::access(out.c_str(), F_OK) == 0)
+    return AlreadyExists(out + ": output file exists (refusing to overwrite; --force)");
+  ASSIGN_OR_RETURN(std::string text, ReadText(path));
+  auto evidence = attest::ParseEvidenceBundle(text);
+  if (!evidence.ok()) return evidence.status().Annotate(path);
+  ASSIGN_OR_RETURN(std::vector<uint8_t> ak, AkTpmtFromFile(args.Get("ak")));
+
+  std::error_code ec;
+  const std::filesystem::path policy_dir =
+      to_file ? std::filesystem::absolute(out, ec).parent_path() : std::filesystem::current_path(ec);
+  if (ec) return IoError("cannot resolve the policy's folder: " + ec.message());
+  attest::GoldenPolicyOptions options;
+  options.source = std::filesystem::path(path).filename().string() + " (SHA-256 " +
+                   HexEncode(crypto::Sha256(AsBytes(text))) + ")";
+  options.name = args.Get("name", "golden host " + std::filesystem::path(path).filename().string());
+  options.ek_roots_dir = EkRootsAsWritten(args.Get("ek-roots"), policy_dir);
+  ASSIGN_OR_RETURN(uint64_t age, args.GetU64("max-age", 300));
+  if (age < 1 || age > 86400) return InvalidInput("--max-age must be 1..86400 seconds");
+  options.max_evidence_age_s = static_cast<int64_t>(age);
+  options.ima = args.Has("ima");
+  if (args.Has("ima-exclude") && !options.ima) return InvalidInput("--ima-exclude needs --ima");
+  options.ima_exclude_prefixes = SplitCommas(args.Get("ima-exclude"));
+
+  auto made = attest::MakeGoldenPolicy(*evidence, ak, options);
+  if (!made.ok()) return made.status().Annotate(path);
+  // The EK roots must load from where the policy will be read.
+  auto loaded = attest::ParsePolicy(made->text, policy_dir.string());
+  if (!loaded.ok()) return loaded.status().Annotate("--ek-roots " + args.Get("ek-roots"));
+  for (const std::string& n : made->notes) std::fprintf(stderr, "enclave-attest policy create: note: %s\n", n.c_str());
+  const std::string digest = HexEncode(loaded->digest);
+  if (!to_file) {
+    std::fwrite(made->text.data(), 1, made->text.size(), stdout);
+    std::fprintf(stderr, "enclave-attest policy create: policy SHA-256 %s\n", digest.c_str());
+    return OkStatus();
+  }
+  RETURN_IF_ERROR(WriteOutput(args, out, made->text));
+  if (args.json()) {
+    cli::PrintJson({{"ok", true}, {"out", out}, {"name", loaded->name}, {"sha256", digest}, {"notes", made->notes}});
+  } else {
+    std::printf("wrote %s: policy '%s', SHA-256 %s (review it, then pin this digest in the data-use policies)\n",
+                out.c_str(), loaded->name.c_str(), digest.c_str());
+  }
+  return OkStatus();
 }
 
 // ---- host verbs ------------------------------------------------------------------------
@@ -899,6 +979,25 @@ int main(int argc, char** argv) {
                 FlagSpec{"issued-at", "UNIX", "when the nonce was issued, unix seconds (default: now)"},
                 enclave::kJson},
                enclave::VerifyVerb},
+          Verb{"policy create",
+               "verifier: write an attestation policy from a known-good host's evidence bundle (PCR values, PCR 7 "
+               "events and Secure Boot, boot applications, kernel command lines, and with --ima an IMA allowlist), "
+               "each entry commented with the event it came from; refuses evidence that does not verify against "
+               "itself (exit 4)",
+               "",
+               0,
+               {FlagSpec{"evidence", "FILE", "the golden host's evidence bundle (enclave-attest quote)", true},
+                FlagSpec{"ak", "FILE", "the golden host's AK: its enrolment bundle or a TPM2B_PUBLIC file", true},
+                FlagSpec{"ek-roots", "DIR",
+                         "trusted EK roots for the policy's ek_roots.dir (written relative to the policy's folder)",
+                         true},
+                FlagSpec{"ima", "", "derive an IMA allowlist (ima.mode allowlist) from the evidence's IMA log"},
+                FlagSpec{"ima-exclude", "PREFIXES",
+                         "with --ima: comma-separated directories (absolute, ending in /) neither listed nor judged"},
+                FlagSpec{"name", "NAME", "the policy's name (default: golden host FILE)"},
+                FlagSpec{"max-age", "S", "max_evidence_age_s, 1..86400 (default 300)"},
+                FlagSpec{"out", "FILE", "where to write the policy (default: stdout)"}, force, enclave::kJson},
+               enclave::PolicyCreateVerb},
 #ifdef ENCLAVE_HAVE_BROKER_CLIENT
           Verb{"register",
                "host: enrol with the key broker (the stored enrolment, or a fresh one), answering its credential "

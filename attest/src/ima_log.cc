@@ -42,6 +42,23 @@ std::vector<uint8_t> ImaNgTemplateData(std::string_view algo_name, ByteSpan file
   return out;
 }
 
+uint16_t ImaTemplateHashAlgOf(std::string_view text) {
+  size_t sp1 = text.find(' ');
+  if (sp1 == std::string_view::npos) return alg::kSha1;
+  size_t sp2 = text.find(' ', sp1 + 1);
+  if (sp2 == std::string_view::npos) return alg::kSha1;
+  switch (sp2 - sp1 - 1) {
+    case 64:
+      return alg::kSha256;
+    case 96:
+      return alg::kSha384;
+    case 128:
+      return alg::kSha512;
+    default:
+      return alg::kSha1;  // 40 hex digits, or malformed: the parser says which
+  }
+}
+
 Result<ImaLog> ParseImaLog(std::string_view text, uint16_t template_hash_alg) {
   if (!IsSupportedHash(template_hash_alg)) return Unsupported("IMA template hash " + AlgName(template_hash_alg));
   if (text.size() > kMaxImaLogBytes)

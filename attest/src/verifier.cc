@@ -224,24 +224,6 @@ void CheckBootLog(const Policy& policy, const EvidenceParts& evidence, const Pcr
   CheckEventRules(policy, *log, a);
 }
 
-// ima_log.h's parser needs the template-hash algorithm: the column's width names it.
-uint16_t ImaTemplateHashAlg(std::string_view text) {
-  size_t sp1 = text.find(' ');
-  if (sp1 == std::string_view::npos) return alg::kSha1;
-  size_t sp2 = text.find(' ', sp1 + 1);
-  if (sp2 == std::string_view::npos) return alg::kSha1;
-  switch (sp2 - sp1 - 1) {
-    case 64:
-      return alg::kSha256;
-    case 96:
-      return alg::kSha384;
-    case 128:
-      return alg::kSha512;
-    default:
-      return alg::kSha1;  // 40 hex digits, or malformed: the parser says which
-  }
-}
-
 // Allowlist mode: every measurement is of an allowed file, or under an excluded prefix.
 // Violations are judged by CompareImaWithQuote (allowlist mode never allows them).
 void CheckImaAllowlist(const Policy& policy, const ImaLog& log, Appraisal* a) {
@@ -287,7 +269,7 @@ void CheckIma(const Policy& policy, const EvidenceParts& evidence, const PcrValu
   }
   // An IMA log the quote does not cover is not read at all.
   if (!pcr10_quoted && !configured) return;
-  auto log = ParseImaLog(evidence.ima_log, ImaTemplateHashAlg(evidence.ima_log));
+  auto log = ParseImaLog(evidence.ima_log, ImaTemplateHashAlgOf(evidence.ima_log));
   if (!log.ok()) {
     a->Fail("ima.log.malformed", "IMA log", "a well-formed ima-ng measurement list", log.status().message());
     return;
@@ -424,7 +406,7 @@ Status VerifyQuoteOrigin(ByteSpan ak_public, const QuoteEvidence& quote, std::sp
 Result<std::string> FindImaMeasurement(const EvidenceParts& evidence, const crypto::Digest256& sha256) {
   const std::string want = "sha256:" + HexEncode(sha256);
   if (evidence.ima_log.empty()) return FailedPrecondition("the evidence has no IMA log to show " + want + " measured");
-  auto log = ParseImaLog(evidence.ima_log, ImaTemplateHashAlg(evidence.ima_log));
+  auto log = ParseImaLog(evidence.ima_log, ImaTemplateHashAlgOf(evidence.ima_log));
   if (!log.ok()) return FailedPrecondition("the IMA log does not parse: " + log.status().message());
   // Bound to the signed quote only through a quoted PCR 10 that the log replays to.
   Appraisal bound = CompareImaWithQuote(*log, evidence.quote.pcrs, /*allow_violations=*/true);

@@ -50,6 +50,11 @@ struct ImaLog {
 // template hash = H(template data) unless the line is a violation. Errors name the line.
 Result<ImaLog> ParseImaLog(std::string_view text, uint16_t template_hash_alg = alg::kSha1);
 
+// The template-hash algorithm of an IMA list, from the width of its first line's
+// template-hash column (40 hex digits SHA-1, 64 SHA-256, 96 SHA-384, 128 SHA-512; anything
+// else SHA-1, whose parser then names the line). What the verifier passes to ParseImaLog.
+uint16_t ImaTemplateHashAlgOf(std::string_view text);
+
 // Template data of an ima-ng entry (d-ng || n-ng) from its parts.
 std::vector<uint8_t> ImaNgTemplateData(std::string_view algo_name, ByteSpan file_digest, std::string_view path);
 
