@@ -72,6 +72,17 @@ TEST(AttestFuzzSeeds, ValidSeedsParse) {
     }
     EXPECT_TRUE(ok) << name;
   }
+  // fuzz_attest_golden: options byte, u32 LE log length, a boot log that parses, an IMA list.
+  auto golden = ValidSeeds("attest_golden");
+  ASSERT_GE(golden.size(), 3u);
+  for (const auto& [name, b] : golden) {
+    ASSERT_GE(b.size(), 5u) << name;
+    const size_t n = b[1] | (b[2] << 8) | (b[3] << 16) | (size_t{b[4]} << 24);
+    ASSERT_LE(5 + n, b.size()) << name;
+    EXPECT_TRUE(ParseEventLogView(ByteSpan(b.data() + 5, n)).ok()) << name;
+    const std::string_view ima(reinterpret_cast<const char*>(b.data()) + 5 + n, b.size() - 5 - n);
+    EXPECT_TRUE(ima.empty() || ParseImaLog(ima).ok()) << name;
+  }
   auto ima = ValidSeeds("attest_ima");
   ASSERT_GE(ima.size(), 2u);
   for (const auto& [name, b] : ima) {

@@ -53,6 +53,18 @@ int main(int argc, char** argv) {
   off[2] = SbVariable("SecureBoot", {0});
   Write(dir / "attest_measurements/valid-secure-boot-off.bin", EncodeBootLog(off));
   Write(dir / "attest_measurements/valid-uefi-variable.bin", UefiVariableData(Guid(true), "db", StrBytes("db-list")));
+  // fuzz_attest_golden: options byte, u32 LE log length, the log, the IMA list.
+  auto golden = [](uint8_t flags, const Bytes& log, const std::string& ima) {
+    Le w;
+    w.u8(flags).u32(uint32_t(log.size())).raw(log).str(ima);
+    return w.b;
+  };
+  const std::string ima = ImaLogText({{"boot_aggregate", Sha256(StrBytes("pcrs 0-7"))},
+                                      {"/usr/bin/enclave-train", Sha256(StrBytes("trainer"))},
+                                      {"/var/log/enclave/run.log", Sha256(StrBytes("log"))}});
+  Write(dir / "attest_golden/valid-typical-boot-ima.bin", golden(3, EncodeBootLog(TypicalBoot()), ima));
+  Write(dir / "attest_golden/valid-typical-boot.bin", golden(0, EncodeBootLog(TypicalBoot()), ""));
+  Write(dir / "attest_golden/valid-secure-boot-off.bin", golden(1, EncodeBootLog(off), ima));
   // fuzz_attest_third_party: selector byte, then a tpm2-tools PCR file or an AK key.
   const Bytes sha256_0 = Sha256(Bytes{0}), sha256_7 = Sha256(Bytes{7}), sha1_7 = Sha1(Bytes{7});
   Le ser;
