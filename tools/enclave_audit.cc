@@ -1,9 +1,13 @@
 // enclave-audit: the compliance officer's CLI. Verifies the audit log offline with the log's
 // public key, shows timelines, proves single entries to third parties, writes compliance
-// reports (HTML/JSON), re-checks the archived evidence of past attestation verdicts;
+// reports (HTML/JSON), re-checks the archived evidence of past attestation verdicts, and
+// runs a C2SP witness of logs (`witness serve`, docs/formats/witness.md);
 // `init`, `append` and `evidence record` create and feed a log for tests and demos (the
 // broker appends through the library).
 // Thin: the work is in audit/. Exit codes: docs/formats/audit-log.md, "enclave-audit".
+#include <pthread.h>
+#include <signal.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -21,6 +25,8 @@
 #include "enclave/audit/proof.h"
 #include "enclave/audit/report.h"
 #include "enclave/audit/verify.h"
+#include "enclave/audit/witness.h"
+#include "enclave/audit/witness_server.h"
 #include "enclave/common/exit_codes.h"
 #include "enclave/common/files.h"
 
@@ -492,6 +498,93 @@ Status VerifierKeyVerb(const Args& args) {
   return WriteOut(args, vkey + "\n");
 }
 
+// --- witness keygen / verifier-key / serve ---
+
+Status WitnessKeygen(const Args& args) {
+  ASSIGN_OR_RETURN(WitnessSigningKey key, WitnessSigningKey::Generate(args.Get("name")));
+  RETURN_IF_ERROR(key.Save(args.Get("key")));
+  const std::string vkey = key.public_key().VerifierKey();
+  if (args.Has("vkey-out")) {
+    ASSIGN_OR_RETURN(AtomicOutputFile out, AtomicOutputFile::Create(args.Get("vkey-out"), false));
+    const std::string line = vkey + "\n";
+    RETURN_IF_ERROR(out.Write(line.data(), line.size()));
+    RETURN_IF_ERROR(out.Commit());
+  }
+  if (args.json()) {
+    cli::PrintJson({{"ok", true}, {"name", key.public_key().name}, {"key", args.Get("key")}, {"verifier_key", vkey}});
+  } else {
+    std::printf("%s\n", vkey.c_str());
+  }
+  return OkStatus();
+}
+
+Status WitnessVerifierKey(const Args& args) {
+  ASSIGN_OR_RETURN(WitnessSigningKey key, WitnessSigningKey::Load(args.Get("key")));
+  const std::string vkey = key.public_key().VerifierKey();
+  if (args.json()) {
+    cli::PrintJson({{"ok", true}, {"name", key.public_key().name}, {"verifier_key", vkey}});
+    return OkStatus();
+  }
+  return WriteOut(args, vkey + "\n");
+}
+
+// "HOST:PORT" or "[IPV6]:PORT".
+Status ParseListen(const std::string& listen, WitnessServerOptions* o) {
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string::npos) return InvalidInput("--listen must be HOST:PORT, got '" + listen + "'");
+  std::string host = listen.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  auto port = ParseCanonicalDecimal(listen.substr(colon + 1));
+  if (host.empty() || !port.ok() || *port > 65535) return InvalidInput("--listen must be HOST:PORT, got '" + listen + "'");
+  o->host = host;
+  o->port = static_cast<int>(*port);
+  return OkStatus();
+}
+
+Status WitnessServe(const Args& args) {
+  WitnessServerOptions options;
+  RETURN_IF_ERROR(ParseListen(args.Get("listen"), &options));
+  ASSIGN_OR_RETURN(uint64_t threads, args.GetU64("threads", 4));
+  if (threads < 1 || threads > 64) return InvalidInput("--threads must be 1..64");
+  options.threads = static_cast<int>(threads);
+  ASSIGN_OR_RETURN(uint64_t timeout, args.GetU64("timeout", 10));
+  if (timeout < 1 || timeout > 600) return InvalidInput("--timeout must be 1..600 seconds");
+  options.read_timeout_s = options.write_timeout_s = static_cast<int>(timeout);
+  ASSIGN_OR_RETURN(WitnessSigningKey key, WitnessSigningKey::Load(args.Get("key")));
+  const std::string vkey = key.public_key().VerifierKey();
+  ASSIGN_OR_RETURN(std::vector<WitnessedLog> logs, LoadWitnessedLogs(args.Get("log-key")));
+  // SIGTERM and SIGINT go to one waiting thread, which stops the server; every thread made
+  // after this inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  WitnessOptions wopts;
+  wopts.log_line = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  ASSIGN_OR_RETURN(std::unique_ptr<Witness> witness,
+                   Witness::Open(args.Get("state"), std::move(key), logs, std::move(wopts)));
+  ASSIGN_OR_RETURN(std::unique_ptr<WitnessServer> server, WitnessServer::Create(*witness, options));
+  std::atomic<bool> finished{false};
+  std::thread waiter([&server, &finished, signals] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (!finished) server->Stop();
+  });
+  // The one line a supervisor (or a test) reads to learn where the witness listens.
+  const std::string host = options.host.find(':') != std::string::npos ? "[" + options.host + "]" : options.host;
+  cli::PrintJsonLine({{"listening", "http://" + host + ":" + std::to_string(server->port())},
+                      {"port", server->port()},
+                      {"verifier_key", vkey},
+                      {"logs", logs.size()}});
+  std::fflush(stdout);
+  Status run = server->Run();
+  finished = true;
+  pthread_kill(waiter.native_handle(), SIGTERM);  // blocked here: it wakes the waiter, if still waiting
+  waiter.join();
+  return run;
+}
+
 // --- report ---
 
 Status Report(const Args& args) {
@@ -778,6 +871,24 @@ int main(int argc, char** argv) {
       {"verifier-key", "print the log's public key as a note verifier key (name+hash+key)", "", 0,
        {kKey, {"out", "FILE", "write it here (default: stdout)"}, {"force", "", "overwrite --out"}, kJson},
        VerifierKeyVerb},
+      {"witness keygen", "make a witness key (C2SP cosignature/v1, Ed25519) and print its verifier key", "", 0,
+       {{"name", "NAME", "the witness's name, e.g. witness.example.org/w1 (no spaces or '+')", true},
+        {"key", "FILE", "new witness key file (mode 0600)", true},
+        {"vkey-out", "FILE", "also write the verifier key to this new file"}, kJson},
+       WitnessKeygen},
+      {"witness verifier-key", "print the verifier key of a witness key", "", 0,
+       {{"key", "FILE", "the witness key file", true}, {"out", "FILE", "write it here (default: stdout)"},
+        {"force", "", "overwrite --out"}, kJson},
+       WitnessVerifierKey},
+      {"witness serve", "serve C2SP tlog-witness add-checkpoint over HTTP: cosign only consistent checkpoints", "", 0,
+       {{"key", "FILE", "the witness key file (mode 0600)", true},
+        {"state", "DIR", "the witness's state: the latest cosigned checkpoint of every log (created if missing)", true},
+        {"listen", "HOST:PORT", "address to listen on, e.g. 127.0.0.1:7380 (port 0: any; the first stdout line says)",
+         true},
+        {"log-key", "FILE", "the logs to witness: one note verifier key per line, or a LOG.pub", true},
+        {"threads", "N", "connections served at once (default 4)"},
+        {"timeout", "S", "seconds a request may take to arrive, and an answer to leave (default 10)"}},
+       WitnessServe},
       {"report", "verify the log, then write an HTML (or JSON) compliance report for a period", "", 0,
        {kLog, kKey, {"out", "FILE", "the report file (written only if the log verifies)", true},
         {"from", "TIME", "entries at or after this RFC 3339 UTC time (default: the first)"},

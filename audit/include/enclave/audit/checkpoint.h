@@ -15,14 +15,13 @@
 #include <string_view>
 
 #include "enclave/audit/merkle.h"
+#include "enclave/audit/note.h"
 #include "enclave/audit/tree_head.h"
 #include "enclave/common/status.h"
 
 namespace enclave::audit {
 
 inline constexpr std::string_view kCheckpointOriginPrefix = "enclave-audit-log/";
-inline constexpr size_t kMaxNoteBytes = 16 * 1024;  // a checkpoint with many cosignatures fits
-inline constexpr size_t kMaxNoteSignatures = 100;
 
 std::string CheckpointOrigin(const Hash& log_id);
 std::string CheckpointBody(const Hash& log_id, uint64_t tree_size, const Hash& root);
@@ -40,16 +39,11 @@ struct Checkpoint {
   Hash root{};
 };
 // Opens a signed note from anyone: at most kMaxNoteBytes, text and signature lines as
-// C2SP signed-note says, a valid signature by `key` required (lines of other keys are
+// C2SP signed-note says (ParseNote), a valid signature by `key` required (lines of other keys are
 // skipped, as the spec allows; a line with this key's name and hash that does not verify
 // fails), then the body strictly: this log's origin, a canonical decimal size, canonical
 // base64 of 32 bytes, no extension line. InvalidInput for malformed text, AuthFailed for a
 // missing or bad signature, both naming `where`.
 Result<Checkpoint> VerifyCheckpointNote(std::string_view note, const LogPublicKey& key, const std::string& where);
-
-// Standard base64 (RFC 4648 section 4, padded); decoding refuses anything that does not
-// re-encode to the same text.
-std::string Base64Encode(ByteSpan bytes);
-Result<std::vector<uint8_t>> Base64DecodeStrict(std::string_view text);
 
 }  // namespace enclave::audit
