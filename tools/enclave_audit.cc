@@ -26,6 +26,8 @@
 #include "enclave/audit/report.h"
 #include "enclave/audit/verify.h"
 #include "enclave/audit/witness.h"
+#include "enclave/audit/witness_client.h"
+#include "enclave/audit/witness_policy.h"
 #include "enclave/audit/witness_server.h"
 #include "enclave/common/exit_codes.h"
 #include "enclave/common/files.h"
@@ -131,6 +133,8 @@ Status Append(const Args& args) {
 }
 
 // --- verify ---
+
+std::string DefaultCosignedPath(const Args& args) { return args.Get("log") + "/cosigned-checkpoint"; }
 
 Status Verify(const Args& args) {
   ASSIGN_OR_RETURN(LogPublicKey key, LogPublicKey::Load(args.Get("key")));
@@ -498,7 +502,7 @@ Status VerifierKeyVerb(const Args& args) {
   return WriteOut(args, vkey + "\n");
 }
 
-// --- witness keygen / verifier-key / serve ---
+// --- witness keygen / verifier-key / serve, cosign ---
 
 Status WitnessKeygen(const Args& args) {
   ASSIGN_OR_RETURN(WitnessSigningKey key, WitnessSigningKey::Generate(args.Get("name")));
@@ -583,6 +587,71 @@ Status WitnessServe(const Args& args) {
   pthread_kill(waiter.native_handle(), SIGTERM);  // blocked here: it wakes the waiter, if still waiting
   waiter.join();
   return run;
+}
+
+Status Cosign(const Args& args) {
+  ASSIGN_OR_RETURN(LogPublicKey key, LogPublicKey::Load(args.Get("key")));
+  ASSIGN_OR_RETURN(WitnessPolicy policy, WitnessPolicy::Load(args.Get("witness-policy")));
+  ASSIGN_OR_RETURN(uint64_t timeout, args.GetU64("timeout", 10));
+  if (timeout < 1 || timeout > 600) return InvalidInput("--timeout must be 1..600 seconds");
+  size_t with_url = 0;
+  for (const PolicyWitness& w : policy.witnesses()) with_url += w.url.empty() ? 0 : 1;
+  if (with_url == 0) return InvalidInput(args.Get("witness-policy") + ": no witness has a URL to submit to");
+  ASSIGN_OR_RETURN(VerifyResult v, VerifyLog(args.Get("log"), key));
+  ASSIGN_OR_RETURN(std::string note, FormatCheckpointNote(key, v.latest));
+  const std::string out_path = args.Get("out", DefaultCosignedPath(args));
+  // The size cosigned last time is the first guess of each witness's size (a 409 corrects it).
+  uint64_t hint = 0;
+  if (auto prev = ReadWholeFile(out_path, kMaxNoteBytes + 1); prev.ok()) {
+    auto cp = VerifyCheckpointNote(std::string_view(reinterpret_cast<const char*>(prev->data()), prev->size()), key,
+                                   out_path);
+    if (cp.ok() && cp->tree_size <= v.latest.head.tree_size) hint = cp->tree_size;
+  }
+  WitnessClientOptions copts;
+  copts.timeout_s = static_cast<int>(timeout);
+  CosignResult r = CosignCheckpoint(policy, note, v.leaf_hashes, hint, copts);
+  json outcomes = json::array();
+  bool refused = false;
+  std::string failures;
+  for (const WitnessOutcome& o : r.outcomes) {
+    json j = {{"name", o.name}, {"ok", o.status.ok()}, {"old_size", o.old_size}};
+    if (o.cosignature) j["timestamp"] = o.cosignature->timestamp;
+    if (!o.status.ok()) {
+      j["error"] = {{"code", CodeName(o.status.code())}, {"message", o.status.message()}};
+      refused = refused || o.status.code() == Code::kAuthFailed;
+      failures += "; " + o.name + ": " + std::string(CodeName(o.status.code()));
+    }
+    outcomes.push_back(j);
+    if (!args.json()) {
+      std::fprintf(o.status.ok() ? stdout : stderr, "  %-16s %s\n", o.name.c_str(),
+                   o.status.ok() ? ("cosigned (from size " + std::to_string(o.old_size) + ")").c_str()
+                                 : o.status.ToString().c_str());
+    }
+  }
+  const uint64_t size = v.latest.head.tree_size;
+  if (!r.quorum) {
+    const std::string m = "the checkpoint of size " + std::to_string(size) + " did not get the cosignatures of " +
+                          policy.Describe() + " (" + out_path + " unchanged)" + failures;
+    // A refusal as inconsistent is evidence against the log; silence is only unavailability.
+    return refused ? AuthFailed(m) : Unavailable(m);
+  }
+  ASSIGN_OR_RETURN(AtomicOutputFile out, AtomicOutputFile::Create(out_path, true));
+  RETURN_IF_ERROR(out.Write(r.cosigned_note.data(), r.cosigned_note.size()));
+  RETURN_IF_ERROR(out.Commit());
+  if (args.json()) {
+    cli::PrintJson({{"ok", !refused}, {"tree_size", size}, {"out", out_path}, {"quorum", policy.Describe()},
+                    {"witnesses", outcomes}, {"cosigned_checkpoint", r.cosigned_note}});
+  } else {
+    std::printf("cosigned: the checkpoint of size %llu has the cosignatures of %s; wrote %s\n",
+                static_cast<unsigned long long>(size), policy.Describe().c_str(), out_path.c_str());
+  }
+  // The quorum cosigned, but a witness holds a checkpoint of this log that this one does not
+  // extend: the log key signed two histories. Written, and still a failure.
+  if (refused) {
+    return AuthFailed("the quorum cosigned, but a witness refused the checkpoint as inconsistent with what it "
+                      "cosigned before: the log forked" + failures);
+  }
+  return OkStatus();
 }
 
 // --- report ---
@@ -889,6 +958,11 @@ int main(int argc, char** argv) {
         {"threads", "N", "connections served at once (default 4)"},
         {"timeout", "S", "seconds a request may take to arrive, and an answer to leave (default 10)"}},
        WitnessServe},
+      {"cosign", "verify the log, then have the policy's witnesses cosign its latest checkpoint", "", 0,
+       {kLog, kKey, {"witness-policy", "FILE", "C2SP tlog-policy file: witnesses (with URLs) and the quorum", true},
+        {"out", "FILE", "the cosigned checkpoint (default: DIR/cosigned-checkpoint; replaced when the quorum cosigned)"},
+        {"timeout", "S", "seconds per witness request (default 10)"}, kJson},
+       Cosign},
       {"report", "verify the log, then write an HTML (or JSON) compliance report for a period", "", 0,
        {kLog, kKey, {"out", "FILE", "the report file (written only if the log verifies)", true},
         {"from", "TIME", "entries at or after this RFC 3339 UTC time (default: the first)"},

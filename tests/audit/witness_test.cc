@@ -12,6 +12,7 @@
 #include "enclave/audit/cosignature.h"
 #include "enclave/audit/internal/witness_http.h"
 #include "enclave/audit/witness.h"
+#include "enclave/audit/witness_policy.h"
 #include "enclave/crypto/hash.h"
 
 namespace enclave::audit {
@@ -377,6 +378,71 @@ TEST(WitnessHttp, RequestsSplitAnywhereAndLimits) {
   EXPECT_EQ(route(req).status, 415);
   EXPECT_EQ(internal::SerializeResponse({409, "text/x.tlog.size", "7\n", true, false}),
             "HTTP/1.1 409 Conflict\r\nContent-Type: text/x.tlog.size\r\nContent-Length: 2\r\nConnection: close\r\n\r\n7\n");
+}
+
+// C2SP tlog-policy: the example of the spec (two groups of three under "all"), and the
+// rules a policy file must keep.
+TEST(WitnessPolicy, TheSpecExampleAndItsRules) {
+  std::vector<std::string> vkeys;
+  for (const char* n : {"x1", "x2", "x3", "y1", "y2", "y3"}) {
+    vkeys.push_back(WitnessSigningKey::Generate(std::string("w.example/") + n)->public_key().VerifierKey());
+  }
+  auto log = LogSigningKey::Generate();
+  const std::string log_line = "log " + NoteVerifierKey(log->public_key()) + " https://log.example/\n";
+  const std::string text = log_line + "\n# X\nwitness X1 " + vkeys[0] + " http://127.0.0.1:1\n\twitness X2 " + vkeys[1] +
+                           "\nwitness X3 " + vkeys[2] + "\ngroup X-witnesses 2 X1 X2 X3\n\nwitness Y1 " + vkeys[3] +
+                           "\nwitness Y2 " + vkeys[4] + "\nwitness Y3 " + vkeys[5] +
+                           "\ngroup Y-witnesses any Y1 Y2 Y3\n  # both\ngroup X-and-Y all X-witnesses Y-witnesses\n"
+                           "quorum X-and-Y\n";
+  auto p = WitnessPolicy::Parse(text, "policy");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_EQ(p->witnesses().size(), 6u);
+  EXPECT_EQ(p->witnesses()[0].url, "http://127.0.0.1:1");
+  EXPECT_EQ(p->witnesses()[1].url, "");
+  ASSERT_EQ(p->logs().size(), 1u);
+  EXPECT_EQ(p->logs()[0].origin, CheckpointOrigin(log->public_key().log_id));
+  EXPECT_EQ(p->Describe(), "2 of {2 of {X1, X2, X3}, 1 of {Y1, Y2, Y3}}");
+  EXPECT_TRUE(p->Satisfied({"X1", "X3", "Y2"}));
+  EXPECT_FALSE(p->Satisfied({"X1", "Y1", "Y2", "Y3"})) << "one X is not two";
+  EXPECT_FALSE(p->Satisfied({"X1", "X2", "X3"})) << "no Y";
+  EXPECT_FALSE(p->Satisfied({"X-witnesses", "Y-witnesses"})) << "group names are not cosigners";
+  EXPECT_FALSE(p->Satisfied({}));
+  auto none = WitnessPolicy::Parse("quorum none\n", "p");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->Satisfied({}));
+  EXPECT_EQ(none->Describe(), "none");
+  auto refused = [&](const std::string& t, const std::string& why) {
+    auto r = WitnessPolicy::Parse(t, "policy");
+    ASSERT_FALSE(r.ok()) << why;
+    EXPECT_EQ(r.status().code(), why == "type" ? Code::kUnsupported : Code::kInvalidInput) << r.status().ToString();
+    if (why != "type") {
+      EXPECT_NE(r.status().message().find(why), std::string::npos) << r.status().message();
+    }
+  };
+  const std::string w1 = "witness A " + vkeys[0] + "\n";
+  refused(w1, "no quorum line");
+  refused(w1 + "quorum A\nquorum A\n", ":3: a second quorum line");
+  refused(w1 + "quorum B\n", "'B' is not defined above");
+  refused("quorum A\n" + w1, ":1: 'A' is not defined above");
+  refused(w1 + "witness A " + vkeys[1] + "\nquorum A\n", "the name 'A' is taken");
+  refused(w1 + "witness B " + vkeys[0] + "\nquorum A\n", "the same witness key is listed twice");
+  refused(w1 + "witness none " + vkeys[1] + "\nquorum A\n", "the name 'none' is taken");
+  refused(w1 + "group G 2 A\nquorum G\n", "threshold must be all, any or 1..1");
+  refused(w1 + "group G 0 A\nquorum G\n", "threshold");
+  refused(w1 + "group G 01 A\nquorum G\n", "threshold");
+  refused(w1 + "group G any A A\nquorum G\n", "listed twice in the group");
+  refused(w1 + "group G any\nquorum G\n", "expected: group");
+  refused(w1 + "group G any none\nquorum G\n", "'none' is not a witness or group");
+  refused(w1 + "quorum A", "does not end in a newline");
+  refused(w1 + "quorum A\r\n", "control character");
+  refused(w1 + "witnesses A\nquorum A\n", "unknown keyword 'witnesses'");
+  refused(log_line + log_line + "quorum none\n", "the same log key is listed twice");
+  refused("witness A " + NoteVerifierKey(log->public_key()) + "\nquorum A\n", "type");  // a log key as a witness
+  refused("log " + vkeys[0] + "\nquorum none\n", "type");                                // a cosigner key as a log
+  std::string big;
+  for (int i = 0; i < 65; ++i) big += "witness W" + std::to_string(i) + " " + WitnessSigningKey::Generate("w.example/" +
+                                          std::to_string(i))->public_key().VerifierKey() + "\n";
+  refused(big + "quorum W0\n", "more than 64 witnesses");
 }
 
 // The fuzz seeds are written by an independent Python implementation of the format

@@ -6,6 +6,8 @@
 //       must be one the spec allows and agree with the state;
 //   '1' HTTP/1.1 bytes for internal::HttpRequestReader, fed in pieces of the size the next
 //       byte gives (0: at once), requests one after another until a refusal;
+//   '2' a witness policy (WitnessPolicy::Parse): all witnesses satisfy its quorum, none
+//       satisfy it only with "quorum none";
 //   '3' a witness's answer, read as signature lines under a fixed checkpoint text, with the
 //       fixed fuzz witness (seed 0x40..0x5f, name "fuzz.example/w");
 //   else a verifier key of type 0x01 or 0x04 that must print back identically.
@@ -21,6 +23,7 @@
 #include "enclave/audit/cosignature.h"
 #include "enclave/audit/internal/witness_http.h"
 #include "enclave/audit/witness.h"
+#include "enclave/audit/witness_policy.h"
 
 using namespace enclave;
 using namespace enclave::audit;
@@ -106,6 +109,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         Check(reader.error_status() == 400 || reader.error_status() == 413 || reader.error_status() == 431);
         Check(!reader.error().empty());
       }
+      return 0;
+    }
+    case '2': {
+      auto p = WitnessPolicy::Parse(rest, "fuzz");
+      if (!p.ok()) {
+        Check(!p.status().message().empty());
+        return 0;
+      }
+      std::set<std::string> all;
+      for (const PolicyWitness& w : p->witnesses()) all.insert(w.name);
+      Check(p->Satisfied(all));
+      Check(p->Satisfied({}) == p->quorum_none());
+      Check(!p->Describe().empty());
       return 0;
     }
     case '3': {

@@ -110,6 +110,11 @@ def main(out):
         "http-post": "1\x00" + post + f"Content-Length: {len(b.encode())}\r\n\r\n" + b,
         "http-pipelined-pieces": "1\x07" + chunked + "GET /add-checkpoint HTTP/1.0\r\n\r\n",
         "http-expect": "1\x00" + post + f"Expect: 100-continue\r\nContent-Length: {len(b.encode())}\r\n\r\n" + b,
+        "policy-groups": "2" + f"log {vkey(ORIGIN, 1, log_pk)}\n"
+                         f"witness X1 {vkey(WITNESS, 4, wit_pk)} http://127.0.0.1:7380\n"
+                         f"witness X2 {vkey('fuzz.example/x2', 4, other_pk)}\n"
+                         "group X 2 X1 X2\n  # a comment\n\ngroup top any X X1\nquorum top\n",
+        "policy-none": "2quorum none\n",
         "answer-cosignature": "3" + cosign(t2, 1700000000),
         "answer-two-lines": "3" + cosign(t2, 1) + f"\u2014 other.example/w {b64(bytes(76))}\n",
         "vkey-cosigner": "v" + vkey(WITNESS, 4, wit_pk),
