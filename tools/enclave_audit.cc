@@ -136,6 +136,21 @@ Status Append(const Args& args) {
 
 std::string DefaultCosignedPath(const Args& args) { return args.Get("log") + "/cosigned-checkpoint"; }
 
+json WitnessedJson(const WitnessedCheckpoint& w, const WitnessPolicy& policy, const std::string& path) {
+  json by = json::array();
+  for (const CosignedBy& c : w.cosigned_by) {
+    by.push_back({{"name", c.name}, {"cosigner", c.cosigner}, {"timestamp", c.timestamp},
+                  {"time", FormatTimestampMs(c.timestamp * 1000)}});
+  }
+  return {{"cosigned_checkpoint", path},
+          {"tree_size", w.head.head.tree_size},
+          {"root", HexEncode(w.head.head.root)},
+          {"quorum", policy.Describe()},
+          {"cosigned_by", by},
+          {"not_cosigned_by", w.not_cosigned},
+          {"unwitnessed_entries", w.unwitnessed_entries}};
+}
+
 Status Verify(const Args& args) {
   ASSIGN_OR_RETURN(LogPublicKey key, LogPublicKey::Load(args.Get("key")));
   std::optional<AuditorState> state;
@@ -145,14 +160,37 @@ Status Verify(const Args& args) {
   } else if (args.Has("no-update")) {
     return InvalidInput("--no-update needs --state");
   }
+  std::optional<WitnessPolicy> policy;
+  if (args.Has("witness-policy")) {
+    ASSIGN_OR_RETURN(policy, WitnessPolicy::Load(args.Get("witness-policy")));
+  } else if (args.Has("cosigned")) {
+    return InvalidInput("--cosigned needs --witness-policy");
+  }
   VerifyOptions opts;
   if (state) opts.trusted = &*state;
   const auto start = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(VerifyResult v, VerifyLog(args.Get("log"), key, opts));
+  // With a witness policy the newest head accepted is the newest one the quorum cosigned.
+  std::optional<WitnessedCheckpoint> witnessed;
+  const std::string cosigned_path = args.Get("cosigned", DefaultCosignedPath(args));
+  if (policy) {
+    auto bytes = ReadWholeFile(cosigned_path, kMaxNoteBytes + 1);
+    if (!bytes.ok() && bytes.status().code() == Code::kNotFound) {
+      return NotFound(cosigned_path + ": no cosigned checkpoint (enclave-audit cosign writes it): nothing of the log "
+                                      "is witnessed");
+    }
+    if (!bytes.ok()) return bytes.status();
+    ASSIGN_OR_RETURN(witnessed, CheckWitnessedCheckpoint(v, key, *policy,
+                                                         std::string_view(reinterpret_cast<const char*>(bytes->data()),
+                                                                          bytes->size()),
+                                                         cosigned_path));
+  }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   bool updated = false;
-  if (args.Has("state") && !args.Has("no-update")) {
-    const AuditorState next{key.log_id, v.latest};
+  const SignedTreeHead accepted = witnessed ? witnessed->head : v.latest;
+  if (args.Has("state") && !args.Has("no-update") &&
+      !(state && state->tree_head.head.tree_size > accepted.head.tree_size)) {
+    const AuditorState next{key.log_id, accepted};
     RETURN_IF_ERROR(next.Save(state_path));
     updated = true;
   }
@@ -164,6 +202,8 @@ Status Verify(const Args& args) {
                     {"tree_heads", v.tree_heads.size()},
                     {"file_bytes", v.file_bytes},
                     {"latest_tree_head", v.latest.ToJson()},
+                    {"accepted_tree_head", accepted.ToJson()},
+                    {"witnessed", witnessed ? WitnessedJson(*witnessed, *policy, cosigned_path) : json(nullptr)},
                     {"previously_accepted", v.previously_accepted ? v.previously_accepted->ToJson() : json(nullptr)},
                     {"state_file", args.Has("state") ? json(state_path) : json(nullptr)},
                     {"state_updated", updated},
@@ -189,8 +229,28 @@ Status Verify(const Args& args) {
     std::printf("  consistency      not checked (no --state): truncation or a fork presented whole cannot be "
                 "seen without remembering an earlier tree head\n");
   }
+  if (witnessed) {
+    std::string by;
+    for (const CosignedBy& c : witnessed->cosigned_by) {
+      by += (by.empty() ? "" : ", ") + c.name + " (" + FormatTimestampMs(c.timestamp * 1000) + ")";
+    }
+    std::printf("  witnessed        tree size %llu (root %s) cosigned by %s; quorum %s met (%s)\n",
+                static_cast<unsigned long long>(witnessed->head.head.tree_size),
+                HexEncode(witnessed->head.head.root).c_str(), by.empty() ? "no one" : by.c_str(),
+                policy->Describe().c_str(), cosigned_path.c_str());
+    if (!witnessed->not_cosigned.empty()) {
+      std::string names;
+      for (const std::string& n : witnessed->not_cosigned) names += (names.empty() ? "" : ", ") + n;
+      std::printf("  not cosigned by  %s\n", names.c_str());
+    }
+    if (witnessed->unwitnessed_entries > 0) {
+      std::printf("  not witnessed    the %llu entries after it are signed by the log only: not accepted until the "
+                  "quorum cosigns a checkpoint that holds them\n",
+                  static_cast<unsigned long long>(witnessed->unwitnessed_entries));
+    }
+  }
   if (updated) std::printf("  state            %s now holds tree size %llu\n", state_path.c_str(),
-                           static_cast<unsigned long long>(v.latest.head.tree_size));
+                           static_cast<unsigned long long>(accepted.head.tree_size));
   std::printf("  took             %.2f s for %llu bytes\n", seconds, static_cast<unsigned long long>(v.file_bytes));
   return OkStatus();
 }
@@ -912,7 +972,9 @@ int main(int argc, char** argv) {
   p.verbs = {
       {"verify", "recompute the Merkle tree, check every signed tree head and consistency with --state", "", 0,
        {kLog, kKey, {"state", "FILE", "auditor state: the last accepted tree head (created on first use, then updated)"},
-        {"no-update", "", "check against --state but do not advance it"}, kJson},
+        {"no-update", "", "check against --state but do not advance it"},
+        {"witness-policy", "FILE", "C2SP tlog-policy: accept only a checkpoint cosigned by its quorum"},
+        {"cosigned", "FILE", "the cosigned checkpoint (default: DIR/cosigned-checkpoint)"}, kJson},
        Verify},
       {"show", "print the verified log as a timeline, filtered", "", 0,
        {kLog, kKey, {"job", "DIGEST", "entries of this job (job digest or a prefix of it)"},

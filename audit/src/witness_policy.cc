@@ -1,5 +1,6 @@
 #include "enclave/audit/witness_policy.h"
 
+#include "enclave/audit/checkpoint.h"
 #include "enclave/common/files.h"
 
 namespace enclave::audit {
@@ -154,6 +155,57 @@ Result<std::vector<CosignedBy>> PolicyCosignatures(const WitnessPolicy& policy, 
     }
   }
   return out;
+}
+
+Result<WitnessedCheckpoint> CheckWitnessedCheckpoint(const VerifyResult& log, const LogPublicKey& key,
+                                                     const WitnessPolicy& policy, std::string_view cosigned_note,
+                                                     const std::string& where) {
+  if (!policy.logs().empty()) {
+    bool listed = false;
+    for (const PolicyLog& l : policy.logs()) listed = listed || l.key == key.key;
+    if (!listed) return InvalidInput("the witness policy lists logs, but not this log's key");
+  }
+  ASSIGN_OR_RETURN(Checkpoint cp, VerifyCheckpointNote(cosigned_note, key, where));
+  if (cp.tree_size > log.entries) {
+    return AuthFailed(where + ": the witnessed checkpoint is of a tree of size " + std::to_string(cp.tree_size) +
+                      ", but the log holds only " + std::to_string(log.entries) +
+                      " entries: the log was cut back after it was witnessed");
+  }
+  const Hash prefix_root = RootFromLeafHashes(std::span<const Hash>(log.leaf_hashes.data(), cp.tree_size));
+  if (prefix_root != cp.root) {
+    return AuthFailed(where + ": the log's first " + std::to_string(cp.tree_size) + " entries have root " +
+                      HexEncode(prefix_root) + ", the witnessed checkpoint names " + HexEncode(cp.root) +
+                      ": the log was rewritten after it was witnessed (a fork)");
+  }
+  WitnessedCheckpoint w;
+  bool found = false;
+  for (const TreeHeadAt& h : log.tree_heads) {
+    if (h.sth.chained && h.sth.head.tree_size == cp.tree_size && h.sth.head.root == cp.root) {
+      w.head = h.sth;
+      found = true;
+    }
+  }
+  if (!found) {
+    return AuthFailed(where + ": the log has no chained tree head of size " + std::to_string(cp.tree_size) +
+                      " for the witnessed checkpoint");
+  }
+  ASSIGN_OR_RETURN(SignedNote note, ParseNote(cosigned_note, where));
+  auto by = PolicyCosignatures(policy, note);
+  if (!by.ok()) return by.status().Annotate(where);
+  w.cosigned_by = std::move(*by);
+  std::set<std::string> names;
+  for (const CosignedBy& c : w.cosigned_by) names.insert(c.name);
+  for (const PolicyWitness& pw : policy.witnesses()) {
+    if (!names.count(pw.name)) w.not_cosigned.push_back(pw.name);
+  }
+  if (!policy.Satisfied(names)) {
+    std::vector<std::string> have(names.begin(), names.end());
+    return AuthFailed(where + ": the checkpoint of size " + std::to_string(cp.tree_size) + " is cosigned by " +
+                      (have.empty() ? std::string("no witness of the policy") : "{" + Join(have) + "}") +
+                      "; the witness policy requires " + policy.Describe());
+  }
+  w.unwitnessed_entries = log.entries - cp.tree_size;
+  return w;
 }
 
 }  // namespace enclave::audit

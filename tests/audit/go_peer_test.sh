@@ -4,7 +4,8 @@
 # checks what the real writer and enclave-audit produce: every head's checkpoint as a signed
 # note (note.Open with our verifier key), the tree (tlog.TreeHash), inclusion and consistency
 # proofs (tlog.CheckRecord, tlog.CheckTree); and enclave-audit checks proofs made by tlog.
-# Each side must also refuse a changed byte.
+# Each side must also refuse a changed byte. Witnesses: the peer checks cosignatures with
+# crypto/ed25519 and is the add-checkpoint client of a real `enclave-audit witness serve`.
 #   go_peer_test.sh ENCLAVE_AUDIT_BINARY PEER_SOURCE_DIR BUILD_DIR
 set -euo pipefail
 bin=$1 src=$2 build=$3
@@ -15,7 +16,9 @@ peer=$build/auditpeer
 (cd "$src/auditpeer" && GO111MODULE=off GOPATH=/usr/share/gocode GOFLAGS= GOCACHE=$build/go-cache GOTOOLCHAIN=local \
   go build -o "$peer" .)
 work=$(mktemp -d)
-trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT; echo "work: $work"
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait; [ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
+echo "work: $work"
 cd "$work"
 "$bin" init --log log --signing-key log.key --public-key log.pub >/dev/null
 for i in $(seq 0 16); do
@@ -73,4 +76,51 @@ while pos < len(b):
 open("log/audit.log", "wb").write(out)
 PY
 expect_fail "a log with a deleted tree head (Go peer)" "$peer" verify log log.vkey checkpoint
-echo "OK: the Go peer (x/mod sumdb/note, sumdb/tlog) and enclave-audit agree, and both refuse changed bytes"
+
+# Witness cosignatures (docs/formats/witness.md) on a second log: two witnesses cosign through
+# `enclave-audit cosign`; the Go peer checks the cosignatures with crypto/ed25519 against the
+# policy's quorum, refuses a changed one, and is itself the add-checkpoint client of a third.
+start_witness() {  # start_witness N: witness.test/wN on key wN.key, state stN; sets $port
+  "$bin" witness keygen --name "witness.test/w$1" --key "w$1.key" --vkey-out "w$1.vkey" >/dev/null
+  "$bin" witness serve --key "w$1.key" --state "st$1" --listen 127.0.0.1:0 --log-key wlog.vkey >"w$1.out" 2>"w$1.err" &
+  pids+=($!)
+  for _ in $(seq 100); do [ -s "w$1.out" ] && break; sleep 0.1; done
+  port=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["port"])' "w$1.out")
+}
+"$bin" init --log wlog --signing-key wlog.key --public-key wlog.pub >/dev/null
+"$bin" verifier-key --key wlog.pub --out wlog.vkey >/dev/null
+head -n 9 events.jsonl | "$bin" append --log wlog --signing-key wlog.key --events-file - >/dev/null
+start_witness 1; p1=$port
+start_witness 2; p2=$port
+start_witness 3; p3=$port
+{
+  echo "log $(cat wlog.vkey)"
+  echo "witness w1 $(cat w1.vkey) http://127.0.0.1:$p1"
+  echo "witness w2 $(cat w2.vkey) http://127.0.0.1:$p2"
+  echo "group both 2 w1 w2"
+  echo "quorum both"
+} > policy
+"$bin" cosign --log wlog --key wlog.pub --witness-policy policy >/dev/null
+"$peer" cosigned wlog wlog.vkey policy wlog/cosigned-checkpoint
+python3 - <<'PY'
+b = open("wlog/cosigned-checkpoint").read()
+i = len(b) - 8  # inside the last cosignature's Ed25519 signature
+open("cosigned.bad", "w").write(b[:i] + ("B" if b[i] == "A" else "A") + b[i + 1:])
+PY
+expect_fail "a cosignature with a changed byte (Go peer)" "$peer" cosigned wlog wlog.vkey policy cosigned.bad
+{ head -n 3 policy; echo "witness w3 $(cat w3.vkey)"; echo "group all3 all w1 w2 w3"; echo "quorum all3"; } > policy3
+expect_fail "a checkpoint without the third witness's cosignature (Go peer)" "$peer" cosigned wlog wlog.vkey policy3 wlog/cosigned-checkpoint
+# The Go peer submits to witness 3 (old 0: trusted on first use) and checks its answer;
+# enclave-audit verify accepts that cosignature under the three-witness policy.
+"$peer" submit wlog wlog.vkey "http://127.0.0.1:$p3" "$(cat w3.vkey)" > go.cosig
+cat wlog/cosigned-checkpoint go.cosig > cosigned3
+"$bin" verify --log wlog --key wlog.pub --witness-policy policy3 --cosigned cosigned3 >/dev/null
+"$peer" cosigned wlog wlog.vkey policy3 cosigned3
+# The log grows: the Go client learns the witness's size from its 409 and proves
+# consistency with tlog.ProveTree.
+tail -n 4 events.jsonl | "$bin" append --log wlog --signing-key wlog.key --events-file - >/dev/null
+"$peer" submit wlog wlog.vkey "http://127.0.0.1:$p3" "$(cat w3.vkey)" > go.cosig2
+grep -q "refused .* size 13: 409 old size 0 is not the size last cosigned, 9" w3.err \
+  || { echo "FAIL: the witness did not answer the Go client's old 0 with 409"; exit 1; }
+grep -q "cosigned .* size 13" w3.err || { echo "FAIL: the witness did not cosign size 13 for the Go client"; exit 1; }
+echo "OK: the Go peer (x/mod sumdb/note, sumdb/tlog, crypto/ed25519) and enclave-audit agree, and both refuse changed bytes"

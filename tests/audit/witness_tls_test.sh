@@ -59,6 +59,7 @@ policy() {  # policy URL
 }
 policy "https://127.0.0.1:$pport"
 SSL_CERT_FILE=$work/tls.crt "$bin" cosign --log log --key log.pub --witness-policy policy >/dev/null
+"$bin" verify --log log --key log.pub --witness-policy policy >/dev/null
 grep -q "^— witness.test/tls " log/cosigned-checkpoint || { echo "FAIL: no cosignature in the file"; exit 1; }
 grep -q "cosigned .* size 1$" w.err || { echo "FAIL: the witness did not cosign through TLS"; exit 1; }
 "$bin" append --log log --signing-key log.key --event "$event" >/dev/null

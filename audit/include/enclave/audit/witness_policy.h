@@ -1,5 +1,6 @@
 // Which witnesses must have cosigned a checkpoint before an auditor (or the broker) accepts
-// it: a C2SP tlog-policy file (docs/formats/witness.md, "Witness policy").
+// it: a C2SP tlog-policy file (docs/formats/witness.md, "Witness policy"), and the check of
+// a log's cosigned checkpoint against it.
 //
 //   log <vkey> [<url>]                 the log (Ed25519 note key named by its origin)
 //   witness <name> <vkey> [<url>]      a witness (cosignature/v1 key); the URL is its submission prefix
@@ -18,6 +19,7 @@
 #include "enclave/audit/cosignature.h"
 #include "enclave/audit/note.h"
 #include "enclave/audit/tree_head.h"
+#include "enclave/audit/verify.h"
 #include "enclave/common/status.h"
 
 namespace enclave::audit {
@@ -73,5 +75,19 @@ struct CosignedBy {
   uint64_t timestamp = 0;
 };
 Result<std::vector<CosignedBy>> PolicyCosignatures(const WitnessPolicy& policy, const SignedNote& note);
+
+// The newest checkpoint an auditor accepts under a policy: `cosigned_note` (the log's
+// checkpoint with witness cosignature lines) must be signed by the log key, name a chained
+// head of the verified log (same size and root), and carry cosignatures that satisfy the
+// quorum. AuthFailed (a fork, a cut log, too few cosignatures) or InvalidInput, naming `where`.
+struct WitnessedCheckpoint {
+  SignedTreeHead head;
+  std::vector<CosignedBy> cosigned_by;
+  std::vector<std::string> not_cosigned;  // policy witnesses without a valid cosignature
+  uint64_t unwitnessed_entries = 0;       // entries of the log after the witnessed tree
+};
+Result<WitnessedCheckpoint> CheckWitnessedCheckpoint(const VerifyResult& log, const LogPublicKey& key,
+                                                     const WitnessPolicy& policy, std::string_view cosigned_note,
+                                                     const std::string& where);
 
 }  // namespace enclave::audit

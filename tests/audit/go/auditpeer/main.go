@@ -11,6 +11,8 @@
 //	auditpeer prove LOGDIR VKEY OUTDIR
 //	    writes proofs made by tlog.ProveRecord and tlog.ProveTree, in the form of section 8,
 //	    with the log's own checkpoints, for enclave-audit verify-proof to check.
+//	auditpeer cosigned ... | submit ...
+//	    witness cosignatures (witness.go, docs/formats/witness.md).
 //
 // Exit 0 when everything holds, 1 with one line on stderr otherwise.
 package main
@@ -263,7 +265,8 @@ func verifyHeads(l *logFile, v note.Verifier, key []byte) {
 
 func main() {
 	if len(os.Args) < 5 {
-		fail("usage: auditpeer verify LOGDIR VKEY CHECKPOINT [PROOF...] | prove LOGDIR VKEY OUTDIR")
+		fail("usage: auditpeer verify LOGDIR VKEY CHECKPOINT [PROOF...] | prove LOGDIR VKEY OUTDIR | " +
+			"cosigned LOGDIR VKEY POLICY COSIGNED | submit LOGDIR VKEY URL WITNESS_VKEY")
 	}
 	l := readLog(os.Args[2])
 	v := readVerifier(os.Args[3])
@@ -328,6 +331,16 @@ func main() {
 				OldCheckpoint: noteOf[m], NewCheckpoint: noteOf[n]})
 		}
 		fmt.Printf("OK: wrote 3 inclusion and 3 consistency proofs made by tlog for the tree of size %d\n", n)
+	case "cosigned":
+		if len(os.Args) != 6 {
+			fail("usage: auditpeer cosigned LOGDIR VKEY POLICY COSIGNED")
+		}
+		checkCosigned(l, v, os.Args[4], os.Args[5])
+	case "submit":
+		if len(os.Args) != 6 {
+			fail("usage: auditpeer submit LOGDIR VKEY URL WITNESS_VKEY")
+		}
+		submit(l, v, key, os.Args[4], os.Args[5])
 	default:
 		fail("unknown command %q", os.Args[1])
 	}
