@@ -226,7 +226,7 @@ Status Witness::Store(const Evaluation& e) {
 
 void Witness::KeepRefusal(std::string_view body, const Evaluation& e) {
   if (refusals_kept_ >= kMaxRefusalRecords) {
-    Log("enclave-audit witness: not keeping the refused checkpoint of " + e.origin + ": already 1024 refusals kept");
+    Log("enclave-audit witness: not keeping the refused checkpoint of " + Quote(e.origin) + ": already 1024 kept");
     return;
   }
   const std::string path = dir_ + "/refused/" + HexEncode(crypto::Sha256(AsBytes(body)));
@@ -245,7 +245,7 @@ WitnessAnswer Witness::AddCheckpoint(std::string_view body) {
   WitnessAnswer a;
   if (!failed_.ok()) {
     a.status = 500;
-    a.body = "the witness stopped after a failed write of its state (" + failed_.message() + "); restart it\n";
+    a.body = "the witness stopped after a failed write of its state; its operator must restart it\n";
     return a;
   }
   Evaluation e = EvaluateAddCheckpoint(body, logs_, [this](const std::string& origin) -> const CosignedState* {
