@@ -1,5 +1,6 @@
 #include "enclave/audit/witness_client.h"
 
+#include <cctype>
 #include <set>
 #include <thread>
 
@@ -44,6 +45,11 @@ Result<Url> ParseUrl(const std::string& url, const std::string& who) {
     u.port = static_cast<int>(*port);
   }
   if (u.host.empty()) return InvalidInput(who + ": no host in " + url);
+  for (char c : u.host) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-') {
+      return InvalidInput(who + ": the host of " + url + " is not a name or an IPv4 address");
+    }
+  }
   for (char c : u.prefix) {
     if (static_cast<unsigned char>(c) <= 0x20 || c == '?' || c == '#') return InvalidInput(who + ": bad path in " + url);
   }
