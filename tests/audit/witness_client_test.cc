@@ -44,6 +44,14 @@ TEST_F(WitnessClientTest, LearnsTheWitnessSizeAndProvesConsistencyFromIt) {
   auto wrong = RequestCosignature(mislabelled, l.note, l.leaves, &old);
   EXPECT_EQ(wrong.status().code(), Code::kAuthFailed) << wrong.status().ToString();
   EXPECT_NE(wrong.status().message().find("no cosignature by witness witness.test/w2"), std::string::npos);
+  // URLs the client does not send to.
+  for (const char* url : {"ftp://127.0.0.1:1", "http://user@127.0.0.1:1", "http://[::1]:1", "http://127.0.0.1:0",
+                          "http://127.0.0.1:65536", "http://:80", "http://127.0.0.1:1/a?b", ""}) {
+    PolicyWitness bad = w1;
+    bad.url = url;
+    old = 11;
+    EXPECT_EQ(RequestCosignature(bad, l.note, l.leaves, &old).status().code(), Code::kInvalidInput) << url;
+  }
 }
 
 TEST_F(WitnessClientTest, QuorumWithAWitnessDownAndRefusalsOfARewrittenLog) {
