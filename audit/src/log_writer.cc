@@ -64,6 +64,7 @@ Status LogWriter::Recover() {
   bool have_head = false;
   uint64_t committed_end = 0;
   std::optional<internal::HeadChain> chain;
+  std::vector<Hash> after_head;  // leaf hashes since the last head: durable once a head follows
   RETURN_IF_ERROR(ScanLogFile(
       path_, &log_id,
       [&](const RecordView& rec, uint64_t offset) -> Status {
@@ -71,7 +72,8 @@ Status LogWriter::Recover() {
         const std::string at = path_ + ": offset " + std::to_string(offset) + ": ";
         if (rec.type == RecordType::kEntry) {
           if (Status s = chain->OnEntry(); !s.ok()) return AuthFailed(at + s.message() + "; refusing to write");
-          tree.Append(LeafHash(rec.payload));
+          after_head.push_back(LeafHash(rec.payload));
+          tree.Append(after_head.back());
           ++entries_after_head;
           return OkStatus();
         }
@@ -87,6 +89,8 @@ Status LogWriter::Recover() {
         // The chain's links are checked here; the signatures only of the latest head (below).
         if (Status s = chain->OnHead(rec.type, *sth); !s.ok()) return AuthFailed(at + s.message() + "; refusing to write");
         tree_ = tree;
+        for (const Hash& h : after_head) nodes_.Append(h);
+        after_head.clear();
         latest_ = *sth;
         have_head = true;
         entries_after_head = 0;
@@ -178,13 +182,21 @@ Status LogWriter::WriteBatch(std::deque<Pending*>& batch) {
     }
     p->index = tree.size();
     AppendRecord(RecordType::kEntry, *bytes, &buf);
-    tree.Append(LeafHash(*bytes));
+    p->leaf = LeafHash(*bytes);
+    tree.Append(p->leaf);
+    p->bytes = std::move(*bytes);
   }
   if (buf.empty()) return OkStatus();
   ASSIGN_OR_RETURN(SignedTreeHead sth,
                    SignChainedTreeHead(key_, TreeHead{tree.size(), now, tree.Root()}, heads_, latest_hash_));
   AppendRecord(RecordType::kChainedTreeHead, EncodeTreeHead(sth), &buf);
   RETURN_IF_ERROR(WriteDurably(buf));
+  {
+    std::unique_lock<std::shared_mutex> nodes_lock(nodes_mu_);
+    for (Pending* p : batch) {
+      if (p->status.ok()) nodes_.Append(p->leaf);
+    }
+  }
   tree_ = tree;
   heads_ += 1;
   latest_hash_ = TreeHeadRecordHash(sth);
@@ -194,7 +206,7 @@ Status LogWriter::WriteBatch(std::deque<Pending*>& batch) {
   return OkStatus();
 }
 
-Result<uint64_t> LogWriter::Append(Event event) {
+Result<uint64_t> LogWriter::Append(Event event, std::vector<uint8_t>* entry_bytes) {
   RETURN_IF_ERROR(ValidateEvent(event));
   Pending p;
   p.event = std::move(event);
@@ -230,7 +242,18 @@ Result<uint64_t> LogWriter::Append(Event event) {
     cv_.notify_all();
   }
   if (!p.status.ok()) return p.status;
+  if (entry_bytes != nullptr) *entry_bytes = std::move(p.bytes);
   return p.index;
+}
+
+Result<std::vector<Hash>> LogWriter::InclusionProof(uint64_t index, uint64_t tree_size) const {
+  std::shared_lock<std::shared_mutex> lock(nodes_mu_);
+  return nodes_.InclusionProof(index, tree_size);
+}
+
+Result<std::vector<Hash>> LogWriter::ConsistencyProof(uint64_t first, uint64_t second) const {
+  std::shared_lock<std::shared_mutex> lock(nodes_mu_);
+  return nodes_.ConsistencyProof(first, second);
 }
 
 SignedTreeHead LogWriter::LatestTreeHead() const {

@@ -25,36 +25,61 @@ Hash RangeRoot(std::span<const Hash> leaves, uint64_t begin, uint64_t end) {
   return NodeHash(RangeRoot(leaves, begin, begin + k), RangeRoot(leaves, begin + k, end));
 }
 
-// RFC 9162 2.1.3.1: PATH(m, D[begin:end]).
-void Path(std::span<const Hash> leaves, uint64_t m, uint64_t begin, uint64_t end, std::vector<Hash>* out) {
+// RFC 9162 2.1.3.1: PATH(m, D[begin:end]); `root(b, e)` is MTH(D[b:e]).
+template <typename RootOf>
+void Path(const RootOf& root, uint64_t m, uint64_t begin, uint64_t end, std::vector<Hash>* out) {
   const uint64_t n = end - begin;
   if (n <= 1) return;
   const uint64_t k = SplitPoint(n);
   if (m < k) {
-    Path(leaves, m, begin, begin + k, out);
-    out->push_back(RangeRoot(leaves, begin + k, end));
+    Path(root, m, begin, begin + k, out);
+    out->push_back(root(begin + k, end));
   } else {
-    Path(leaves, m - k, begin + k, end, out);
-    out->push_back(RangeRoot(leaves, begin, begin + k));
+    Path(root, m - k, begin + k, end, out);
+    out->push_back(root(begin, begin + k));
   }
 }
 
 // RFC 9162 2.1.4.1: SUBPROOF(m, D[begin:end], b).
-void Subproof(std::span<const Hash> leaves, uint64_t m, uint64_t begin, uint64_t end, bool b,
-              std::vector<Hash>* out) {
+template <typename RootOf>
+void Subproof(const RootOf& root, uint64_t m, uint64_t begin, uint64_t end, bool b, std::vector<Hash>* out) {
   const uint64_t n = end - begin;
   if (m == n) {
-    if (!b) out->push_back(RangeRoot(leaves, begin, end));
+    if (!b) out->push_back(root(begin, end));
     return;
   }
   const uint64_t k = SplitPoint(n);
   if (m <= k) {
-    Subproof(leaves, m, begin, begin + k, b, out);
-    out->push_back(RangeRoot(leaves, begin + k, end));
+    Subproof(root, m, begin, begin + k, b, out);
+    out->push_back(root(begin + k, end));
   } else {
-    Subproof(leaves, m - k, begin + k, end, false, out);
-    out->push_back(RangeRoot(leaves, begin, begin + k));
+    Subproof(root, m - k, begin + k, end, false, out);
+    out->push_back(root(begin, begin + k));
   }
+}
+
+Status CheckInclusionArgs(uint64_t available, uint64_t index, uint64_t tree_size) {
+  if (tree_size > available) {
+    return InvalidInput("inclusion proof: tree size " + std::to_string(tree_size) + " exceeds the " +
+                        std::to_string(available) + " leaves available");
+  }
+  if (index >= tree_size) {
+    return InvalidInput("inclusion proof: entry " + std::to_string(index) + " is not in a tree of size " +
+                        std::to_string(tree_size));
+  }
+  return OkStatus();
+}
+
+Status CheckConsistencyArgs(uint64_t available, uint64_t first, uint64_t second) {
+  if (second > available) {
+    return InvalidInput("consistency proof: tree size " + std::to_string(second) + " exceeds the " +
+                        std::to_string(available) + " leaves available");
+  }
+  if (first == 0 || first > second) {
+    return InvalidInput("consistency proof: needs 0 < first <= second, got first " + std::to_string(first) +
+                        ", second " + std::to_string(second));
+  }
+  return OkStatus();
 }
 
 }  // namespace
@@ -84,30 +109,16 @@ Hash RootFromLeafHashes(std::span<const Hash> leaf_hashes) {
 }
 
 Result<std::vector<Hash>> InclusionProof(std::span<const Hash> leaf_hashes, uint64_t index, uint64_t tree_size) {
-  if (tree_size > leaf_hashes.size()) {
-    return InvalidInput("inclusion proof: tree size " + std::to_string(tree_size) + " exceeds the " +
-                        std::to_string(leaf_hashes.size()) + " leaves available");
-  }
-  if (index >= tree_size) {
-    return InvalidInput("inclusion proof: entry " + std::to_string(index) + " is not in a tree of size " +
-                        std::to_string(tree_size));
-  }
+  RETURN_IF_ERROR(CheckInclusionArgs(leaf_hashes.size(), index, tree_size));
   std::vector<Hash> out;
-  Path(leaf_hashes, index, 0, tree_size, &out);
+  Path([&](uint64_t b, uint64_t e) { return RangeRoot(leaf_hashes, b, e); }, index, 0, tree_size, &out);
   return out;
 }
 
 Result<std::vector<Hash>> ConsistencyProof(std::span<const Hash> leaf_hashes, uint64_t first, uint64_t second) {
-  if (second > leaf_hashes.size()) {
-    return InvalidInput("consistency proof: tree size " + std::to_string(second) + " exceeds the " +
-                        std::to_string(leaf_hashes.size()) + " leaves available");
-  }
-  if (first == 0 || first > second) {
-    return InvalidInput("consistency proof: needs 0 < first <= second, got first " + std::to_string(first) +
-                        ", second " + std::to_string(second));
-  }
+  RETURN_IF_ERROR(CheckConsistencyArgs(leaf_hashes.size(), first, second));
   std::vector<Hash> out;
-  Subproof(leaf_hashes, first, 0, second, true, &out);
+  Subproof([&](uint64_t b, uint64_t e) { return RangeRoot(leaf_hashes, b, e); }, first, 0, second, true, &out);
   return out;
 }
 
@@ -246,6 +257,52 @@ Hash CompactRange::Root() const {
   Hash r = stack_.back().hash;
   for (size_t i = stack_.size() - 1; i-- > 0;) r = NodeHash(stack_[i].hash, r);
   return r;
+}
+
+void MerkleTree::Append(const Hash& leaf_hash) {
+  if (levels_.empty()) levels_.emplace_back();
+  levels_[0].push_back(leaf_hash);
+  // Each completed pair of subtrees of height h gives one node of height h + 1.
+  for (size_t h = 0; levels_[h].size() % 2 == 0; ++h) {
+    if (levels_.size() == h + 1) levels_.emplace_back();
+    const std::vector<Hash>& level = levels_[h];
+    levels_[h + 1].push_back(NodeHash(level[level.size() - 2], level.back()));
+  }
+}
+
+Hash MerkleTree::RangeRoot(uint64_t begin, uint64_t end) const {
+  const uint64_t n = end - begin;
+  if (n == 0) return EmptyTreeHash();
+  // The RFC's recursion only asks for ranges that start at a multiple of a power of two at
+  // least their size; a perfect one is stored, any other splits into O(log n) stored ones.
+  if (std::has_single_bit(n) && begin % n == 0) {
+    const int h = std::countr_zero(n);
+    return levels_[static_cast<size_t>(h)][begin >> h];
+  }
+  const uint64_t k = SplitPoint(n);
+  return NodeHash(RangeRoot(begin, begin + k), RangeRoot(begin + k, end));
+}
+
+Result<Hash> MerkleTree::Root(uint64_t tree_size) const {
+  if (tree_size > size()) {
+    return InvalidInput("tree root: size " + std::to_string(tree_size) + " exceeds the " + std::to_string(size()) +
+                        " leaves available");
+  }
+  return RangeRoot(0, tree_size);
+}
+
+Result<std::vector<Hash>> MerkleTree::InclusionProof(uint64_t index, uint64_t tree_size) const {
+  RETURN_IF_ERROR(CheckInclusionArgs(size(), index, tree_size));
+  std::vector<Hash> out;
+  Path([this](uint64_t b, uint64_t e) { return RangeRoot(b, e); }, index, 0, tree_size, &out);
+  return out;
+}
+
+Result<std::vector<Hash>> MerkleTree::ConsistencyProof(uint64_t first, uint64_t second) const {
+  RETURN_IF_ERROR(CheckConsistencyArgs(size(), first, second));
+  std::vector<Hash> out;
+  Subproof([this](uint64_t b, uint64_t e) { return RangeRoot(b, e); }, first, 0, second, true, &out);
+  return out;
 }
 
 }  // namespace enclave::audit

@@ -107,20 +107,32 @@ std::string FirstLine(const std::string& s) {
   return line;
 }
 
+ConsistencyProver ProverOf(std::span<const Hash> leaf_hashes) {
+  return [leaf_hashes](uint64_t first, uint64_t second) { return ConsistencyProof(leaf_hashes, first, second); };
+}
+
 }  // namespace
 
 Result<VerifiedCosignature> RequestCosignature(const PolicyWitness& witness, std::string_view checkpoint_note,
                                                std::span<const Hash> leaf_hashes, uint64_t* old_size,
                                                const WitnessClientOptions& options) {
-  const std::string who = "witness " + witness.name + " (" + witness.url + ")";
-  if (witness.url.empty()) return InvalidInput(who + ": the policy gives no URL for it");
-  ASSIGN_OR_RETURN(Url url, ParseUrl(witness.url, who));
   ASSIGN_OR_RETURN(SignedNote note, ParseNote(checkpoint_note, "the checkpoint"));
   ASSIGN_OR_RETURN(CheckpointText cp, ParseCheckpointText(note.text, "the checkpoint"));
   if (cp.tree_size > leaf_hashes.size()) {
     return InvalidInput("the checkpoint is of size " + std::to_string(cp.tree_size) + ", but only " +
                         std::to_string(leaf_hashes.size()) + " leaf hashes were given");
   }
+  return RequestCosignature(witness, checkpoint_note, ProverOf(leaf_hashes), old_size, options);
+}
+
+Result<VerifiedCosignature> RequestCosignature(const PolicyWitness& witness, std::string_view checkpoint_note,
+                                               const ConsistencyProver& prove, uint64_t* old_size,
+                                               const WitnessClientOptions& options) {
+  const std::string who = "witness " + witness.name + " (" + witness.url + ")";
+  if (witness.url.empty()) return InvalidInput(who + ": the policy gives no URL for it");
+  ASSIGN_OR_RETURN(Url url, ParseUrl(witness.url, who));
+  ASSIGN_OR_RETURN(SignedNote note, ParseNote(checkpoint_note, "the checkpoint"));
+  ASSIGN_OR_RETURN(CheckpointText cp, ParseCheckpointText(note.text, "the checkpoint"));
   std::set<uint64_t> tried;
   for (int attempt = 0; attempt < 3; ++attempt) {
     const uint64_t old = *old_size;
@@ -133,7 +145,7 @@ Result<VerifiedCosignature> RequestCosignature(const PolicyWitness& witness, std
     req.old_size = old;
     req.checkpoint = std::string(checkpoint_note);
     if (old > 0 && old < cp.tree_size) {
-      ASSIGN_OR_RETURN(req.proof, ConsistencyProof(leaf_hashes, old, cp.tree_size));
+      ASSIGN_OR_RETURN(req.proof, prove(old, cp.tree_size));
     }
     ASSIGN_OR_RETURN(Answer a, Post(url, who, FormatAddCheckpointRequest(req), options));
     if (a.status == 200) {
@@ -168,6 +180,27 @@ Result<VerifiedCosignature> RequestCosignature(const PolicyWitness& witness, std
 CosignResult CosignCheckpoint(const WitnessPolicy& policy, std::string_view checkpoint_note,
                               std::span<const Hash> leaf_hashes, uint64_t old_size_hint,
                               const WitnessClientOptions& options) {
+  auto note = ParseNote(checkpoint_note, "the checkpoint");
+  auto cp = note.ok() ? ParseCheckpointText(note->text, "the checkpoint") : Result<CheckpointText>(note.status());
+  Status bad = !cp.ok() ? cp.status()
+               : cp->tree_size > leaf_hashes.size()
+                   ? InvalidInput("the checkpoint is of size " + std::to_string(cp->tree_size) + ", but only " +
+                                  std::to_string(leaf_hashes.size()) + " leaf hashes were given")
+                   : OkStatus();
+  if (!bad.ok()) {
+    CosignResult out;
+    for (const PolicyWitness& w : policy.witnesses()) {
+      if (!w.url.empty()) out.outcomes.push_back({w.name, bad, std::nullopt, old_size_hint});
+    }
+    out.cosigned_note = std::string(checkpoint_note);
+    return out;
+  }
+  return CosignCheckpoint(policy, checkpoint_note, ProverOf(leaf_hashes), old_size_hint, options);
+}
+
+CosignResult CosignCheckpoint(const WitnessPolicy& policy, std::string_view checkpoint_note,
+                              const ConsistencyProver& prove, uint64_t old_size_hint,
+                              const WitnessClientOptions& options) {
   CosignResult out;
   for (const PolicyWitness& w : policy.witnesses()) {
     if (!w.url.empty()) out.outcomes.push_back({w.name, OkStatus(), std::nullopt, old_size_hint});
@@ -178,7 +211,7 @@ CosignResult CosignCheckpoint(const WitnessPolicy& policy, std::string_view chec
     if (w.url.empty()) continue;
     WitnessOutcome* o = &out.outcomes[i++];
     threads.emplace_back([&, o, pw = &w] {
-      auto c = RequestCosignature(*pw, checkpoint_note, leaf_hashes, &o->old_size, options);
+      auto c = RequestCosignature(*pw, checkpoint_note, prove, &o->old_size, options);
       if (c.ok()) {
         o->cosignature = std::move(*c);
       } else {

@@ -296,5 +296,30 @@ TEST(MerkleReference, AllSizesUpTo40) {
   }
 }
 
+
+// The stored tree must give exactly what the reference functions give from all leaves, for
+// every size it has passed through (so proofs of old sizes stay right as it grows).
+TEST(MerkleTree, MatchesLeafFunctionsAtEverySize) {
+  std::vector<std::vector<uint8_t>> data;
+  for (int i = 0; i < 70; ++i) data.push_back({static_cast<uint8_t>(i), static_cast<uint8_t>(i * 13)});
+  const auto leaves = LeafHashes(data);
+  MerkleTree tree;
+  EXPECT_EQ(*tree.Root(0), EmptyTreeHash());
+  EXPECT_EQ(tree.Root(1).status().code(), Code::kInvalidInput);
+  for (const Hash& h : leaves) tree.Append(h);
+  ASSERT_EQ(tree.size(), leaves.size());
+  for (uint64_t n = 1; n <= leaves.size(); ++n) {
+    ASSERT_EQ(*tree.Root(n), RefMth(data, 0, n)) << "size " << n;
+    for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(*tree.InclusionProof(i, n), *InclusionProof(leaves, i, n)) << i << "/" << n;
+    for (uint64_t m = 1; m <= n; ++m)
+      ASSERT_EQ(*tree.ConsistencyProof(m, n), *ConsistencyProof(leaves, m, n)) << m << " -> " << n;
+  }
+  EXPECT_EQ(tree.InclusionProof(3, 71).status().code(), Code::kInvalidInput);
+  EXPECT_EQ(tree.InclusionProof(70, 70).status().code(), Code::kInvalidInput);
+  EXPECT_EQ(tree.ConsistencyProof(0, 5).status().code(), Code::kInvalidInput);
+  EXPECT_EQ(tree.ConsistencyProof(6, 5).status().code(), Code::kInvalidInput);
+  EXPECT_EQ(tree.ConsistencyProof(5, 71).status().code(), Code::kInvalidInput);
+}
+
 }  // namespace
 }  // namespace enclave::audit

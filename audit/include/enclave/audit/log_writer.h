@@ -22,7 +22,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
+#include <vector>
 
 #include "enclave/audit/event.h"
 #include "enclave/audit/merkle.h"
@@ -57,21 +59,30 @@ class LogWriter {
   LogWriter(const LogWriter&) = delete;
   LogWriter& operator=(const LogWriter&) = delete;
 
-  // Validates, appends, and returns the entry's index once it is durable and signed.
-  Result<uint64_t> Append(Event event);
+  // Validates, appends, and returns the entry's index once it is durable and signed;
+  // `entry_bytes`, when given, receives the entry as written (its leaf is LeafHash of them).
+  Result<uint64_t> Append(Event event, std::vector<uint8_t>* entry_bytes = nullptr);
 
   SignedTreeHead LatestTreeHead() const;
   // The latest head as a C2SP signed checkpoint note (checkpoint.h). Every head this writer
   // signs is chained; a log of an older writer gets a chained head when it is opened.
   std::string LatestCheckpoint() const;
+  // Proofs over the durable, signed log (tree sizes up to the latest head's), from every
+  // node kept in memory (MerkleTree: 64 bytes per entry): O(log n) each, safe to call
+  // while others append.
+  Result<std::vector<Hash>> InclusionProof(uint64_t index, uint64_t tree_size) const;
+  Result<std::vector<Hash>> ConsistencyProof(uint64_t first, uint64_t second) const;
   const RecoveryReport& recovery() const { return recovery_; }
   WriterStats stats() const;
   const std::string& path() const { return path_; }
+  const LogPublicKey& public_key() const { return key_.public_key(); }
 
  private:
   struct Pending {
     Event event;
     uint64_t index = 0;
+    std::vector<uint8_t> bytes;
+    Hash leaf{};
     bool done = false;
     Status status;
   };
@@ -101,6 +112,9 @@ class LogWriter {
   uint64_t heads_ = 0;     // tree-head records in the file
   Hash latest_hash_{};     // TreeHeadRecordHash(latest_): the next head's `previous`
   WriterStats stats_;
+  // The durable entries' tree; appended after each batch's fdatasync.
+  mutable std::shared_mutex nodes_mu_;
+  MerkleTree nodes_;
 };
 
 }  // namespace enclave::audit

@@ -64,4 +64,24 @@ class CompactRange {
   uint64_t size_ = 0;
 };
 
+// Every stored node of a growing tree: the leaf hashes and the root of each perfect,
+// aligned subtree (about two hashes per leaf), so that roots and proofs for any size up to
+// size() cost O(log n) hashes instead of O(n). Kept in memory; the same nodes are what
+// tlog-tiles would hold on disk.
+class MerkleTree {
+ public:
+  void Append(const Hash& leaf_hash);
+  uint64_t size() const { return levels_.empty() ? 0 : levels_[0].size(); }
+  const Hash& leaf(uint64_t i) const { return levels_[0][i]; }
+  Result<Hash> Root(uint64_t tree_size) const;
+  // As the free functions above, for trees of the first tree_size <= size() leaves.
+  Result<std::vector<Hash>> InclusionProof(uint64_t index, uint64_t tree_size) const;
+  Result<std::vector<Hash>> ConsistencyProof(uint64_t first, uint64_t second) const;
+
+ private:
+  Hash RangeRoot(uint64_t begin, uint64_t end) const;
+  // levels_[h][i]: the root of leaves [i * 2^h, (i + 1) * 2^h).
+  std::vector<std::vector<Hash>> levels_;
+};
+
 }  // namespace enclave::audit

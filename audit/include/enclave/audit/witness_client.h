@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -35,6 +36,12 @@ struct WitnessClientOptions {
 Result<VerifiedCosignature> RequestCosignature(const PolicyWitness& witness, std::string_view checkpoint_note,
                                                std::span<const Hash> leaf_hashes, uint64_t* old_size,
                                                const WitnessClientOptions& options = {});
+// The same with proofs from `prove(first, second)` (a consistency proof between the trees
+// of those sizes of the log), e.g. LogWriter::ConsistencyProof.
+using ConsistencyProver = std::function<Result<std::vector<Hash>>(uint64_t first, uint64_t second)>;
+Result<VerifiedCosignature> RequestCosignature(const PolicyWitness& witness, std::string_view checkpoint_note,
+                                               const ConsistencyProver& prove, uint64_t* old_size,
+                                               const WitnessClientOptions& options = {});
 
 struct WitnessOutcome {
   std::string name;  // the policy's name
@@ -51,6 +58,9 @@ struct CosignResult {
 // first (the size of the last cosigned checkpoint, or 0).
 CosignResult CosignCheckpoint(const WitnessPolicy& policy, std::string_view checkpoint_note,
                               std::span<const Hash> leaf_hashes, uint64_t old_size_hint,
+                              const WitnessClientOptions& options = {});
+CosignResult CosignCheckpoint(const WitnessPolicy& policy, std::string_view checkpoint_note,
+                              const ConsistencyProver& prove, uint64_t old_size_hint,
                               const WitnessClientOptions& options = {});
 
 }  // namespace enclave::audit
