@@ -59,9 +59,12 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "../audit/witness_process.h"
 #include "broker_process.h"
+#include "enclave/audit/checkpoint.h"
 #include "enclave/attest/bundle.h"
 #include "enclave/attest/host/agent.h"
 #include "enclave/attest/host/tpm.h"
@@ -122,6 +125,7 @@ struct Env {
   std::unique_ptr<enclave::testing::SwtpmFixture> fixture;
   std::unique_ptr<Tpm> tpm;
   std::unique_ptr<HostState> host_state;
+  std::vector<std::unique_ptr<audit::testing::WitnessProcess>> witness_processes;  // outlive the broker
   std::unique_ptr<BrokerProcess> broker;
   std::unique_ptr<httplib::SSLClient> http;
   std::atomic<int> sockets{0};  // connections the client opened
@@ -149,9 +153,25 @@ struct Env {
     s.ek_intermediate_files = {fixture->ca_issuer_cert()};
     s.quote_pcrs = R"({"sha256": [0, 1, 2, 3, 4, 5, 6, 7, 10]})";  // PCR 10: the IMA log names the workload
     s.nonce_ttl_s = 600;  // the evidence-age window (300 s in the policy) still applies
+    // The broker's own defaults (broker.toml), and room for BM_ReleaseConcurrent's 64
+    // connections from one address.
+    s.threads = 8;
+    s.max_queued = 64;
+    s.server_config = "max_connections_per_peer = 128\n";
     s.extra_config = "\n[release]\npolicy_signers = [\"officer.pub\"]\nexport_key = \"tenant-export\"\n"
                      "\n[admin]\ntoken_file = \"admin.token\"\n";
-    s.before_launch = [this](const std::string& dir) { return PrepareKeys(dir); };
+    // ENCLAVE_BENCH_WITNESSES=N (1..8): N `enclave-audit witness serve` processes on
+    // loopback, all of which must cosign before a release is answered.
+    const char* w = std::getenv("ENCLAVE_BENCH_WITNESSES");
+    const int witnesses = w != nullptr ? std::atoi(w) : 0;
+    if (witnesses < 0 || witnesses > 8) Die("ENCLAVE_BENCH_WITNESSES must be 0..8");
+    if (witnesses > 0) {
+      s.audit_config = "witness_policy = \"witnesses.policy\"\nwitness_wait_ms = 10000\n";
+    }
+    s.before_launch = [this, witnesses](const std::string& dir) -> Status {
+      RETURN_IF_ERROR(PrepareKeys(dir));
+      return StartWitnesses(dir, witnesses);
+    };
     broker = Must(BrokerProcess::Start(fixture->dir() + "/broker", s), "starting the broker");
     Connect();
     Enrol();
@@ -173,9 +193,29 @@ struct Env {
     return OkStatus();
   }
 
+  Status StartWitnesses(const std::string& dir, int n) {
+    if (n == 0) return OkStatus();
+    ASSIGN_OR_RETURN(audit::LogSigningKey key, audit::LogSigningKey::Load(dir + "/audit.key"));
+    bt::WriteText(dir + "/log.vkey", audit::NoteVerifierKey(key.public_key()) + "\n");
+    std::string policy = "log " + audit::NoteVerifierKey(key.public_key()) + "\n", group = "group all all";
+    for (int i = 1; i <= n; ++i) {
+      const std::string name = "w" + std::to_string(i);
+      auto r = audit::testing::RunAudit({"witness", "keygen", "--name", "bench/" + name, "--key", dir + "/" + name + ".key"}, dir);
+      if (r.rc != 0) return Internal("witness keygen: " + r.err);
+      ASSIGN_OR_RETURN(auto w, audit::testing::WitnessProcess::Start(dir + "/" + name + ".key", dir + "/" + name + ".state",
+                                                                     dir + "/log.vkey", dir + "/" + name + ".err"));
+      policy += "witness " + name + " " + w->verifier_key() + " http://127.0.0.1:" + std::to_string(w->port()) + "\n";
+      group += " " + name;
+      witness_processes.push_back(std::move(w));
+    }
+    bt::WriteText(dir + "/witnesses.policy", policy + group + "\nquorum all\n");
+    return OkStatus();
+  }
+
   // One keep-alive TLS 1.3 client, as BrokerClient configures it plus keep-alive.
-  void Connect() {
-    http = std::make_unique<httplib::SSLClient>("127.0.0.1", broker->port());
+  void Connect() { http = NewClient(); }
+  std::unique_ptr<httplib::SSLClient> NewClient() {
+    auto http = std::make_unique<httplib::SSLClient>("127.0.0.1", broker->port());
     http->set_ca_cert_path(broker->Path("tls.crt").c_str());
     http->enable_server_certificate_verification(true);
     http->set_keep_alive(true);
@@ -186,6 +226,7 @@ struct Env {
     http->set_socket_options([this](int) { sockets.fetch_add(1); });  // counts connects
     SSL_CTX* ctx = http->ssl_context();
     if (ctx == nullptr || SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) != 1) Die("TLS 1.3 only");
+    return http;
   }
 
   BrokerProcess::Answer Post(const std::string& path, const std::string& body, const std::string& bearer = "") {
@@ -296,6 +337,8 @@ Status CheckGranted(const Prepared& p, const std::string& body) {
   ASSIGN_OR_RETURN(crypto::SecretBytes dek, p.keys->Open(g.keys[0].sealed));
   ASSIGN_OR_RETURN(crypto::SecretBytes job, p.keys->Open(g.sealed_job_key));
   if (dek.size() != 32 || job.size() != 32) return Internal("released keys of the wrong size");
+  if (!GetEnv().witness_processes.empty() && g.audit_proofs.size() != 1)
+    return Internal("a witnessed release without its audit proof");
   return OkStatus();
 }
 
@@ -357,6 +400,78 @@ void RunPosts(benchmark::State& state, Result<Prepared> (*prepare)(Env&), bool i
 
 void BM_Release(benchmark::State& state) { RunPosts(state, PrepareRelease, true); }
 BENCHMARK(BM_Release)->UseManualTime()->Iterations(kIterations)->Unit(benchmark::kMillisecond);
+
+// Releases from 64 concurrent clients, each on its own keep-alive TLS 1.3 connection:
+// every client's evidence is quoted first (not timed), then all clients start together and
+// post theirs one after another; the time is from the start to the last answer. p50/p99
+// over every request. What concurrency buys: the audit log's group commits (and, with
+// witnesses, their rounds) are shared.
+constexpr int kConcurrentClients = 64;
+constexpr int kPerClient = 5;
+void BM_ReleaseConcurrent(benchmark::State& state) {
+  Env& env = GetEnv();
+  std::vector<double> latency_ms;
+  int64_t done = 0;
+  for (auto _ : state) {
+    std::vector<std::vector<Prepared>> work(kConcurrentClients);
+    for (auto& w : work) {
+      for (int i = 0; i < kPerClient; ++i) {
+        auto p = PrepareRelease(env);
+        if (!p.ok()) return state.SkipWithError(p.status().ToString().c_str());
+        w.push_back(std::move(p).value());
+      }
+    }
+    std::vector<std::unique_ptr<httplib::SSLClient>> clients;
+    for (int c = 0; c < kConcurrentClients; ++c) {
+      clients.push_back(env.NewClient());
+      auto warm = clients.back()->Get("/v1/status");
+      if (!warm || warm->status != 200) return state.SkipWithError("GET /v1/status failed before the run");
+    }
+    std::atomic<int> waiting{kConcurrentClients};
+    std::atomic<bool> go{false};
+    std::vector<std::vector<double>> lat(kConcurrentClients);
+    std::vector<std::string> errors(kConcurrentClients);
+    std::vector<std::thread> threads;
+    for (int c = 0; c < kConcurrentClients; ++c) {
+      threads.emplace_back([&, c] {
+        waiting.fetch_sub(1);
+        while (!go.load()) std::this_thread::yield();
+        for (Prepared& p : work[c]) {
+          const auto t0 = std::chrono::steady_clock::now();
+          auto r = clients[c]->Post(p.path.c_str(), p.body, "application/json");
+          const auto t1 = std::chrono::steady_clock::now();
+          if (!r || r->status != 200) {
+            errors[c] = r ? std::to_string(r->status) + " " + r->body : httplib::to_string(r.error());
+            return;
+          }
+          if (Status s = CheckGranted(p, r->body); !s.ok()) {
+            errors[c] = s.ToString();
+            return;
+          }
+          lat[c].push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+        }
+      });
+    }
+    while (waiting.load() > 0) std::this_thread::yield();
+    const auto start = std::chrono::steady_clock::now();
+    go = true;
+    for (auto& t : threads) t.join();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    for (const std::string& e : errors) {
+      if (!e.empty()) return state.SkipWithError(("POST /v1/releases: " + e).c_str());
+    }
+    for (const auto& l : lat) latency_ms.insert(latency_ms.end(), l.begin(), l.end());
+    done += kConcurrentClients * kPerClient;
+    state.SetIterationTime(seconds);
+  }
+  state.SetItemsProcessed(done);
+  state.counters["clients"] = kConcurrentClients;
+  state.counters["witnesses"] = static_cast<double>(env.witness_processes.size());
+  state.counters["p50_ms"] = Percentile(latency_ms, 0.50);
+  state.counters["p99_ms"] = Percentile(latency_ms, 0.99);
+  state.counters["max_ms"] = Percentile(latency_ms, 1.0);
+}
+BENCHMARK(BM_ReleaseConcurrent)->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
 
 void BM_Attestation(benchmark::State& state) { RunPosts(state, PrepareAttestation, false); }
 BENCHMARK(BM_Attestation)->UseManualTime()->Iterations(kIterations)->Unit(benchmark::kMillisecond);

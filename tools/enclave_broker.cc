@@ -25,6 +25,7 @@
 #include "enclave/attest/bundle.h"
 #include "enclave/audit/evidence_archive.h"
 #include "enclave/audit/log_writer.h"
+#include "enclave/audit/witnessing.h"
 #include "enclave/broker/client.h"
 #include "enclave/broker/config.h"
 #include "enclave/broker/release.h"
@@ -88,6 +89,19 @@ Status Serve(const Args& args) {
                  (*log)->path().c_str(), static_cast<unsigned long long>(rec.truncated_bytes), rec.detail.c_str());
   }
   ASSIGN_OR_RETURN(audit::EvidenceArchive archive, audit::EvidenceArchive::Open(config.audit_dir, /*create=*/true));
+  // Witnesses: started before the server, so that no release is answered unwitnessed.
+  std::unique_ptr<audit::Witnessing> witnessing;
+  if (!config.witness_policy.empty()) {
+    auto policy = audit::WitnessPolicy::Load(config.witness_policy);
+    if (!policy.ok()) return policy.status().Annotate("audit.witness_policy");
+    audit::WitnessingOptions wo;
+    wo.client.timeout_s = static_cast<int>(config.witness_timeout_s);
+    auto started = audit::Witnessing::Start(**log, std::move(*policy), wo);
+    if (!started.ok()) return started.status().Annotate("audit.witness_policy " + config.witness_policy);
+    witnessing = std::move(*started);
+    std::fprintf(stderr, "enclave-broker: releases wait for the witness quorum %s (at most %lld ms)\n",
+                 witnessing->policy().Describe().c_str(), static_cast<long long>(config.witness_wait_ms));
+  }
   ASSIGN_OR_RETURN(std::vector<uint8_t> policy_bytes,
                    ReadWholeFile(config.attestation_policy, attest::kMaxPolicyBytes));
   std::string policy_dir = std::filesystem::path(config.attestation_policy).parent_path().string();
@@ -102,6 +116,8 @@ Status Serve(const Args& args) {
   options.archive_min_free_bytes = config.archive_min_free_bytes;
   options.keystore = &*keystore;
   options.export_key = config.export_key;
+  options.witnessing = witnessing.get();
+  options.witness_wait = std::chrono::milliseconds(config.witness_wait_ms);
   for (const std::string& file : config.policy_signers) {
     auto signer = broker::LoadSignerPublicKey(file);
     if (!signer.ok()) return signer.status().Annotate("release.policy_signers " + file);

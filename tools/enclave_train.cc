@@ -265,6 +265,15 @@ json ReportHeader(const Args& args, const Session& s, const char* verb) {
              {"policy_id", r.lease.policy_id},
              {"policy_sha256", HexEncode(r.lease.policy_sha256)},
              {"audit_index", r.audit_index}};
+    // The witnessed release: proofs that the key.released entries are in a checkpoint the
+    // witnesses cosigned (an officer checks them against the log with verify-proof).
+    if (!r.audit_proofs.empty()) {
+      json proofs = json::array(), by = json::array();
+      for (const audit::Proof& p : r.audit_proofs) proofs.push_back(p.ToJson());
+      for (const audit::CosignedBy& c : r.witnessed_by) by.push_back(c.name);
+      lease["audit_proofs"] = std::move(proofs);
+      lease["witnessed_by"] = std::move(by);
+    }
   }
 #endif
   return {{"ok", true},

@@ -160,6 +160,10 @@ Result<Release> BrokerClient::RequestRelease(const std::string& host_id, Release
   if (g.lease.host_id != host_id || g.lease.job_id != request.job.job_id || g.lease.policy_id != request.policy_id)
     return InvalidInput("release answer: the lease is for another host, job or policy");
   Release out;
+  if (witness_policy_) {
+    ASSIGN_OR_RETURN(out.witnessed_by, VerifyWitnessedRelease(g, request.report_key, *witness_policy_));
+  }
+  out.audit_proofs = g.audit_proofs;
   for (size_t i = 0; i < g.keys.size(); ++i) {
     if (g.keys[i].dataset_id != request.keys[i].dataset_id || g.keys[i].key_id != request.keys[i].key_id)
       return InvalidInput("release answer: keys[" + std::to_string(i) + "] is not the key asked for");

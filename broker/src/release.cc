@@ -438,7 +438,7 @@ std::string EncodeReleaseGranted(const ReleaseGranted& g) {
                     {"suite", std::string(crypto::SuiteName(k.suite))},
                     {"sealed_key", HexEncode(k.sealed)}});
   }
-  return json{{"lease", LeaseJson(g.lease)},
+  json j{{"lease", LeaseJson(g.lease)},
               {"keys", keys},
               {"sealed_job_key", HexEncode(g.sealed_job_key)},
               {"export_key",
@@ -447,15 +447,22 @@ std::string EncodeReleaseGranted(const ReleaseGranted& g) {
                 {"public_key", HexEncode(g.export_public)}}},
               {"world_size", g.world_size},
               {"ranks_joined", g.ranks_joined},
-              {"audit_index", g.audit_index}}
-      .dump();
+              {"audit_index", g.audit_index}};
+  if (!g.audit_proofs.empty()) {
+    json proofs = json::array();
+    for (const audit::Proof& p : g.audit_proofs) proofs.push_back(p.ToJson());
+    j["audit_proofs"] = std::move(proofs);
+  }
+  return j.dump();
 }
 
 Result<ReleaseGranted> ParseReleaseGranted(std::string_view body) {
   ASSIGN_OR_RETURN(json j, ParseObject(body, "release answer"));
   Fields f(j, "release answer");
-  RETURN_IF_ERROR(
-      f.Exact({"lease", "keys", "sealed_job_key", "export_key", "world_size", "ranks_joined", "audit_index"}));
+  std::set<std::string> members{"lease",        "keys",        "sealed_job_key", "export_key",
+                                "world_size",   "ranks_joined", "audit_index"};
+  if (j.is_object() && j.contains("audit_proofs")) members.insert("audit_proofs");
+  RETURN_IF_ERROR(f.Exact(members));
   ReleaseGranted g;
   ASSIGN_OR_RETURN(g.lease, ParseLeaseJson(j.at("lease"), "release answer"));
   ASSIGN_OR_RETURN(const json* keys, f.Array("keys", 1, kMaxReleaseKeys));
@@ -493,6 +500,21 @@ Result<ReleaseGranted> ParseReleaseGranted(std::string_view body) {
   }
   ASSIGN_OR_RETURN(int64_t index, f.Int("audit_index", 0, INT64_MAX));
   g.audit_index = static_cast<uint64_t>(index);
+  if (members.count("audit_proofs")) {
+    ASSIGN_OR_RETURN(const json* proofs, f.Array("audit_proofs", g.keys.size(), g.keys.size()));
+    for (size_t i = 0; i < proofs->size(); ++i) {
+      const std::string where = "release answer: audit_proofs[" + std::to_string(i) + "]";
+      ASSIGN_OR_RETURN(audit::Proof p, audit::Proof::FromJson((*proofs)[i], where));
+      if (p.kind != audit::ProofKind::kInclusion || !p.entry || p.new_checkpoint.empty())
+        return InvalidInput(where + ": must be an inclusion proof of an entry with its checkpoint");
+      if (p.leaf_index != g.audit_index + i)
+        return InvalidInput(where + ": proves entry " + std::to_string(p.leaf_index) + ", not entry " +
+                            std::to_string(g.audit_index + i));
+      if (i > 0 && p.new_checkpoint != g.audit_proofs[0].new_checkpoint)
+        return InvalidInput(where + ": is against another checkpoint than audit_proofs[0]");
+      g.audit_proofs.push_back(std::move(p));
+    }
+  }
   return g;
 }
 

@@ -267,6 +267,26 @@ Reply Service::Rendezvous(const std::string& job_id, std::string_view body) {
   return {200, EncodeRendezvousInfo(info)};
 }
 
+Result<std::vector<audit::Proof>> Service::WitnessedProofs(uint64_t first_index,
+                                                          const std::vector<std::vector<uint8_t>>& entries) {
+  ASSIGN_OR_RETURN(audit::CosignedCheckpoint c,
+                   options_.witnessing->AwaitCovering(first_index + entries.size() - 1, options_.witness_wait));
+  std::vector<audit::Proof> proofs;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    audit::Proof p;
+    p.kind = audit::ProofKind::kInclusion;
+    p.leaf_index = first_index + i;
+    p.entry = entries[i];
+    p.leaf_hash = audit::LeafHash(entries[i]);
+    p.new_size = c.tree_size;
+    p.new_root = c.root;
+    p.new_checkpoint = c.note;
+    ASSIGN_OR_RETURN(p.path, log_.InclusionProof(p.leaf_index, c.tree_size));
+    proofs.push_back(std::move(p));
+  }
+  return proofs;
+}
+
 Reply Service::Release(std::string_view body) {
   auto request = ParseReleaseRequest(body);
   if (!request.ok()) return ErrorReply(request.status());
@@ -286,7 +306,7 @@ Reply Service::Release(std::string_view body) {
   }
 
   std::shared_ptr<std::mutex> host_lock = HostLock(nonce->host_id);
-  std::lock_guard<std::mutex> host_guard(*host_lock);
+  std::unique_lock<std::mutex> host_guard(*host_lock);
   auto host = store_.GetHost(nonce->host_id);
   if (!host.ok()) return ErrorReply(host.status());
   const std::string job_digest = HexEncode(r.job.job_digest);
@@ -300,7 +320,7 @@ Reply Service::Release(std::string_view body) {
 
   // The data-use policy in force, then the job's identity; each refusal is logged.
   std::shared_ptr<std::mutex> job_lock = JobLock(r.job.job_id);
-  std::lock_guard<std::mutex> job_guard(*job_lock);
+  std::unique_lock<std::mutex> job_guard(*job_lock);
   const int64_t now = Now();
   auto refuse = [&](const std::string& policy_digest, const std::string& reason) -> Reply {
     // The entry's reason field holds at most kMaxAuditTextBytes: a longer reason (many
@@ -401,6 +421,7 @@ Reply Service::Release(std::string_view body) {
   // Logged before anything leaves: one entry per data key. When the log fails, the lease
   // ends and nothing is sent.
   ReleaseGranted g;
+  std::vector<std::vector<uint8_t>> entries_logged(r.keys.size());
   for (size_t i = 0; i < r.keys.size(); ++i) {
     audit::Event e = audit::KeyReleased(options_.actor, r.keys[i].dataset_id, lease.lease_id, host->host_id, job_digest,
                                         Time(std::min(lease.valid_until, lease.reattest_by)));
@@ -411,7 +432,7 @@ Reply Service::Release(std::string_view body) {
     e.fields["report_key"] = HexEncode(r.report_key);
     e.fields["workload"] = HexEncode(r.job.workload_digest);
     e.fields["requester"] = AuditText(r.job.requester, 256);
-    auto index = log_.Append(e);
+    auto index = log_.Append(e, &entries_logged[i]);
     if (!index.ok()) {
       if (Status s = store_.EndLease(lease.lease_id, "audit log unavailable: release not completed", Now()); !s.ok())
         std::cerr << "enclave-broker: ending lease " << lease.lease_id << " after an audit failure: " << s.ToString()
@@ -421,6 +442,30 @@ Reply Service::Release(std::string_view body) {
     if (i == 0) g.audit_index = *index;
   }
   revocation_guard.unlock();  // logged: a revocation from now on ends this lease
+  if (options_.witnessing != nullptr) {
+    // Nothing leaves until a witness quorum has cosigned a checkpoint holding these entries;
+    // other releases of this host and job need not wait for ours meanwhile.
+    job_guard.unlock();
+    host_guard.unlock();
+    auto proofs = WitnessedProofs(g.audit_index, entries_logged);
+    if (!proofs.ok()) {
+      const std::string why = "release not completed: " + proofs.status().message();
+      if (Status s = store_.EndLease(lease.lease_id, AuditText(why), Now()); !s.ok())
+        std::cerr << "enclave-broker: ending lease " << lease.lease_id << " without witnesses: " << s.ToString() << "\n";
+      if (auto index = log_.Append(audit::Revoked(options_.actor, "lease", lease.lease_id, AuditText(why))); !index.ok())
+        std::cerr << "enclave-broker: logging the end of lease " << lease.lease_id << ": " << index.status().ToString()
+                  << "\n";
+      // The witnesses' answers (and URLs) stay in the broker's log; the client learns what
+      // happened and that nothing was released.
+      std::cerr << "enclave-broker: release of lease " << lease.lease_id << " not completed: "
+                << proofs.status().ToString() << "\n";
+      return {503, EncodeError("unavailable",
+                               "audit witnesses: no checkpoint holding this release's audit entries was cosigned by "
+                               "the witness quorum in time; nothing was released and lease " + lease.lease_id +
+                                   " has ended; try again later")};
+    }
+    g.audit_proofs = std::move(*proofs);
+  }
 
   for (size_t i = 0; i < r.keys.size(); ++i) {
     auto dek = options_.keystore->GetDataKey(r.keys[i].dataset_id, r.keys[i].key_id);

@@ -51,6 +51,11 @@ Result<std::unique_ptr<AttestedJob>> AttestedJob::Start(const trainer::JobSpec& 
   a->url_ = job.broker.url;
   ASSIGN_OR_RETURN(broker::ReleaseRequest request, ReleaseRequestForJob(job, options.release));
   ASSIGN_OR_RETURN(a->client_, broker::BrokerClient::Create(job.broker.url, job.broker.ca));
+  if (!job.broker.witness_policy.empty()) {
+    auto policy = audit::WitnessPolicy::Load(job.broker.witness_policy);
+    if (!policy.ok()) return policy.status().Annotate("[broker] witness_policy");
+    a->client_->SetWitnessPolicy(std::move(*policy));
+  }
   std::string tcti = options.tcti;
   if (tcti.empty()) {
     ASSIGN_OR_RETURN(tcti, attest::host::DefaultTcti());

@@ -73,6 +73,7 @@ struct BrokerSettings {
   int64_t archive_max_bytes = int64_t{1} << 34;
   int64_t archive_min_free_bytes = 0;
   std::string extra_config;  // appended to broker.toml ([release], [admin])
+  std::string audit_config;  // more [audit] lines ("witness_policy = \"w.policy\"\n")
   std::string server_config;  // more [server] lines ("max_connections = 8\n")
   // Runs after the folder is prepared and before the broker starts (e.g. to add keys to
   // its keystore, which the broker reads at start).
@@ -244,7 +245,7 @@ class BrokerProcess {
                                        "[audit]\ndir = \"audit\"\nsigning_key = \"audit.key\"\nactor = \"broker@test\"\n"
                                        "archive_max_bytes = " + std::to_string(s.archive_max_bytes) +
                                        "\narchive_min_free_bytes = " + std::to_string(s.archive_min_free_bytes) +
-                                       "\n\n[attestation]\npolicy = \"policy.json\"\nnonce_ttl_s = " +
+                                       "\n" + s.audit_config + "\n[attestation]\npolicy = \"policy.json\"\nnonce_ttl_s = " +
                                        std::to_string(s.nonce_ttl_s) + "\nchallenge_ttl_s = " +
                                        std::to_string(s.challenge_ttl_s) + "\nnonces_per_minute = " +
                                        std::to_string(s.nonces_per_minute) + "\n" + s.extra_config);

@@ -5,9 +5,11 @@
 //   3 ParseRenewalGranted   4 ParseRevocationRequest 5 ParsePolicyActivation
 //   6 ParseRendezvousRequest 7 ParseRendezvousInfo  8 ParseJobReport
 // Invariants: no crash, leak, out-of-bounds read or uncaught exception; every refusal has
-// a message; whatever parses satisfies the documented ranges, re-encodes with the matching
-// Encode* to a body that parses to an equal value (field by field; for a release request
-// also the same ReleaseBinding), and a second encode is byte-identical. The evidence
+// a message; whatever parses satisfies the documented ranges (a release answer's
+// audit_proofs: one inclusion proof with its entry per key, consecutive from audit_index,
+// one checkpoint), re-encodes with the matching Encode* to a body that parses to an equal
+// value (field by field; for a release request also the same ReleaseBinding), and a second
+// encode is byte-identical. The evidence
 // object is kept as nlohmann's compact serialization, so its text is compared after one
 // round (parse(encode(parse(x))) against parse(x)).
 #include <algorithm>
@@ -168,7 +170,10 @@ bool SameGranted(const ReleaseGranted& a, const ReleaseGranted& b) {
          std::equal(a.keys.begin(), a.keys.end(), b.keys.begin(), same_key) && a.sealed_job_key == b.sealed_job_key &&
          a.export_key_name == b.export_key_name && a.export_keystore_id == b.export_keystore_id &&
          a.export_key_id == b.export_key_id && a.export_public == b.export_public && a.world_size == b.world_size &&
-         a.ranks_joined == b.ranks_joined && a.audit_index == b.audit_index;
+         a.ranks_joined == b.ranks_joined && a.audit_index == b.audit_index &&
+         a.audit_proofs.size() == b.audit_proofs.size() &&
+         std::equal(a.audit_proofs.begin(), a.audit_proofs.end(), b.audit_proofs.begin(),
+                    [](const audit::Proof& x, const audit::Proof& y) { return x.ToJson() == y.ToJson(); });
 }
 
 void ValidGranted(const ReleaseGranted& g) {
@@ -187,6 +192,14 @@ void ValidGranted(const ReleaseGranted& g) {
   for (size_t i = 1; i < g.ranks_joined.size(); ++i)
     Check(g.ranks_joined[i - 1] < g.ranks_joined[i], "ranks_joined not strictly ascending");
   Check(g.audit_index <= static_cast<uint64_t>(INT64_MAX), "audit_index out of range");
+  Check(g.audit_proofs.empty() || g.audit_proofs.size() == g.keys.size(), "not one audit proof per key");
+  for (size_t i = 0; i < g.audit_proofs.size(); ++i) {
+    const audit::Proof& p = g.audit_proofs[i];
+    Check(p.kind == audit::ProofKind::kInclusion && p.entry.has_value(), "an audit proof without its entry");
+    Check(p.leaf_index == g.audit_index + i, "audit proofs not for consecutive entries from audit_index");
+    Check(!p.new_checkpoint.empty() && p.new_checkpoint == g.audit_proofs[0].new_checkpoint,
+          "audit proofs against different checkpoints");
+  }
 }
 
 bool SameRenewalGranted(const RenewalGranted& a, const RenewalGranted& b) {

@@ -391,6 +391,11 @@ Result<JobSpec> ParseJob(std::string_view text, const std::string& source, const
       RETURN_IF_ERROR(t.String("job_id", &job.broker.job_id));
       if (Status st = crypto::ValidateObjectId(job.broker.job_id); !st.ok()) return t.Error(*n, "job_id", st.message());
     }
+    if (const toml::node* n = broker->get("witness_policy"); n != nullptr) {
+      RETURN_IF_ERROR(t.String("witness_policy", &job.broker.witness_policy));
+      if (job.broker.witness_policy.empty()) return t.Error(*n, "witness_policy", "must not be empty");
+      job.broker.witness_policy = Resolve(base_dir, job.broker.witness_policy);
+    }
     RETURN_IF_ERROR(t.Finish());
   }
 

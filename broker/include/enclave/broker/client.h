@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,11 @@ struct Release {
   uint32_t world_size = 1;
   std::vector<uint32_t> ranks_joined;
   uint64_t audit_index = 0;
+  // From a witnessed broker: inclusion proofs of the release's key.released entries in a
+  // quorum-cosigned checkpoint (ReleaseGranted::audit_proofs), kept for the job's report;
+  // witnessed_by is filled when they were checked against the client's witness policy.
+  std::vector<audit::Proof> audit_proofs;
+  std::vector<audit::CosignedBy> witnessed_by;
 };
 
 class BrokerClient {
@@ -88,6 +94,9 @@ class BrokerClient {
   // The host's signer, used by Nonce (and so by RequestRelease and Renew): like a client
   // certificate, set once for the host this client acts for. Without one, Nonce fails.
   void SetNonceSigner(NonceSigner signer) { nonce_signer_ = std::move(signer); }
+  // With a witness policy, RequestRelease accepts only an answer whose audit proofs hold
+  // under it (VerifyWitnessedRelease), before any key is opened.
+  void SetWitnessPolicy(std::optional<audit::WitnessPolicy> policy) { witness_policy_ = std::move(policy); }
   Result<NonceIssued> Nonce(const std::string& host_id);
 
   // Evidence for a fresh nonce with `bound` as the bound digest (attest::host::MakeEvidence).
@@ -111,6 +120,7 @@ class BrokerClient {
   std::string url_;
   std::unique_ptr<httplib::SSLClient> http_;
   NonceSigner nonce_signer_;
+  std::optional<audit::WitnessPolicy> witness_policy_;
 };
 
 // A broker error answer as a Status: the code from {"error":{"code"}} and its message.

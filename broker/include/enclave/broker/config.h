@@ -54,6 +54,12 @@ struct BrokerConfig {
   // anything is written, so the audit log never runs out of disk.
   int64_t archive_max_bytes = int64_t{16} << 30;
   int64_t archive_min_free_bytes = int64_t{1} << 30;
+  // [audit]: a C2SP tlog-policy file naming the witnesses (with URLs) and their quorum; set,
+  // every key release waits up to witness_wait_ms for a checkpoint the quorum cosigned
+  // (then 503); witness_timeout_s bounds each connect, read and write to a witness.
+  std::string witness_policy;
+  int64_t witness_wait_ms = 5000;
+  int64_t witness_timeout_s = 5;
   // [release]: Ed25519 public key files of the compliance officers whose signatures make a
   // data-use policy activatable, and the keystore export key jobs encrypt models to ("":
   // the newest).

@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "enclave/audit/proof.h"
+#include "enclave/audit/witness_policy.h"
 #include "enclave/broker/usage_policy.h"
 #include "enclave/common/bytes.h"
 #include "enclave/common/status.h"
@@ -134,9 +136,24 @@ struct ReleaseGranted {
   uint32_t world_size = 1;
   std::vector<uint32_t> ranks_joined;   // ranks of this job holding a lease, ascending
   uint64_t audit_index = 0;             // the first key.released entry of this decision
+  // From a witnessed broker: one inclusion proof per key.released entry, in key order, all
+  // against one checkpoint cosigned by the broker's witness quorum (docs/protocol.md,
+  // "Witnessed releases"). Empty from a broker without witnesses.
+  std::vector<audit::Proof> audit_proofs;
 };
 std::string EncodeReleaseGranted(const ReleaseGranted& g);
+// Strict; audit_proofs, when present, must be one inclusion proof with its entry per key,
+// audit_index first and consecutive, all against the same checkpoint note. Their hashes and
+// signatures are checked by VerifyWitnessedRelease, not here.
 Result<ReleaseGranted> ParseReleaseGranted(std::string_view body);
+
+// The client's check of a witnessed release: every proof holds; the checkpoint is signed by
+// the policy's log and cosigned by its quorum; entry i is the key.released entry of this
+// lease, host, job and report key for keys[i]. AuthFailed (PermissionDenied when the answer
+// carries no proofs) naming what failed; on success the witnesses that cosigned.
+Result<std::vector<audit::CosignedBy>> VerifyWitnessedRelease(const ReleaseGranted& g,
+                                                              const std::array<uint8_t, 32>& report_key,
+                                                              const audit::WitnessPolicy& policy);
 
 // POST /v1/leases/LEASE/renewals: fresh evidence whose bound digest is RenewalBinding.
 struct RenewalRequest {

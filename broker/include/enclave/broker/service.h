@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,6 +28,7 @@
 #include "enclave/attest/policy.h"
 #include "enclave/audit/evidence_archive.h"
 #include "enclave/audit/log_writer.h"
+#include "enclave/audit/witnessing.h"
 #include "enclave/broker/release.h"
 #include "enclave/broker/store.h"
 #include "enclave/broker/usage_policy.h"
@@ -57,6 +59,11 @@ struct ServiceOptions {
   const crypto::Keystore* keystore = nullptr;
   std::vector<SignerPublicKey> policy_signers;  // compliance officers
   std::string export_key;                       // keystore export key name; "": the newest
+  // Witnessed releases ([audit] witness_policy): a release is answered only with a
+  // checkpoint cosigned by the quorum that holds its key.released entries, waiting at most
+  // `witness_wait`; after that the lease ends (logged) and the answer is 503.
+  audit::Witnessing* witnessing = nullptr;
+  std::chrono::milliseconds witness_wait{5000};
 };
 
 // How far (TPM clock, ms) a signed nonce request may lag behind the newest one accepted
@@ -97,6 +104,9 @@ class Service {
     policy_sha256_ = crypto::Sha256(AsBytes(policy_text_));
   }
   int64_t Now() const;
+  // Inclusion proofs of a release's entries (first_index...) in a quorum-cosigned checkpoint.
+  Result<std::vector<audit::Proof>> WitnessedProofs(uint64_t first_index,
+                                                    const std::vector<std::vector<uint8_t>>& entries);
   std::shared_ptr<std::mutex> HostLock(const std::string& host_id);
   std::shared_ptr<std::mutex> JobLock(const std::string& job_id);
   // Appraises `evidence_text` for `host` with `bound` as the expected bound digest,

@@ -73,6 +73,9 @@ struct BrokerSpec {
   std::string policy;     // the data-use policy id to be judged by
   std::string requester;  // who runs the job (checked against the policy)
   std::string job_id;     // same for every rank; default "job-" + the first 16 hex digits of the digest
+  // A C2SP tlog-policy file (resolved path): the release must come with a checkpoint its
+  // witness quorum cosigned and proofs of the release's audit entries; empty: not required.
+  std::string witness_policy;
 };
 
 enum Metric : uint32_t { kMetricLoss = 1, kMetricAccuracy = 2, kMetricRocAuc = 4 };
