@@ -58,6 +58,8 @@
 #include <deque>
 #include <filesystem>
 #include <memory>
+#include <condition_variable>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -120,6 +122,20 @@ std::string UsagePolicyJson(const std::string& attestation_sha256, const std::st
          R"("clear_metrics":["loss","accuracy","roc_auc"],"released_keys":"process-memory"}})";
 }
 
+// One attested host: its TPM (a swtpm instance), its state and its simulated IMA log.
+struct BenchHost {
+  std::unique_ptr<enclave::testing::SwtpmFixture> fixture;  // null for the main host (Env::fixture)
+  Tpm* tpm = nullptr;
+  HostState* state = nullptr;
+  std::unique_ptr<Tpm> own_tpm;
+  std::unique_ptr<HostState> own_state;
+  std::string host_id;
+  std::string ima_log;
+  std::mutex mu;  // one request of this host in flight: the broker wants its quotes in TPM-clock order
+  size_t next = 0;  // with fewer hosts than clients: the position of the request to post next
+  std::condition_variable turn;
+};
+
 struct Env {
   // Declared first: destroyed last (the broker and the TPM connection go before swtpm).
   std::unique_ptr<enclave::testing::SwtpmFixture> fixture;
@@ -135,6 +151,8 @@ struct Env {
   uint64_t job_counter = 0;
   Workload workload;     // this benchmark binary, measured into PCR 10 as IMA would
   std::string ima_log;   // the simulated IMA log that shows it
+  std::vector<std::unique_ptr<BenchHost>> hosts;  // hosts[0] is the main host above
+  std::vector<std::unique_ptr<BenchHost>> extra_hosts;  // started, not yet enrolled
 
   Env() {
     setenv("TSS2_LOG", "all+NONE", 0);
@@ -172,10 +190,26 @@ struct Env {
       RETURN_IF_ERROR(PrepareKeys(dir));
       return StartWitnesses(dir, witnesses);
     };
+    // ENCLAVE_BENCH_HOSTS=N (1..64): N attested hosts for BM_ReleaseConcurrent.
+    const char* h = std::getenv("ENCLAVE_BENCH_HOSTS");
+    const int host_count = h != nullptr ? std::atoi(h) : 1;
+    if (host_count < 1 || host_count > 64) Die("ENCLAVE_BENCH_HOSTS must be 1..64");
+    StartExtraHosts(static_cast<size_t>(host_count));
     broker = Must(BrokerProcess::Start(fixture->dir() + "/broker", s), "starting the broker");
     Connect();
     Enrol();
     ActivateUsagePolicy();
+    auto main = std::make_unique<BenchHost>();
+    main->tpm = tpm.get();
+    main->state = host_state.get();
+    main->host_id = host_id;
+    main->ima_log = ima_log;
+    hosts.push_back(std::move(main));
+    for (auto& extra : extra_hosts) {
+      extra->host_id = EnrolHost(*extra->tpm, *extra->state);
+      hosts.push_back(std::move(extra));
+    }
+    extra_hosts.clear();
     policy_text = bt::ReadText(broker->Path("policy.json"));
   }
 
@@ -215,18 +249,18 @@ struct Env {
   // One keep-alive TLS 1.3 client, as BrokerClient configures it plus keep-alive.
   void Connect() { http = NewClient(); }
   std::unique_ptr<httplib::SSLClient> NewClient() {
-    auto http = std::make_unique<httplib::SSLClient>("127.0.0.1", broker->port());
-    http->set_ca_cert_path(broker->Path("tls.crt").c_str());
-    http->enable_server_certificate_verification(true);
-    http->set_keep_alive(true);
-    http->set_tcp_nodelay(true);  // else our request's body waits for the ACK of its headers
-    http->set_connection_timeout(10, 0);
-    http->set_read_timeout(60, 0);
-    http->set_write_timeout(60, 0);
-    http->set_socket_options([this](int) { sockets.fetch_add(1); });  // counts connects
-    SSL_CTX* ctx = http->ssl_context();
+    auto c = std::make_unique<httplib::SSLClient>("127.0.0.1", broker->port());
+    c->set_ca_cert_path(broker->Path("tls.crt").c_str());
+    c->enable_server_certificate_verification(true);
+    c->set_keep_alive(true);
+    c->set_tcp_nodelay(true);  // else our request's body waits for the ACK of its headers
+    c->set_connection_timeout(10, 0);
+    c->set_read_timeout(60, 0);
+    c->set_write_timeout(60, 0);
+    c->set_socket_options([this](int) { sockets.fetch_add(1); });  // counts connects
+    SSL_CTX* ctx = c->ssl_context();
     if (ctx == nullptr || SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) != 1) Die("TLS 1.3 only");
-    return http;
+    return c;
   }
 
   BrokerProcess::Answer Post(const std::string& path, const std::string& body, const std::string& bearer = "") {
@@ -237,19 +271,38 @@ struct Env {
     return {r->status, r->body};
   }
 
-  void Enrol() {
+  void Enrol() { host_id = EnrolHost(*tpm, *host_state); }
+  std::string EnrolHost(Tpm& host_tpm, HostState& state) {
     attest::host::EnrollOptions o;
     o.force = true;
-    attest::EnrolmentBundle bundle = Must(attest::host::Enroll(*tpm, *host_state, o, Now()), "enrol");
+    attest::EnrolmentBundle bundle = Must(attest::host::Enroll(host_tpm, state, o, Now()), "enrol");
     enrolment_text = attest::EncodeEnrolmentBundle(bundle);
     auto a = Post("/v1/enrolments", enrolment_text);
     if (a.status != 201) Die("POST /v1/enrolments: " + std::to_string(a.status) + " " + a.body);
     EnrolmentChallenge c = Must(ParseEnrolmentChallenge(a.body), "enrolment challenge");
     attest::ChallengeBundle challenge = Must(attest::ParseChallengeBundle(c.challenge_bundle), "challenge bundle");
-    attest::ActivationResponse response = Must(attest::host::Activate(*tpm, *host_state, challenge), "activate");
+    attest::ActivationResponse response = Must(attest::host::Activate(host_tpm, state, challenge), "activate");
     auto done = Post("/v1/enrolments/" + c.challenge_id + "/activation", attest::EncodeActivationResponse(response));
     if (done.status != 201) Die("activation: " + std::to_string(done.status) + " " + done.body);
-    host_id = done.json()["host_id"].get<std::string>();
+    return done.json()["host_id"].get<std::string>();
+  }
+
+  // Hosts 1..n-1 (ENCLAVE_BENCH_HOSTS): each a fresh swtpm with its workload measured,
+  // its EK certified by the main host's CA (which the broker's policy trusts).
+  void StartExtraHosts(size_t n) {
+    const std::string exe = std::filesystem::canonical("/proc/self/exe").string();
+    for (size_t i = 1; i < n; ++i) {
+      auto h = std::make_unique<BenchHost>();
+      // One manufacturer CA for the fleet, the main host's (as real fleets share a few).
+      h->fixture = Must(enclave::testing::SwtpmFixture::Start(fixture->dir() + "/ca"), "starting another swtpm");
+      h->own_tpm = Must(Tpm::Open(h->fixture->tcti()), "opening its TPM");
+      h->own_state = std::make_unique<HostState>(Must(HostState::Open(h->fixture->dir() + "/host", true), "host state"));
+      h->tpm = h->own_tpm.get();
+      h->state = h->own_state.get();
+      Must(attest::host::SimulateImaMeasurement(*h->tpm, exe, exe, h->fixture->dir() + "/ima.log"), "simulated IMA");
+      h->ima_log = bt::ReadText(h->fixture->dir() + "/ima.log");
+      extra_hosts.push_back(std::move(h));
+    }
   }
 
   void ActivateUsagePolicy() {
@@ -262,20 +315,21 @@ struct Env {
   }
 
   Result<attest::EvidenceBundle> Quote(ByteSpan nonce, const std::optional<crypto::Digest256>& bound,
-                                       const std::string& selection) {
+                                       const std::string& selection, BenchHost* host = nullptr) {
+    BenchHost& h = host != nullptr ? *host : *hosts[0];
     ASSIGN_OR_RETURN(attest::PcrSelection sel, attest::PcrSelection::FromString(selection));
-    auto logs = [this] {
+    auto logs = [&h] {
       attest::host::HostLogs l;
-      l.ima_log = ima_log;
+      l.ima_log = h.ima_log;
       return Result<attest::host::HostLogs>(l);
     };
-    return attest::host::MakeEvidence(*tpm, *host_state, sel, nonce, bound, logs, Now());
+    return attest::host::MakeEvidence(*h.tpm, *h.state, sel, nonce, bound, logs, Now());
   }
 
-  Result<NonceIssued> Nonce() {
-    ASSIGN_OR_RETURN(attest::SignedNonceRequest signed_request,
-                     attest::host::SignNonceRequest(*tpm, *host_state, host_id));
-    auto a = Post("/v1/nonces", EncodeNonceRequest({host_id, std::move(signed_request)}));
+  Result<NonceIssued> Nonce(BenchHost* host = nullptr) {
+    BenchHost& h = host != nullptr ? *host : *hosts[0];
+    ASSIGN_OR_RETURN(attest::SignedNonceRequest signed_request, attest::host::SignNonceRequest(*h.tpm, *h.state, h.host_id));
+    auto a = Post("/v1/nonces", EncodeNonceRequest({h.host_id, std::move(signed_request)}));
     if (a.status != 201) return Unavailable("POST /v1/nonces: " + std::to_string(a.status) + " " + a.body);
     return ParseNonceIssued(a.body);
   }
@@ -292,8 +346,8 @@ struct Prepared {
   std::unique_ptr<ReleaseKeys> keys;
 };
 
-Result<Prepared> PrepareRelease(Env& env) {
-  ASSIGN_OR_RETURN(NonceIssued n, env.Nonce());
+Result<Prepared> PrepareReleaseOf(Env& env, BenchHost* host) {
+  ASSIGN_OR_RETURN(NonceIssued n, env.Nonce(host));
   ASSIGN_OR_RETURN(ReleaseKeys keys, ReleaseKeys::Generate());
   ReleaseRequest r;
   r.policy_id = "medical";
@@ -311,10 +365,11 @@ Result<Prepared> PrepareRelease(Env& env) {
   r.job.workload_digest = WorkloadDigest(env.workload);
   r.recipient = keys.recipient();
   r.report_key = keys.report_public();
-  ASSIGN_OR_RETURN(attest::EvidenceBundle ev, env.Quote(n.nonce, ReleaseBinding(r), n.pcr_selection));
+  ASSIGN_OR_RETURN(attest::EvidenceBundle ev, env.Quote(n.nonce, ReleaseBinding(r), n.pcr_selection, host));
   r.evidence = attest::EncodeEvidenceBundle(ev);
   return Prepared{"/v1/releases", EncodeReleaseRequest(r), std::make_unique<ReleaseKeys>(std::move(keys))};
 }
+Result<Prepared> PrepareRelease(Env& env) { return PrepareReleaseOf(env, nullptr); }
 
 Result<Prepared> PrepareAttestation(Env& env) {
   ASSIGN_OR_RETURN(NonceIssued n, env.Nonce());
@@ -401,24 +456,29 @@ void RunPosts(benchmark::State& state, Result<Prepared> (*prepare)(Env&), bool i
 void BM_Release(benchmark::State& state) { RunPosts(state, PrepareRelease, true); }
 BENCHMARK(BM_Release)->UseManualTime()->Iterations(kIterations)->Unit(benchmark::kMillisecond);
 
-// Releases from 64 concurrent clients, each on its own keep-alive TLS 1.3 connection:
-// every client's evidence is quoted first (not timed), then all clients start together and
-// post theirs one after another; the time is from the start to the last answer. p50/p99
-// over every request. What concurrency buys: the audit log's group commits (and, with
+// Releases from 64 concurrent clients over ENCLAVE_BENCH_HOSTS attested hosts (a swtpm
+// each; clients of one host take turns, since the broker wants a host's quotes in
+// TPM-clock order) on its own keep-alive TLS 1.3 connection: every
+// client's evidence is quoted first (not timed), then all clients start together and post
+// theirs one after another; the time is from the start to the last answer. p50/p99 over
+// every request. What concurrency buys: the audit log's group commits (and, with
 // witnesses, their rounds) are shared.
 constexpr int kConcurrentClients = 64;
 constexpr int kPerClient = 5;
 void BM_ReleaseConcurrent(benchmark::State& state) {
   Env& env = GetEnv();
+  const int hosts = static_cast<int>(env.hosts.size());
+  auto host_of = [&](int client) { return env.hosts[static_cast<size_t>(client % hosts)].get(); };
   std::vector<double> latency_ms;
   int64_t done = 0;
   for (auto _ : state) {
+    for (auto& h : env.hosts) h->next = 0;
     std::vector<std::vector<Prepared>> work(kConcurrentClients);
-    for (auto& w : work) {
-      for (int i = 0; i < kPerClient; ++i) {
-        auto p = PrepareRelease(env);
+    for (int i = 0; i < kPerClient; ++i) {  // each host's quotes in the order its clients will post them
+      for (int c = 0; c < kConcurrentClients; ++c) {
+        auto p = PrepareReleaseOf(env, host_of(c));
         if (!p.ok()) return state.SkipWithError(p.status().ToString().c_str());
-        w.push_back(std::move(p).value());
+        work[c].push_back(std::move(p).value());
       }
     }
     std::vector<std::unique_ptr<httplib::SSLClient>> clients;
@@ -436,10 +496,25 @@ void BM_ReleaseConcurrent(benchmark::State& state) {
       threads.emplace_back([&, c] {
         waiting.fetch_sub(1);
         while (!go.load()) std::this_thread::yield();
-        for (Prepared& p : work[c]) {
+        BenchHost* h = host_of(c);
+        for (size_t i = 0; i < work[c].size(); ++i) {
+          Prepared& p = work[c][i];
+          // With fewer hosts than clients, a host's requests go in quote order: client c
+          // posts its i-th after the host's clients before it posted theirs.
+          std::unique_lock<std::mutex> turn(h->mu, std::defer_lock);
+          if (hosts < kConcurrentClients) {
+            turn.lock();
+            const size_t clients_of_host = kConcurrentClients / hosts + (c % hosts < kConcurrentClients % hosts);
+            const size_t mine = i * clients_of_host + static_cast<size_t>(c / hosts);
+            h->turn.wait(turn, [&] { return h->next == mine; });
+          }
           const auto t0 = std::chrono::steady_clock::now();
           auto r = clients[c]->Post(p.path.c_str(), p.body, "application/json");
           const auto t1 = std::chrono::steady_clock::now();
+          if (turn.owns_lock()) {
+            ++h->next;
+            h->turn.notify_all();
+          }
           if (!r || r->status != 200) {
             errors[c] = r ? std::to_string(r->status) + " " + r->body : httplib::to_string(r.error());
             return;
@@ -466,6 +541,7 @@ void BM_ReleaseConcurrent(benchmark::State& state) {
   }
   state.SetItemsProcessed(done);
   state.counters["clients"] = kConcurrentClients;
+  state.counters["hosts"] = hosts;
   state.counters["witnesses"] = static_cast<double>(env.witness_processes.size());
   state.counters["p50_ms"] = Percentile(latency_ms, 0.50);
   state.counters["p99_ms"] = Percentile(latency_ms, 0.99);

@@ -116,7 +116,7 @@ bool SwtpmFixture::Installed() {
          !FindInPath("swtpm_localca").empty();
 }
 
-Result<std::unique_ptr<SwtpmFixture>> SwtpmFixture::Start() {
+Result<std::unique_ptr<SwtpmFixture>> SwtpmFixture::Start(const std::string& ca_dir) {
   if (!Installed()) return Unavailable("swtpm, swtpm_setup or swtpm_localca not in PATH");
   std::unique_ptr<SwtpmFixture> f(new SwtpmFixture());
   const char* tmp = std::getenv("TMPDIR");
@@ -125,6 +125,7 @@ Result<std::unique_ptr<SwtpmFixture>> SwtpmFixture::Start() {
   buf.push_back('\0');
   if (mkdtemp(buf.data()) == nullptr) return ErrnoStatus("mkdtemp " + tmpl, errno);
   f->dir_ = buf.data();
+  f->ca_dir_ = ca_dir.empty() ? f->dir_ + "/ca" : ca_dir;
   RETURN_IF_ERROR(f->Manufacture());
   RETURN_IF_ERROR(f->Launch());
   return f;
@@ -132,16 +133,16 @@ Result<std::unique_ptr<SwtpmFixture>> SwtpmFixture::Start() {
 
 Status SwtpmFixture::Manufacture() {
   std::error_code ec;
-  std::filesystem::create_directories(dir_ + "/ca", ec);
+  std::filesystem::create_directories(ca_dir_, ec);
   std::filesystem::create_directories(dir_ + "/state", ec);
-  if (ec) return IoError("creating " + dir_ + "/{ca,state}: " + ec.message());
-  // swtpm_localca's configuration: the CA's keys and serial live in dir_/ca. The root CA
+  if (ec) return IoError("creating " + ca_dir_ + " and " + dir_ + "/state: " + ec.message());
+  // swtpm_localca's configuration: the CA's keys and serial live in ca_dir_. The root CA
   // and the intermediate ("issuercert") are created on first use.
   RETURN_IF_ERROR(WriteText(dir_ + "/swtpm-localca.conf",
-                            "statedir = " + dir_ + "/ca\n" +
-                            "signingkey = " + dir_ + "/ca/signkey.pem\n" +
-                            "issuercert = " + dir_ + "/ca/issuercert.pem\n" +
-                            "certserial = " + dir_ + "/ca/certserial\n"));
+                            "statedir = " + ca_dir_ + "\n" +
+                            "signingkey = " + ca_dir_ + "/signkey.pem\n" +
+                            "issuercert = " + ca_dir_ + "/issuercert.pem\n" +
+                            "certserial = " + ca_dir_ + "/certserial\n"));
   RETURN_IF_ERROR(WriteText(dir_ + "/swtpm-localca.options",
                             "--platform-manufacturer EnclaveTest\n"
                             "--platform-version 2.1\n"
@@ -166,8 +167,7 @@ Status SwtpmFixture::Manufacture() {
     return Internal("swtpm_setup failed (status " + std::to_string(wstatus) + "): " + text);
   }
   if (!std::filesystem::exists(ca_root_cert()) || !std::filesystem::exists(ca_issuer_cert())) {
-    return Internal("swtpm_setup succeeded but the local CA certificates are missing in " + dir_ +
-                    "/ca");
+    return Internal("swtpm_setup succeeded but the local CA certificates are missing in " + ca_dir_);
   }
   return OkStatus();
 }

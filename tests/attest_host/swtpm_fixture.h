@@ -19,7 +19,9 @@ class SwtpmFixture {
   // True when swtpm, swtpm_setup and swtpm_localca are installed (the only reason a TPM
   // test may skip).
   static bool Installed();
-  static Result<std::unique_ptr<SwtpmFixture>> Start();
+  // `ca_dir`: the local CA's folder, shared by every instance started with it (a fleet
+  // whose EKs one manufacturer CA certified); empty: a CA of this instance's own.
+  static Result<std::unique_ptr<SwtpmFixture>> Start(const std::string& ca_dir = "");
   ~SwtpmFixture();
   SwtpmFixture(const SwtpmFixture&) = delete;
   SwtpmFixture& operator=(const SwtpmFixture&) = delete;
@@ -28,9 +30,9 @@ class SwtpmFixture {
   const std::string& tcti() const { return tcti_; }
   int port() const { return port_; }
   // The local CA's root certificate: the EK root a verifier would trust.
-  std::string ca_root_cert() const { return dir_ + "/ca/swtpm-localca-rootca-cert.pem"; }
+  std::string ca_root_cert() const { return ca_dir_ + "/swtpm-localca-rootca-cert.pem"; }
   // The intermediate that signed the EK certificates (chains to ca_root_cert()).
-  std::string ca_issuer_cert() const { return dir_ + "/ca/issuercert.pem"; }
+  std::string ca_issuer_cert() const { return ca_dir_ + "/issuercert.pem"; }
   const std::string& dir() const { return dir_; }
   pid_t pid() const { return pid_; }
   // Stops swtpm (SIGTERM, then SIGKILL after 5 s); idempotent.
@@ -38,6 +40,7 @@ class SwtpmFixture {
 
  private:
   SwtpmFixture() = default;
+  std::string ca_dir_;
   Status Manufacture();
   Status Launch();
 
