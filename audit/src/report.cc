@@ -328,6 +328,7 @@ class Collector {
         json ref = Ref(index, e);
         for (const char* k : {"host", "job_id", "job_digest", "datasets", "policy_id", "reason"}) ref[k] = f[k];
         ref["policy_digest"] = StrOrNull(f, "policy_digest");
+        ref["requester"] = StrOrNull(f, "requester");  // who ran the job (absent in older entries)
         refused_.push_back(std::move(ref));
         break;
       }
@@ -335,6 +336,7 @@ class Collector {
         json rel = Ref(index, e);
         for (const char* k : {"dataset_id", "lease_id", "host", "job_digest"}) rel[k] = f[k];
         rel["expires"] = StrOrNull(f, "expires");
+        rel["requester"] = StrOrNull(f, "requester");
         key_releases_.push_back(rel);
         const std::string lease_id = Str(f, "lease_id");
         LeaseInPeriod(lease_id);

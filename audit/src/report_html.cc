@@ -361,13 +361,13 @@ std::string RenderReportHtml(const json& r) {
 
   // 6. Key releases.
   {
-    Table t({"#", "Time", "Dataset", "Lease", "Host", "Job", "Expires", "Actor"});
+    Table t({"#", "Time", "Dataset", "Requester", "Lease", "Host", "Job", "Expires", "Actor"});
     for (const json& k : r["key_releases"]) {
       if (!t.Row()) continue;
       std::string tm = S(k["time"]);
       if (tm.size() > 10 && tm[10] == 'T') tm[10] = ' ';
       t.Cells({E(k["index"]), "<span class=\"mono\">" + HtmlEscape(tm) + "</span>", "<strong>" + E(k["dataset_id"]) + "</strong>",
-               E(k["lease_id"]), E(k["host"]), Digest(k["job_digest"]), OrDash(E(k["expires"])), E(k["actor"])});
+               OrDash(E(k["requester"])), E(k["lease_id"]), E(k["host"]), Digest(k["job_digest"]), OrDash(E(k["expires"])), E(k["actor"])});
     }
     h += Section("6. Key releases", r["key_releases"].size(),
                  r["key_releases"].empty() ? "<p class=\"none\">No key was released in this period.</p>"
@@ -413,7 +413,7 @@ std::string RenderReportHtml(const json& r) {
 
   // 8b. Key releases refused by a data-use policy after the evidence passed.
   {
-    Table t({"#", "Time", "Host", "Job", "Datasets", "Policy", "Reason"});
+    Table t({"#", "Time", "Host", "Job", "Requester", "Datasets", "Policy", "Reason"});
     for (const json& f : r["refused_releases"]) {
       if (!t.Row()) continue;
       std::string tm = S(f["time"]);
@@ -421,7 +421,7 @@ std::string RenderReportHtml(const json& r) {
       std::string ds;
       for (const json& d : f["datasets"]) ds += (ds.empty() ? "" : ", ") + E(d);
       t.Cells({E(f["index"]), "<span class=\"mono\">" + HtmlEscape(tm) + "</span>", "<strong>" + E(f["host"]) + "</strong>",
-               E(f["job_id"]) + "<br>" + Digest(f["job_digest"]), ds, E(f["policy_id"]) + "<br>" + Digest(f["policy_digest"]),
+               E(f["job_id"]) + "<br>" + Digest(f["job_digest"]), OrDash(E(f["requester"])), ds, E(f["policy_id"]) + "<br>" + Digest(f["policy_digest"]),
                E(f["reason"])});
     }
     h += Section("8b. Refused key releases", r["refused_releases"].size(),

@@ -68,6 +68,10 @@ TEST_F(ReportTest, WholeLogContent) {
   EXPECT_EQ(s["key_releases"], 2);
   EXPECT_EQ(s["leases"], 1);
   EXPECT_EQ(s["lease_renewals"], 1);
+  // Who ran the job: the entry's requester, null for an entry without one.
+  EXPECT_EQ(r["key_releases"][0]["requester"], "alice@hospital.example");
+  EXPECT_TRUE(r["key_releases"][1]["requester"].is_null());
+  EXPECT_NE(RenderReportHtml(r).find("alice@hospital.example"), std::string::npos);
   EXPECT_EQ(s["failed_attestations"], 2);
   EXPECT_EQ(s["revocations"], 2);
   EXPECT_EQ(s["by_type"]["attestation.verdict"], 3);
