@@ -5,7 +5,6 @@
 #include <set>
 
 #include "enclave/audit/checkpoint.h"
-#include "enclave/common/bytes.h"
 
 namespace enclave::audit {
 namespace {

@@ -98,17 +98,24 @@ class ReleaseTest : public EnrolAttestTest {
       const bool yes = i % 2 == 0;
       csv += std::to_string(i % 7 + (yes ? 10 : 0)) + "," + std::to_string(i % 5) + "," + (yes ? "yes" : "no") + "\n";
     }
-    testing::WriteText(dir + "/data.csv", csv);
+    ASSIGN_OR_RETURN(dataset::DatasetInfo info, SealAsWdbc(dir, "data.csv", csv));
+    return HexEncode(info.header.params.key_id);
+  }
+
+  // `csv` (label column "label", positive "yes") written to DIR/`name` and sealed as
+  // dataset "wdbc" under a fresh DEK of the tenant keystore, to DIR/wdbc.sealed.
+  static Result<dataset::DatasetInfo> SealAsWdbc(const std::string& dir, const std::string& name,
+                                                 const std::string& csv) {
+    testing::WriteText(dir + "/" + name, csv);
     ASSIGN_OR_RETURN(crypto::SecretBytes pass, crypto::SecretBytes::CopyFrom(AsBytes(testing::kPassphrase)));
     ASSIGN_OR_RETURN(crypto::Keystore ks, crypto::Keystore::Unlock(dir + "/tenant.keystore", pass));
     dataset::SealOptions o;
-    o.csv_path = dir + "/data.csv";
+    o.csv_path = dir + "/" + name;
     o.out_path = dir + "/wdbc.sealed";
     o.label.column = "label";
     o.label.positive = "yes";
     o.dataset_id = "wdbc";
-    ASSIGN_OR_RETURN(dataset::DatasetInfo info, dataset::SealCsv(o, ks));
-    return HexEncode(info.header.params.key_id);
+    return dataset::SealCsv(o, ks);
   }
 
   std::string JobToml(const std::string& output_dir, const std::string& job_id) {
@@ -131,16 +138,7 @@ class ReleaseTest : public EnrolAttestTest {
       csv += std::to_string(i % 97 + (yes ? 50 : 0)) + "," + std::to_string(i % 13) + "," + std::to_string(i % 7) + "," +
              std::to_string(i % 5) + "," + (yes ? "yes" : "no") + "\n";
     }
-    testing::WriteText(dir + "/big.csv", csv);
-    ASSIGN_OR_RETURN(crypto::SecretBytes pass, crypto::SecretBytes::CopyFrom(AsBytes(testing::kPassphrase)));
-    ASSIGN_OR_RETURN(crypto::Keystore ks, crypto::Keystore::Unlock(dir + "/tenant.keystore", pass));
-    dataset::SealOptions o;
-    o.csv_path = dir + "/big.csv";
-    o.out_path = dir + "/wdbc.sealed";
-    o.label.column = "label";
-    o.label.positive = "yes";
-    o.dataset_id = "wdbc";
-    return dataset::SealCsv(o, ks).status();
+    return SealAsWdbc(dir, "big.csv", csv).status();
   }
 
 #ifdef ENCLAVE_ATTEST_BIN
