@@ -130,6 +130,10 @@ Status Serve(const Args& args) {
   ASSIGN_OR_RETURN(std::unique_ptr<broker::Service> service,
                    broker::Service::Create(*store, **log, std::move(archive),
                                            std::string(policy_bytes.begin(), policy_bytes.end()), policy_dir, options));
+  if (config.serve_tiles) {
+    config.server.tiles_dir = (*log)->tiles_dir();
+    std::fprintf(stderr, "enclave-broker: serving the audit log's tiles (C2SP tlog-tiles) under /v1/audit-log/\n");
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<broker::Server> server, broker::Server::Create(config.server, *service));
 
   // Expired challenges and nonces are deleted once a minute (used nonces are kept an hour

@@ -5,6 +5,7 @@
 #include <ctime>
 #include <iterator>
 
+#include "enclave/audit/record.h"
 #include "enclave/audit/tree_head.h"
 #include "strict_json.h"
 
@@ -523,6 +524,12 @@ Result<std::vector<uint8_t>> SerializeEntry(const Event& event, uint64_t seq) {
     text = j.dump(-1, ' ', false, json::error_handler_t::strict);
   } catch (const json::exception& e) {
     return InvalidInput(std::string("event is not valid UTF-8: ") + e.what());
+  }
+  // Checked here, before anything is written: a longer record would be one that every
+  // reader refuses, and the log could not be opened again.
+  if (text.size() > kMaxWrittenEntryBytes) {
+    return InvalidInput("a " + std::string(EventTypeName(event.type)) + " entry of " + std::to_string(text.size()) +
+                        " bytes exceeds the log's limit of " + std::to_string(kMaxWrittenEntryBytes) + " bytes");
   }
   return std::vector<uint8_t>(text.begin(), text.end());
 }

@@ -16,6 +16,8 @@
 namespace enclave::audit {
 namespace {
 
+constexpr size_t kMaxQueuedTileBatches = 256;
+
 std::string LogPath(const std::string& dir) { return dir + "/" + kLogFileName; }
 
 }  // namespace
@@ -47,12 +49,61 @@ Result<std::unique_ptr<LogWriter>> LogWriter::Open(const std::string& dir, LogSi
     }
     return ErrnoStatus("flock " + path, err);
   }
-  std::unique_ptr<LogWriter> w(new LogWriter(path, fd, std::move(key), std::move(options)));
+  std::unique_ptr<LogWriter> w(new LogWriter(dir, fd, std::move(key), std::move(options)));
   RETURN_IF_ERROR(w->Recover());
+  if (w->options_.write_tiles) {
+    ASSIGN_OR_RETURN(w->tiles_, TileWriter::Rebuild(dir, w->nodes_, w->LatestCheckpoint()));
+    w->tiles_thread_ = std::thread([raw = w.get()] { raw->TilesLoop(); });
+  }
   return w;
 }
 
-LogWriter::~LogWriter() { ::close(fd_); }  // also releases the flock
+LogWriter::~LogWriter() {
+  if (tiles_thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lk(tiles_mu_);
+      tiles_stop_ = true;  // after the queued batches
+    }
+    tiles_cv_.notify_all();
+    tiles_thread_.join();
+  }
+  ::close(fd_);  // also releases the flock
+}
+
+void LogWriter::TilesLoop() {
+  std::unique_lock<std::mutex> lk(tiles_mu_);
+  for (;;) {
+    tiles_cv_.wait(lk, [this] { return tiles_stop_ || !tiles_queue_.empty(); });
+    if (tiles_queue_.empty()) return;  // stopping, nothing left
+    std::deque<TileBatch> batches;
+    batches.swap(tiles_queue_);
+    const bool failed = !tiles_failed_.ok();
+    lk.unlock();
+    Status s;
+    for (size_t i = 0; i < batches.size() && s.ok() && !failed; ++i) {
+      std::vector<std::span<const uint8_t>> entries(batches[i].entries.begin(), batches[i].entries.end());
+      Result<TilePlan> plan = [&] {
+        std::shared_lock<std::shared_mutex> nodes_lock(nodes_mu_);  // appends may go on meanwhile
+        return tiles_->Plan(nodes_, entries);
+      }();
+      // Every checkpoint's tiles are written; the checkpoint file only for the newest.
+      s = plan.ok() ? tiles_->Write(*plan, i + 1 == batches.size() ? batches[i].checkpoint : std::string())
+                    : plan.status();
+    }
+    lk.lock();
+    if (!s.ok() && tiles_failed_.ok()) tiles_failed_ = s.Annotate("updating the tiles of " + path_);
+    tiles_done_ += batches.size();
+    tiles_cv_.notify_all();
+  }
+}
+
+Status LogWriter::WaitForTiles() {
+  if (!tiles_) return OkStatus();
+  std::unique_lock<std::mutex> lk(tiles_mu_);
+  const uint64_t target = tiles_queued_;
+  tiles_cv_.wait(lk, [&] { return tiles_done_ >= target; });
+  return tiles_failed_;
+}
 
 uint64_t LogWriter::Now() const { return options_.clock_ms ? options_.clock_ms() : NowMs(); }
 
@@ -191,18 +242,42 @@ Status LogWriter::WriteBatch(std::deque<Pending*>& batch) {
                    SignChainedTreeHead(key_, TreeHead{tree.size(), now, tree.Root()}, heads_, latest_hash_));
   AppendRecord(RecordType::kChainedTreeHead, EncodeTreeHead(sth), &buf);
   RETURN_IF_ERROR(WriteDurably(buf));
+  std::vector<std::span<const uint8_t>> written;
   {
     std::unique_lock<std::shared_mutex> nodes_lock(nodes_mu_);
     for (Pending* p : batch) {
-      if (p->status.ok()) nodes_.Append(p->leaf);
+      if (!p->status.ok()) continue;
+      nodes_.Append(p->leaf);
+      written.emplace_back(p->bytes);
     }
   }
   tree_ = tree;
   heads_ += 1;
   latest_hash_ = TreeHeadRecordHash(sth);
-  std::lock_guard<std::mutex> lk(mu_);
-  latest_ = sth;
-  stats_.batches += 1;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    latest_ = sth;
+    stats_.batches += 1;
+  }
+  if (tiles_) {
+    // The batch is durable: from here on, a failure stops the writer but not this batch.
+    auto note = FormatCheckpointNote(key_.public_key(), sth);
+    TileBatch t;
+    if (note.ok()) {
+      t.checkpoint = std::move(*note);
+      for (std::span<const uint8_t> e : written) t.entries.emplace_back(e.begin(), e.end());
+    }
+    std::unique_lock<std::mutex> lk(tiles_mu_);
+    // Bounded: when the tiles fall this far behind, appends wait for them.
+    tiles_cv_.wait(lk, [this] { return tiles_queue_.size() < kMaxQueuedTileBatches || !tiles_failed_.ok(); });
+    if (!note.ok()) {
+      if (tiles_failed_.ok()) tiles_failed_ = note.status().Annotate("the checkpoint for the tiles of " + path_);
+    } else {
+      tiles_queue_.push_back(std::move(t));
+      ++tiles_queued_;
+      tiles_cv_.notify_all();
+    }
+  }
   return OkStatus();
 }
 
@@ -224,6 +299,10 @@ Result<uint64_t> LogWriter::Append(Event event, std::vector<uint8_t>* entry_byte
       queue_.pop_front();
     }
     Status s = failed_;
+    if (s.ok() && tiles_) {
+      std::lock_guard<std::mutex> tiles_lock(tiles_mu_);
+      if (!tiles_failed_.ok()) s = failed_ = tiles_failed_;  // the writer stops with its tiles
+    }
     if (s.ok()) {
       lk.unlock();
       s = WriteBatch(batch);

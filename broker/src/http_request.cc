@@ -5,6 +5,7 @@
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/field.hpp>
 
+#include "enclave/audit/tiles.h"
 #include "enclave/broker/messages.h"
 #include "enclave/broker/release.h"
 
@@ -209,9 +210,19 @@ Admission Admit(const RequestHead& head, size_t max_body) {
     a.admitted = Admitted{Endpoint::kStatus, "", 0};
     return a;
   }
+  // The log as C2SP tlog-tiles: the checkpoint and the canonical tile paths, nothing else.
+  constexpr std::string_view kTilesPrefix = "/v1/audit-log/";
+  if (head.method == "GET" && path.starts_with(kTilesPrefix)) {
+    const std::string_view rel = path.substr(kTilesPrefix.size());
+    if (rel != "checkpoint" && !audit::ParseTilePath(rel).ok()) return refuse(404, "not_found", "no such tile");
+    if (has_body) return refuse(400, "bad_request", "GET /v1/audit-log/ takes no body");
+    Admission a;
+    a.admitted = Admitted{Endpoint::kAuditTiles, std::string(rel), 0};
+    return a;
+  }
   if (head.method != "POST") {
     if (head.method == "GET" || head.method == "HEAD") return refuse(404, "not_found", "no such endpoint");
-    return refuse(405, "method_not_allowed", "the API takes POST (GET only for /v1/status)");
+    return refuse(405, "method_not_allowed", "the API takes POST (GET only for /v1/status and /v1/audit-log/)");
   }
   Admitted admitted;
   const size_t limit = BodyLimit(path, max_body, &admitted.endpoint, &admitted.id);

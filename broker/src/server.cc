@@ -30,6 +30,7 @@
 
 #include "enclave/broker/internal/http_request.h"
 #include "enclave/broker/messages.h"
+#include "enclave/common/files.h"
 #include "enclave/crypto/hash.h"
 #include "enclave/crypto/secret_bytes.h"
 
@@ -109,6 +110,9 @@ class Workers {
 struct Answer {
   Reply reply;
   bool www_authenticate = false;
+  // A tile or checkpoint (the only answers that are not JSON) and its caching.
+  std::string content_type = "application/json";
+  std::string cache_control = "";
 };
 
 class Connection;
@@ -141,6 +145,9 @@ struct Server::Impl {
   void ReleaseSlot(uint64_t body_bytes);
   Answer Dispatch(const internal::Admitted& request, std::string_view authorization, std::string_view body,
                   const std::string& peer);
+  // GET /v1/audit-log/<rel>: a file of the log's tiles directory (rel already checked to be
+  // "checkpoint" or a canonical tile path).
+  Answer AuditTile(const std::string& rel) const;
   void RunIo();
 
   const ServerConfig config;
@@ -216,7 +223,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void OnAnswer(Answer a) {
     ReleaseSlotIfHeld();
     if (closed_) return;
-    Send(a.reply.status, a.reply.body, a.www_authenticate ? "WWW-Authenticate: Bearer\r\n" : "");
+    std::string headers = a.www_authenticate ? "WWW-Authenticate: Bearer\r\n" : "";
+    if (!a.cache_control.empty()) headers += "Cache-Control: " + a.cache_control + "\r\n";
+    Send(a.reply.status, a.reply.body, headers, a.content_type);
   }
 
  private:
@@ -376,14 +385,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
     Send(r.status, EncodeError(r.code, r.message), "");
   }
 
-  void Send(int status, std::string_view body, std::string_view extra_headers) {
+  void Send(int status, std::string_view body, std::string_view extra_headers,
+            std::string_view content_type = "application/json") {
     ReleaseSlotIfHeld();
     parser_.reset();
     ++requests_;
     if (!keep_alive_ || requests_ >= kMaxRequestsPerConnection || Stopping()) close_after_ = true;
     const auto reason = http::obsolete_reason(http::int_to_status(static_cast<unsigned>(status)));
     out_ = "HTTP/1.1 " + std::to_string(status) + " " + std::string(reason.data(), reason.size()) +
-           "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+           "\r\nContent-Type: " + std::string(content_type) + "\r\nContent-Length: " + std::to_string(body.size()) +
+           "\r\n";
     out_ += extra_headers;
     if (close_after_) out_ += "Connection: close\r\n";
     out_ += "\r\n";
@@ -606,6 +617,8 @@ Answer Server::Impl::Dispatch(const internal::Admitted& r, std::string_view auth
         }
         return {r.endpoint == Endpoint::kAdminRevoke ? service.AdminRevoke(body) : service.AdminActivatePolicy(body)};
       }
+      case Endpoint::kAuditTiles:
+        return AuditTile(r.id);
       case Endpoint::kStatus:
         break;
     }
@@ -613,6 +626,30 @@ Answer Server::Impl::Dispatch(const internal::Admitted& r, std::string_view auth
     std::cerr << "enclave-broker: a handler threw\n";
   }
   return {{500, EncodeError("internal", "the broker could not complete the request")}};
+}
+
+Answer Server::Impl::AuditTile(const std::string& rel) const {
+  if (config.tiles_dir.empty()) {
+    return {{404, EncodeError("not_found", "this broker does not serve its audit log's tiles ([audit] serve_tiles)")}};
+  }
+  // A full bundle of 256 entries of at most 65,535 bytes each.
+  constexpr size_t kMaxTileFile = 256 * (2 + 65535);
+  auto bytes = ReadWholeFile(config.tiles_dir + "/" + rel, kMaxTileFile);
+  if (!bytes.ok()) {
+    if (bytes.status().code() == Code::kNotFound) return {{404, EncodeError("not_found", "no such tile")}};
+    std::cerr << "enclave-broker: reading tile " << rel << ": " << bytes.status().message() << "\n";
+    return {{500, EncodeError("internal", "the tile could not be read")}};
+  }
+  Answer a{{200, std::string(bytes->begin(), bytes->end())}};
+  // tlog-tiles: the checkpoint changes with every batch, tiles and bundles never do.
+  if (rel == "checkpoint") {
+    a.content_type = "text/plain; charset=utf-8";
+    a.cache_control = "no-cache";
+  } else {
+    a.content_type = "application/octet-stream";
+    a.cache_control = "public, max-age=31536000, immutable";
+  }
+  return a;
 }
 
 void Server::Impl::RunIo() {

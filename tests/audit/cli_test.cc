@@ -366,6 +366,28 @@ TEST_F(CliTest, AppendRefusesALogWhoseLastTreeHeadIsDamaged) {
   EXPECT_EQ(Exec("verify --log log --key log.pub --state st.json", dir_).rc, 0);
 }
 
+// Found with the tlog-tiles limit: an entry longer than a record may hold was written, and
+// the log could not be opened or verified again. `append` now refuses the whole file, naming
+// the line, before it appends anything (exit 3); the log stays as it was and still verifies.
+TEST_F(CliTest, AppendRefusesAnEventTooLongForTheLogBeforeAppendingAny) {
+  std::string datasets;
+  for (int i = 0; i < 300; ++i) datasets += (i ? "," : "") + ("\"ds-" + std::to_string(i) + "-" + std::string(240, 'd') + "\"");
+  {
+    std::ofstream f(dir_ / "long.jsonl");
+    f << R"({"type":"revoked","actor":"admin","subject":"host","subject_id":"gpu-07","reason":"left the pool"})" << "\n";
+    f << R"({"type":"job.started","actor":"trainer","job_digest":"abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789","host":"gpu-07","datasets":[)"
+      << datasets << "]}\n";
+  }
+  const std::vector<uint8_t> before = ReadBytes((dir_ / "log" / kLogFileName).string());
+  CmdResult r = Exec("append --log log --signing-key log.key --events-file long.jsonl", dir_);
+  EXPECT_EQ(r.rc, 3) << r.err;
+  EXPECT_NE(r.err.find("long.jsonl:2"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("exceeds the log's limit of 65535 bytes"), std::string::npos) << r.err;
+  EXPECT_EQ(ReadBytes((dir_ / "log" / kLogFileName).string()), before) << "nothing may be appended";
+  EXPECT_EQ(Exec("verify --log log --key log.pub", dir_).rc, 0);
+  EXPECT_EQ(Exec("append --log log --signing-key log.key --events-file events.jsonl", dir_).rc, 0);
+}
+
 // Review finding: members of the wrong JSON type in a key, state or proof file aborted
 // enclave-audit (uncaught nlohmann::json::type_error, exit 134). They are malformed input: 3.
 TEST_F(CliTest, WrongJsonTypesInInputFilesAreInvalidInputNotACrash) {

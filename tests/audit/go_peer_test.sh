@@ -4,7 +4,8 @@
 # checks what the real writer and enclave-audit produce: every head's checkpoint as a signed
 # note (note.Open with our verifier key), the tree (tlog.TreeHash), inclusion and consistency
 # proofs (tlog.CheckRecord, tlog.CheckTree); and enclave-audit checks proofs made by tlog.
-# Each side must also refuse a changed byte. Witnesses: the peer checks cosignatures with
+# Each side must also refuse a changed byte. Tiles: the peer reads the log's tlog-tiles with
+# tlog.TileHashReader for several checkpoints and refuses changed or missing tiles. Witnesses: the peer checks cosignatures with
 # crypto/ed25519 and is the add-checkpoint client of a real `enclave-audit witness serve`.
 #   go_peer_test.sh ENCLAVE_AUDIT_BINARY PEER_SOURCE_DIR BUILD_DIR
 set -euo pipefail
@@ -123,4 +124,31 @@ tail -n 4 events.jsonl | "$bin" append --log wlog --signing-key wlog.key --event
 grep -q "refused .* size 13: 409 old size 0 is not the size last cosigned, 9" w3.err \
   || { echo "FAIL: the witness did not answer the Go client's old 0 with 409"; exit 1; }
 grep -q "cosigned .* size 13" w3.err || { echo "FAIL: the witness did not cosign size 13 for the Go client"; exit 1; }
+
+# The log as C2SP tlog-tiles (section 13): checkpoints at sizes 17, 300 and 400, one entry
+# per batch, so each is a checkpoint the tiles must still serve when the log is at 400.
+"$bin" init --log tl --signing-key tl.key --public-key tl.pub >/dev/null
+"$bin" verifier-key --key tl.pub --out tl.vkey >/dev/null
+for i in $(seq 0 399); do
+  echo "{\"type\":\"revoked\",\"actor\":\"custodian@tenant\",\"subject\":\"lease\",\"subject_id\":\"lease-$i\",\"reason\":\"test\"}"
+done > tl-events.jsonl
+cps=()
+for range in 1,17 18,300 301,400; do
+  sed -n "${range}p" tl-events.jsonl | "$bin" append --log tl --signing-key tl.key --events-file - >/dev/null
+  "$bin" checkpoint --log tl --key tl.pub --out "tl-cp-${range#*,}" >/dev/null
+  cps+=("tl-cp-${range#*,}")
+done
+"$peer" tiles tl tl.vkey tl/tiles "${cps[@]}"
+tamper_tiles() {  # tamper_tiles WHAT PYTHON: a copy of the tiles, changed, must be refused
+  local what=$1 code=$2
+  rm -rf tl-bad && cp -r tl/tiles tl-bad
+  python3 -c "$code"
+  expect_fail "$what (Go peer)" "$peer" tiles tl tl.vkey tl-bad "${cps[@]}"
+}
+tamper_tiles "a hash tile with a changed byte" \
+  'p="tl-bad/tile/0/000"; b=bytearray(open(p,"rb").read()); b[100]^=1; open(p,"wb").write(b)'
+tamper_tiles "an entry bundle with a changed entry" \
+  'p="tl-bad/tile/entries/001.p/144"; b=bytearray(open(p,"rb").read()); b[50]^=1; open(p,"wb").write(b)'
+tamper_tiles "tiles without the partial tile of an older checkpoint" 'import os; os.remove("tl-bad/tile/0/001.p/44")'
+tamper_tiles "a served checkpoint that is not the newest" 'import shutil; shutil.copy("tl-cp-300", "tl-bad/checkpoint")'
 echo "OK: the Go peer (x/mod sumdb/note, sumdb/tlog, crypto/ed25519) and enclave-audit agree, and both refuse changed bytes"

@@ -90,6 +90,12 @@ TEST(BrokerConfig, DefaultsAndPathsRelativeToTheFile) {
   EXPECT_EQ(c->attestation_policy, "/etc/policies/p.json");
   EXPECT_EQ(c->nonce_ttl_s, 60);
   EXPECT_EQ(c->actor, "broker");
+  EXPECT_FALSE(c->serve_tiles);  // the audit log's tiles are served only when asked
+  auto served = ParseBrokerConfig(std::string(kMinimal).replace(kMinimal.find("[attestation]"), 13,
+                                                                "serve_tiles = true\n[attestation]"),
+                                  "/etc/broker");
+  ASSERT_TRUE(served.ok()) << served.status().ToString();
+  EXPECT_TRUE(served->serve_tiles);
 }
 
 TEST(BrokerConfig, MistakesAreRefusedNamingTheKey) {
@@ -110,6 +116,8 @@ TEST(BrokerConfig, MistakesAreRefusedNamingTheKey) {
        "'server.threads' must be an integer"},
       {kMinimal + "nonce_ttl_s = 0\n", "'attestation.nonce_ttl_s' = 0"},
       {std::string(kMinimal).replace(kMinimal.find("signing_key"), 11, "signing_kex"), "unknown key 'audit.signing_kex'"},
+      {std::string(kMinimal).replace(kMinimal.find("[attestation]"), 13, "serve_tiles = 1\n[attestation]"),
+       "'audit.serve_tiles' must be true or false"},
       {"[server\n", "line 1"},
   };
   for (const auto& c : cases) {

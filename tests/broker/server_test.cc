@@ -827,3 +827,62 @@ TEST(ServerStart, AWrongPassphraseABadConfigAndAMissingAuditLogStopTheStartWithD
 
 }  // namespace
 }  // namespace enclave::broker
+
+namespace enclave::broker {
+namespace {
+
+// The audit log as C2SP tlog-tiles under /v1/audit-log/ (docs/protocol.md; audit-log.md
+// section 13): the exact files of DIR/tiles, only canonical tile paths, only when enabled.
+TEST(ServerTiles, ServesTheLogsTilesReadOnlyWhenEnabled) {
+  const std::string dir = std::filesystem::temp_directory_path() / ("broker-tiles-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(testing::MakeSelfSignedCa(dir, "ek-root"));
+  BrokerSettings s;
+  s.ek_root_files = {dir + "/ek-root.pem"};
+  s.audit_config = "serve_tiles = true\n";
+  // 300 entries before the broker starts: a full tile, partial ones and bundles.
+  s.before_launch = [](const std::string& d) -> Status {
+    ASSIGN_OR_RETURN(audit::LogSigningKey key, audit::LogSigningKey::Load(d + "/audit.key"));
+    ASSIGN_OR_RETURN(std::unique_ptr<audit::LogWriter> w, audit::LogWriter::Open(d + "/audit", std::move(key)));
+    for (int i = 0; i < 300; ++i) {
+      RETURN_IF_ERROR(w->Append(audit::Revoked("custodian@tenant", "lease", "lease-" + std::to_string(i), "test"))
+                          .status());
+    }
+    return OkStatus();
+  };
+  auto b = BrokerProcess::Start(dir + "/b", s);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  const std::string tiles = (*b)->Path("audit/tiles");
+  for (const char* rel : {"checkpoint", "tile/0/000", "tile/0/001.p/44", "tile/0/001.p/7", "tile/1/000.p/1",
+                          "tile/entries/000", "tile/entries/001.p/44"}) {
+    auto r = (*b)->Client()->Get((std::string("/v1/audit-log/") + rel).c_str());
+    ASSERT_TRUE(r) << rel;
+    EXPECT_EQ(r->status, 200) << rel << ": " << r->body;
+    EXPECT_EQ(r->body, testing::ReadText(tiles + "/" + rel)) << rel;
+    const bool is_checkpoint = std::string(rel) == "checkpoint";
+    EXPECT_EQ(r->get_header_value("Content-Type"),
+              is_checkpoint ? "text/plain; charset=utf-8" : "application/octet-stream") << rel;
+    EXPECT_EQ(r->get_header_value("Cache-Control"), is_checkpoint ? "no-cache" : "public, max-age=31536000, immutable");
+  }
+  auto cp = (*b)->Get("/v1/audit-log/checkpoint");
+  EXPECT_EQ(cp.body.rfind("enclave-audit-log/", 0), 0u) << cp.body;
+  EXPECT_NE(cp.body.find("\n300\n"), std::string::npos) << cp.body;
+  // Not a tile, not canonical, not there, or trying to leave the folder: 404, nothing read.
+  for (const char* path : {"/v1/audit-log/tile/0/002", "/v1/audit-log/tile/0/x000/001", "/v1/audit-log/tile/0/001.p/45",
+                           "/v1/audit-log/tile/0/../../audit.key", "/v1/audit-log/", "/v1/audit-log/tiles",
+                           "/v1/audit-log/tile/entries/000.p/0", "/v1/audit-log//checkpoint"}) {
+    EXPECT_EQ((*b)->Get(path).status, 404) << path;
+  }
+  EXPECT_EQ((*b)->Post("/v1/audit-log/checkpoint", "{}").status, 404);
+  EXPECT_TRUE((*b)->Alive()) << (*b)->log();
+}
+
+TEST_F(ServerTest, TheAuditLogsTilesAre404UnlessEnabled) {
+  auto r = broker_->Get("/v1/audit-log/checkpoint");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_NE(r.body.find("serve_tiles"), std::string::npos) << r.body;
+}
+
+}  // namespace
+}  // namespace enclave::broker

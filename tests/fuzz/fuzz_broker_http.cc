@@ -5,13 +5,15 @@
 // request after another until a refusal ends the connection.
 // Invariants: no crash, leak or out-of-bounds read; a head is never complete past its byte
 // or field limit; every refusal is one of the documented statuses with a code; an admitted
-// request has a route, a body within the endpoint's limit, and exactly that many body bytes.
+// request has a route, a body within the endpoint's limit, and exactly that many body bytes;
+// a GET of the audit log's tiles names the checkpoint or a tile path in canonical form.
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 
 #include <boost/beast/http/error.hpp>
 
+#include "enclave/audit/tiles.h"
 #include "enclave/broker/internal/http_request.h"
 
 using namespace enclave::broker::internal;
@@ -56,6 +58,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         admitted = *a.admitted;
         if (admitted.endpoint == Endpoint::kStatus) {
           Require(admitted.body_bytes == 0 && parser.is_done());
+        } else if (admitted.endpoint == Endpoint::kAuditTiles) {
+          // A GET without a body, for the checkpoint or a tile path in canonical form.
+          Require(admitted.body_bytes == 0 && parser.is_done() && parser.head().method == "GET");
+          auto tile = enclave::audit::ParseTilePath(admitted.id);
+          Require(admitted.id == "checkpoint" || (tile.ok() && enclave::audit::TilePath(*tile) == admitted.id));
         } else {
           Endpoint e;
           std::string id;

@@ -24,10 +24,13 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "enclave/audit/event.h"
 #include "enclave/audit/merkle.h"
+#include "enclave/audit/record.h"
+#include "enclave/audit/tiles.h"
 #include "enclave/audit/tree_head.h"
 #include "enclave/common/status.h"
 
@@ -35,6 +38,8 @@ namespace enclave::audit {
 
 struct WriterOptions {
   size_t max_batch = 8192;  // entries per group commit
+  // Keep DIR/tiles (C2SP tlog-tiles, tiles.h) in step with every checkpoint.
+  bool write_tiles = true;
   // For tests: the clock that stamps entries and tree heads (Unix ms).
   std::function<uint64_t()> clock_ms;
 };
@@ -67,6 +72,11 @@ class LogWriter {
   // The latest head as a C2SP signed checkpoint note (checkpoint.h). Every head this writer
   // signs is chained; a log of an older writer gets a chained head when it is opened.
   std::string LatestCheckpoint() const;
+  // The tlog-tiles directory this writer keeps, or "" without tiles. A thread of the writer
+  // updates it after each batch, off the appenders' path: WaitForTiles() returns once the
+  // tiles show every batch acknowledged before the call, with the tiles' status.
+  std::string tiles_dir() const { return tiles_ ? tiles_->dir() : std::string(); }
+  Status WaitForTiles();
   // Proofs over the durable, signed log (tree sizes up to the latest head's), from every
   // node kept in memory (MerkleTree: 64 bytes per entry): O(log n) each, safe to call
   // while others append.
@@ -86,14 +96,15 @@ class LogWriter {
     bool done = false;
     Status status;
   };
-  LogWriter(std::string path, int fd, LogSigningKey key, WriterOptions options)
-      : path_(std::move(path)), fd_(fd), key_(std::move(key)), options_(std::move(options)) {}
+  LogWriter(std::string dir, int fd, LogSigningKey key, WriterOptions options)
+      : dir_(dir), path_(dir + "/" + kLogFileName), fd_(fd), key_(std::move(key)), options_(std::move(options)) {}
   Status Recover();
   Status WriteBatch(std::deque<Pending*>& batch);
   // Appends `buf` at the end and makes it durable.
   Status WriteDurably(const std::vector<uint8_t>& buf);
   uint64_t Now() const;
 
+  const std::string dir_;
   const std::string path_;
   const int fd_;
   const LogSigningKey key_;
@@ -115,6 +126,22 @@ class LogWriter {
   // The durable entries' tree; appended after each batch's fdatasync.
   mutable std::shared_mutex nodes_mu_;
   MerkleTree nodes_;
+  // The tiles thread: batches queue here (entries copied, with their checkpoint). A failure
+  // to update the tiles stops the writer (acknowledged entries are durable in the log;
+  // reopening rebuilds the tiles).
+  struct TileBatch {
+    std::vector<std::vector<uint8_t>> entries;
+    std::string checkpoint;
+  };
+  void TilesLoop();
+  std::unique_ptr<TileWriter> tiles_;  // used by the tiles thread only, once started
+  std::mutex tiles_mu_;
+  std::condition_variable tiles_cv_;
+  std::deque<TileBatch> tiles_queue_;
+  uint64_t tiles_queued_ = 0, tiles_done_ = 0;  // batches
+  bool tiles_stop_ = false;
+  Status tiles_failed_;
+  std::thread tiles_thread_;
 };
 
 }  // namespace enclave::audit

@@ -73,6 +73,12 @@ class MerkleTree {
   void Append(const Hash& leaf_hash);
   uint64_t size() const { return levels_.empty() ? 0 : levels_[0].size(); }
   const Hash& leaf(uint64_t i) const { return levels_[0][i]; }
+  // The roots of the perfect subtrees of 2^height leaves, left to right: size() >> height
+  // of them (level(0) are the leaf hashes). What tlog-tiles stores, every 8th height.
+  std::span<const Hash> level(int height) const {
+    return static_cast<size_t>(height) < levels_.size() ? std::span<const Hash>(levels_[static_cast<size_t>(height)])
+                                                        : std::span<const Hash>();
+  }
   Result<Hash> Root(uint64_t tree_size) const;
   // As the free functions above, for trees of the first tree_size <= size() leaves.
   Result<std::vector<Hash>> InclusionProof(uint64_t index, uint64_t tree_size) const;

@@ -27,7 +27,11 @@ namespace enclave::audit {
 inline constexpr char kLogFileName[] = "audit.log";
 inline constexpr size_t kFileHeaderSize = 48;
 inline constexpr size_t kRecordOverhead = 4 + 4 + 4 + 8;
-inline constexpr uint32_t kMaxEntryBytes = 65536;
+inline constexpr uint32_t kMaxEntryBytes = 65536;   // what a reader accepts in a record
+// What the writer emits: one byte less, so that every entry fits a tlog-tiles entry bundle
+// (u16 lengths). Logs written before the limit may hold a 65536-byte entry; they verify but
+// cannot be tiled.
+inline constexpr uint32_t kMaxWrittenEntryBytes = 65535;
 
 enum class RecordType : uint8_t { kEntry = 1, kTreeHead = 2, kChainedTreeHead = 3 };
 

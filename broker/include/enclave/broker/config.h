@@ -35,6 +35,9 @@ struct ServerConfig {
   // SHA-256 of the administrator's bearer token (read from [admin] token_file at start);
   // unset: the /v1/admin endpoints answer 404.
   std::optional<std::array<uint8_t, 32>> admin_token_sha256;
+  // The audit log's tlog-tiles directory, served read-only under /v1/audit-log/ ("": not
+  // served; [audit] serve_tiles).
+  std::string tiles_dir;
 };
 
 struct BrokerConfig {
@@ -60,6 +63,10 @@ struct BrokerConfig {
   std::string witness_policy;
   int64_t witness_wait_ms = 5000;
   int64_t witness_timeout_s = 5;
+  // [audit]: serve the log's checkpoint, tiles and entry bundles (C2SP tlog-tiles) to anyone
+  // who reaches the port, under /v1/audit-log/. Off by default: entries name hosts,
+  // datasets, jobs and requesters (never keys).
+  bool serve_tiles = false;
   // [release]: Ed25519 public key files of the compliance officers whose signatures make a
   // data-use policy activatable, and the keystore export key jobs encrypt models to ("":
   // the newest).

@@ -13,6 +13,8 @@
 //	    with the log's own checkpoints, for enclave-audit verify-proof to check.
 //	auditpeer cosigned ... | submit ...
 //	    witness cosignatures (witness.go, docs/formats/witness.md).
+//	auditpeer tiles LOGDIR VKEY SOURCE CHECKPOINT...
+//	    the log as C2SP tlog-tiles, from a directory or a URL (tiles.go).
 //
 // Exit 0 when everything holds, 1 with one line on stderr otherwise.
 package main
@@ -266,7 +268,7 @@ func verifyHeads(l *logFile, v note.Verifier, key []byte) {
 func main() {
 	if len(os.Args) < 5 {
 		fail("usage: auditpeer verify LOGDIR VKEY CHECKPOINT [PROOF...] | prove LOGDIR VKEY OUTDIR | " +
-			"cosigned LOGDIR VKEY POLICY COSIGNED | submit LOGDIR VKEY URL WITNESS_VKEY")
+			"cosigned LOGDIR VKEY POLICY COSIGNED | submit LOGDIR VKEY URL WITNESS_VKEY | tiles LOGDIR VKEY SOURCE CHECKPOINT...")
 	}
 	l := readLog(os.Args[2])
 	v := readVerifier(os.Args[3])
@@ -336,6 +338,11 @@ func main() {
 			fail("usage: auditpeer cosigned LOGDIR VKEY POLICY COSIGNED")
 		}
 		checkCosigned(l, v, os.Args[4], os.Args[5])
+	case "tiles":
+		if len(os.Args) < 6 {
+			fail("usage: auditpeer tiles LOGDIR VKEY SOURCE CHECKPOINT...")
+		}
+		checkTiles(l, v, os.Args[4], os.Args[5:])
 	case "submit":
 		if len(os.Args) != 6 {
 			fail("usage: auditpeer submit LOGDIR VKEY URL WITNESS_VKEY")

@@ -98,6 +98,7 @@ enum class Endpoint {
   kFinishJob,
   kAdminRevoke,
   kAdminPolicies,
+  kAuditTiles,  // GET /v1/audit-log/<checkpoint or tile path>; the id is that path
 };
 
 // A head that passed every rule: where it goes, the id in its path ("" for none), and
