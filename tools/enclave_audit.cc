@@ -141,21 +141,6 @@ Status Append(const Args& args) {
 
 std::string DefaultCosignedPath(const Args& args) { return args.Get("log") + "/cosigned-checkpoint"; }
 
-json WitnessedJson(const WitnessedCheckpoint& w, const WitnessPolicy& policy, const std::string& path) {
-  json by = json::array();
-  for (const CosignedBy& c : w.cosigned_by) {
-    by.push_back({{"name", c.name}, {"cosigner", c.cosigner}, {"timestamp", c.timestamp},
-                  {"time", FormatTimestampMs(c.timestamp * 1000)}});
-  }
-  return {{"cosigned_checkpoint", path},
-          {"tree_size", w.head.head.tree_size},
-          {"root", HexEncode(w.head.head.root)},
-          {"quorum", policy.Describe()},
-          {"cosigned_by", by},
-          {"not_cosigned_by", w.not_cosigned},
-          {"unwitnessed_entries", w.unwitnessed_entries}};
-}
-
 Status Verify(const Args& args) {
   ASSIGN_OR_RETURN(LogPublicKey key, LogPublicKey::Load(args.Get("key")));
   std::optional<AuditorState> state;
@@ -179,16 +164,7 @@ Status Verify(const Args& args) {
   std::optional<WitnessedCheckpoint> witnessed;
   const std::string cosigned_path = args.Get("cosigned", DefaultCosignedPath(args));
   if (policy) {
-    auto bytes = ReadWholeFile(cosigned_path, kMaxNoteBytes + 1);
-    if (!bytes.ok() && bytes.status().code() == Code::kNotFound) {
-      return NotFound(cosigned_path + ": no cosigned checkpoint (enclave-audit cosign writes it): nothing of the log "
-                                      "is witnessed");
-    }
-    if (!bytes.ok()) return bytes.status();
-    ASSIGN_OR_RETURN(witnessed, CheckWitnessedCheckpoint(v, key, *policy,
-                                                         std::string_view(reinterpret_cast<const char*>(bytes->data()),
-                                                                          bytes->size()),
-                                                         cosigned_path));
+    ASSIGN_OR_RETURN(witnessed, LoadWitnessedCheckpoint(v, key, *policy, cosigned_path));
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   bool updated = false;
@@ -208,7 +184,7 @@ Status Verify(const Args& args) {
                     {"file_bytes", v.file_bytes},
                     {"latest_tree_head", v.latest.ToJson()},
                     {"accepted_tree_head", accepted.ToJson()},
-                    {"witnessed", witnessed ? WitnessedJson(*witnessed, *policy, cosigned_path) : json(nullptr)},
+                    {"witnessed", witnessed ? WitnessedCheckpointJson(*witnessed, *policy, cosigned_path) : json(nullptr)},
                     {"previously_accepted", v.previously_accepted ? v.previously_accepted->ToJson() : json(nullptr)},
                     {"state_file", args.Has("state") ? json(state_path) : json(nullptr)},
                     {"state_updated", updated},
@@ -739,6 +715,16 @@ Status Report(const Args& args) {
     opts.trusted = &*state;
     opts.state_path = args.Get("state");
   }
+  // The witness flags of `verify`, with its checks (BuildReport calls the same library).
+  std::optional<WitnessPolicy> policy;
+  if (args.Has("witness-policy")) {
+    ASSIGN_OR_RETURN(policy, WitnessPolicy::Load(args.Get("witness-policy")));
+    opts.witness_policy = &*policy;
+    opts.witness_policy_path = args.Get("witness-policy");
+    opts.cosigned_path = args.Get("cosigned", DefaultCosignedPath(args));
+  } else if (args.Has("cosigned")) {
+    return InvalidInput("--cosigned needs --witness-policy");
+  }
   // Open the output first (refuses to overwrite without --force), write it only after the
   // log verified in full: a failure leaves nothing under the final name.
   ASSIGN_OR_RETURN(AtomicOutputFile out, AtomicOutputFile::Create(args.Get("out"), args.Has("force")));
@@ -748,13 +734,12 @@ Status Report(const Args& args) {
   RETURN_IF_ERROR(out.Commit());
   const json& sum = report["summary"];
   if (args.json()) {
-    cli::PrintJson({{"ok", true}, {"out", args.Get("out")}, {"format", format}, {"summary", sum},
-                    {"latest_tree_head", report["log"]["latest_tree_head"]}});
+    cli::PrintJson({{"ok", true}, {"out", args.Get("out")}, {"format", format}, {"verdict", report["verdict"]},
+                    {"summary", sum}, {"latest_tree_head", report["log"]["latest_tree_head"]}});
   } else {
-    std::printf("wrote %s report %s: log verified (%llu entries, tree size %llu); %llu entries in the period, "
+    std::printf("wrote %s report %s\n  %s\n  %llu entries in the period, "
                 "%llu jobs, %llu key releases, %llu failed attestations, %llu revocations\n",
-                format.c_str(), args.Get("out").c_str(), static_cast<unsigned long long>(report["log"]["entries"]),
-                static_cast<unsigned long long>(report["log"]["latest_tree_head"]["tree_size"]),
+                format.c_str(), args.Get("out").c_str(), report["verdict"]["text"].get<std::string>().c_str(),
                 static_cast<unsigned long long>(sum["entries_in_period"]), static_cast<unsigned long long>(sum["jobs"]),
                 static_cast<unsigned long long>(sum["key_releases"]),
                 static_cast<unsigned long long>(sum["failed_attestations"]),
@@ -1041,6 +1026,8 @@ int main(int argc, char** argv) {
         {"to", "TIME", "entries before this RFC 3339 UTC time (default: all)"},
         {"format", "html|json", "html (default): a self-contained page; json: the same content for machines"},
         {"state", "FILE", "also check consistency with the tree head this auditor accepted (not updated)"},
+        {"witness-policy", "FILE", "C2SP tlog-policy: report only if a checkpoint is cosigned by its quorum"},
+        {"cosigned", "FILE", "the cosigned checkpoint (default: DIR/cosigned-checkpoint)"},
         {"force", "", "overwrite --out"}, kJson},
        Report},
       {"init", "create a log and its key pair (tests, demos; the broker does this in production)", "", 0,

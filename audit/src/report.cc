@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -52,6 +53,57 @@ class Keyed {
   std::map<std::string, size_t> index_;
   std::vector<json> items_;
 };
+
+// The report's one verdict, from what was checked. A failed check writes no report, so
+// every verdict is "verified"; what varies is what else was checked, and the text says
+// both what was and what was not.
+json Verdict(const VerifyResult& v, const ReportOptions& o, const std::optional<WitnessedCheckpoint>& w) {
+  const uint64_t size = v.latest.head.tree_size;
+  const std::string headline =
+      "Verified: " + std::to_string(v.entries) + " entries, signed tree head size " + std::to_string(size);
+  json consistency = {{"checked", false}, {"against_tree_size", nullptr}, {"state_file", nullptr},
+                      {"summary", "Consistency not checked: no saved auditor state was given (--state)."}};
+  if (v.previously_accepted) {
+    const uint64_t old = v.previously_accepted->head.tree_size;
+    consistency = {{"checked", true}, {"against_tree_size", old}, {"state_file", o.state_path},
+                   {"summary", "Consistency checked: the log extends the tree head of size " + std::to_string(old) +
+                                   " saved in " + o.state_path + "."}};
+  }
+  json witnesses = {{"policy_file", nullptr}, {"required", false}, {"met", nullptr}, {"quorum", nullptr},
+                    {"tree_size", nullptr}, {"cosigned_by", json::array()}, {"unwitnessed_entries", nullptr},
+                    {"summary", "Witness quorum not required: no witness policy was given (--witness-policy)."}};
+  if (w) {
+    const WitnessPolicy& policy = *o.witness_policy;
+    std::string names;
+    json by = json::array();
+    for (const CosignedBy& c : w->cosigned_by) {
+      by.push_back(c.name);
+      names += (names.empty() ? "" : ", ") + c.name;
+    }
+    const std::string at = "tree size " + std::to_string(w->head.head.tree_size);
+    std::string summary =
+        policy.quorum_none()
+            ? "Witness quorum not required: the witness policy " + o.witness_policy_path + " has quorum none" +
+                  (names.empty() ? "." : "; " + at + " is cosigned by " + names + ".")
+            : "Witness quorum " + policy.Describe() + " met: " + at + " cosigned by " + names + ".";
+    if (w->unwitnessed_entries > 0) {
+      const uint64_t n = w->unwitnessed_entries;
+      summary += n == 1 ? std::string(" The entry after it is signed by the log only.")
+                        : " The " + std::to_string(n) + " entries after it are signed by the log only.";
+    }
+    witnesses = {{"policy_file", o.witness_policy_path}, {"required", !policy.quorum_none()}, {"met", true},
+                 {"quorum", policy.Describe()}, {"tree_size", w->head.head.tree_size}, {"cosigned_by", by},
+                 {"unwitnessed_entries", w->unwitnessed_entries}, {"summary", summary}};
+  }
+  return {{"verified", true},
+          {"entries", v.entries},
+          {"tree_size", size},
+          {"headline", headline},
+          {"consistency", consistency},
+          {"witnesses", witnesses},
+          {"text", headline + ". " + consistency["summary"].get<std::string>() + " " +
+                       witnesses["summary"].get<std::string>()}};
+}
 
 struct PolicyActivation {
   json record;
@@ -123,7 +175,8 @@ class Collector {
     AddInPeriod(index, e);
   }
 
-  json Finish(const VerifyResult& v, const LogPublicKey& key, double seconds) {
+  json Finish(const VerifyResult& v, const LogPublicKey& key, double seconds,
+             const std::optional<WitnessedCheckpoint>& witnessed) {
     // Policies: one activation is in force until the next activation of the same id
     // (superseded) or a revocation of that id.
     json policies = json::array();
@@ -190,6 +243,9 @@ class Collector {
                      "by the log key cannot be recognised without an earlier tree head"}};
     }
 
+    verification["witnessed"] =
+        witnessed ? WitnessedCheckpointJson(*witnessed, *opt_.witness_policy, opt_.cosigned_path) : json(nullptr);
+
     json by_type = json::object();
     for (std::string_view t : AllEventTypeNames()) {
       auto it = by_type_.find(std::string(t));
@@ -200,6 +256,7 @@ class Collector {
         {"format", "enclave-audit-compliance-report"},
         {"version", 1},
         {"generated_at", FormatTimestampMs(now)},
+        {"verdict", Verdict(v, opt_, witnessed)},
         {"period",
          {{"from", opt_.from_ms ? json(FormatTimestampMs(static_cast<uint64_t>(*opt_.from_ms))) : json(nullptr)},
           {"to", opt_.to_ms ? json(FormatTimestampMs(static_cast<uint64_t>(*opt_.to_ms))) : json(nullptr)}}},
@@ -458,7 +515,9 @@ Result<json> BuildReport(const std::string& dir, const LogPublicKey& key, const 
   if (options.from_ms && options.to_ms && *options.from_ms >= *options.to_ms) {
     return InvalidInput("the report period is empty: --from must be before --to");
   }
-  Collector c(options);
+  ReportOptions o = options;
+  if (o.witness_policy && o.cosigned_path.empty()) o.cosigned_path = dir + "/cosigned-checkpoint";
+  Collector c(o);
   VerifyOptions vo;
   vo.trusted = options.trusted;
   vo.on_entry = [&](uint64_t index, uint64_t, ByteSpan, const Entry& e) -> Status {
@@ -468,8 +527,13 @@ Result<json> BuildReport(const std::string& dir, const LogPublicKey& key, const 
   const auto start = std::chrono::steady_clock::now();
   // Fail-closed: any verification failure is returned as is; nothing collected is used.
   ASSIGN_OR_RETURN(VerifyResult v, VerifyLog(dir, key, vo));
+  // The same quorum check as `verify --witness-policy`; a quorum not met is no report.
+  std::optional<WitnessedCheckpoint> witnessed;
+  if (o.witness_policy) {
+    ASSIGN_OR_RETURN(witnessed, LoadWitnessedCheckpoint(v, key, *o.witness_policy, o.cosigned_path));
+  }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return c.Finish(v, key, seconds);
+  return c.Finish(v, key, seconds, witnessed);
 }
 
 }  // namespace enclave::audit

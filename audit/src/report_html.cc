@@ -38,7 +38,6 @@ h2 .count { color: var(--muted); font-weight: 400; font-size: 13px; margin-left:
 .status .badge { flex: none; font-weight: 700; letter-spacing: .06em; color: #fff; background: var(--ok);
                  border-radius: 3px; padding: 4px 10px; font-size: 13px; }
 .status p { margin: 0 0 4px; }
-.status .warn { color: var(--warn); }
 .cards { display: grid; grid-template-columns: repeat(4, 1fr); gap: 10px; margin: 14px 0 6px; }
 .card { border: 1px solid var(--line); border-radius: 4px; padding: 8px 12px; background: var(--soft); }
 .card .n { font-size: 22px; font-weight: 650; line-height: 1.2; }
@@ -65,6 +64,10 @@ td strong, td span.mono { white-space: nowrap; }
 .pill.ok { color: var(--ok); } .pill.bad { color: var(--bad); } .pill.info { color: var(--accent); }
 .pill.warn { color: var(--warn); }
 ul.checks { margin: 4px 0 0; padding-left: 18px; }
+.status .headline { margin-bottom: 6px; }
+ul.facts { list-style: none; margin: 0; padding: 0; }
+ul.facts li { margin: 2px 0; }
+ul.facts .what { display: inline-block; min-width: 92px; color: var(--muted); font-weight: 600; }
 ul.plain { margin: 0; padding-left: 16px; }
 ul.plain li { margin: 0; }
 section.alert h2 { color: var(--bad); }
@@ -213,15 +216,23 @@ std::string RenderReportHtml(const json& r) {
                                            E(sum["last_index"]) + ")</span>") +
        "</dd></dl></header>\n";
 
-  // Verification status.
+  // The one verdict: what was verified, and whether consistency and a witness quorum were
+  // checked. Every fact is stated once, in the same box, in the same (verified) colour.
+  const json& verdict = r["verdict"];
   const json& cons = log["consistency"];
-  h += "<div class=\"status\"><div class=\"badge\">VERIFIED</div><div>"
-       "<p><strong>The audit log verified with its public key.</strong> " + E(log["entries"]) + " entries, " +
-       E(log["tree_heads"]) + " signed tree heads; the latest covers " + E(head["tree_size"]) + " entries, signed " +
-       E(head["time"]) + ".</p><p>Root <code class=\"wrap\">" + E(head["root"]) + "</code></p>" +
-       (cons["checked"].get<bool>() ? "<p>Consistency: " + E(cons["result"]) + "</p>"
-                                    : "<p class=\"warn\">Consistency: " + E(cons["result"]) + "</p>") +
-       "</div></div>\n";
+  auto fact = [](const char* what, bool checked, const char* yes, const char* no, const json& summary) {
+    return std::string("<li><span class=\"what\">") + what + "</span> " + Pill(checked ? "ok" : "info", checked ? yes : no) +
+           " " + E(summary) + "</li>";
+  };
+  const json& wit = verdict["witnesses"];
+  h += "<div class=\"status\" id=\"verdict\"><div class=\"badge\">VERIFIED</div><div>"
+       "<p class=\"headline\"><strong>" + E(verdict["headline"]) + "</strong>, signed " + E(head["time"]) +
+       "; root <code class=\"wrap\">" + E(head["root"]) + "</code></p><ul class=\"facts\">" +
+       fact("Consistency", verdict["consistency"]["checked"].get<bool>(), "checked", "not checked",
+            verdict["consistency"]["summary"]) +
+       fact("Witnesses", wit["met"].is_boolean() && wit["required"].get<bool>(), "quorum met", "not required",
+            wit["summary"]) +
+       "</ul></div></div>\n";
 
   // Summary cards.
   auto card = [&](const std::string& label, const json& n, bool alert_if_nonzero = false) {
@@ -253,6 +264,19 @@ std::string RenderReportHtml(const json& r) {
                                          "</code>)");
     }
     kv("Consistency", E(cons["result"]));
+    const json& w = log["witnessed"];
+    if (w.is_null()) {
+      kv("Witnesses", E(wit["summary"]));
+    } else {
+      std::string by;
+      for (const json& c : w["cosigned_by"]) by += (by.empty() ? "" : "<br>") + E(c["name"]) + " <span class=\"muted\">(" +
+                                               E(c["cosigner"]) + ", " + E(c["time"]) + ")</span>";
+      kv("Witnesses", E(wit["summary"]) + "<br>policy <code class=\"wrap\">" + E(wit["policy_file"]) +
+                          "</code>, quorum " + E(w["quorum"]) + "; cosigned checkpoint <code class=\"wrap\">" +
+                          E(w["cosigned_checkpoint"]) + "</code> (size " + E(w["tree_size"]) + ", root " +
+                          Digest(w["root"]) + ")" + (by.empty() ? std::string() : "<br>" + by) +
+                          (w["not_cosigned_by"].empty() ? std::string() : "<br>not cosigned by " + List(w["not_cosigned_by"])));
+    }
     std::string checks = "<ul class=\"checks\">";
     for (const json& c : log["checks"]) checks += "<li>" + E(c) + "</li>";
     kv("Checks performed", checks + "</ul>");

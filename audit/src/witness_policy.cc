@@ -208,4 +208,32 @@ Result<WitnessedCheckpoint> CheckWitnessedCheckpoint(const VerifyResult& log, co
   return w;
 }
 
+Result<WitnessedCheckpoint> LoadWitnessedCheckpoint(const VerifyResult& log, const LogPublicKey& key,
+                                                    const WitnessPolicy& policy, const std::string& path) {
+  auto bytes = ReadWholeFile(path, kMaxNoteBytes + 1);
+  if (!bytes.ok() && bytes.status().code() == Code::kNotFound) {
+    return NotFound(path + ": no cosigned checkpoint (enclave-audit cosign writes it): nothing of the log is "
+                           "witnessed");
+  }
+  if (!bytes.ok()) return bytes.status();
+  return CheckWitnessedCheckpoint(log, key, policy,
+                                  std::string_view(reinterpret_cast<const char*>(bytes->data()), bytes->size()), path);
+}
+
+nlohmann::json WitnessedCheckpointJson(const WitnessedCheckpoint& w, const WitnessPolicy& policy,
+                                       const std::string& path) {
+  nlohmann::json by = nlohmann::json::array();
+  for (const CosignedBy& c : w.cosigned_by) {
+    by.push_back({{"name", c.name}, {"cosigner", c.cosigner}, {"timestamp", c.timestamp},
+                  {"time", FormatTimestampMs(c.timestamp * 1000)}});
+  }
+  return {{"cosigned_checkpoint", path},
+          {"tree_size", w.head.head.tree_size},
+          {"root", HexEncode(w.head.head.root)},
+          {"quorum", policy.Describe()},
+          {"cosigned_by", by},
+          {"not_cosigned_by", w.not_cosigned},
+          {"unwitnessed_entries", w.unwitnessed_entries}};
+}
+
 }  // namespace enclave::audit

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "audit_test_util.h"
+#include "local_witnesses.h"
 
 namespace enclave::audit {
 namespace {
@@ -318,6 +319,48 @@ TEST_F(CliTest, ReportIsWrittenOnlyFromAVerifiedLog) {
     const std::string name = entry.path().filename().string();
     EXPECT_TRUE(name.find("fresh") == std::string::npos && name.find(".tmp") == std::string::npos) << name;
   }
+}
+
+// `report --witness-policy/--cosigned` are verify's flags with verify's checks and exit
+// codes; a quorum not met writes no report.
+TEST_F(CliTest, ReportWithAWitnessPolicyExitsAsVerifyDoes) {
+  TestLog log;
+  log.dir = dir_ / "log";
+  auto pub = LogPublicKey::Load((dir_ / "log.pub").string());
+  ASSERT_TRUE(pub.ok()) << pub.status().ToString();
+  log.pub = *pub;
+  LocalWitnesses witnesses(2);
+  const std::string text = witnesses.PolicyText(log, "group both 2 w1 w2\nquorum both\n");
+  WriteBytes((dir_ / "policy").string(), std::vector<uint8_t>(text.begin(), text.end()));
+  const std::string flags = " --log log --key log.pub --witness-policy policy";
+
+  EXPECT_EQ(Exec("verify" + flags, dir_).rc, 6) << "no cosigned checkpoint yet";
+  EXPECT_EQ(Exec("report" + flags + " --out r.html", dir_).rc, 6);
+  witnesses.Cosign(log, {0});  // one of the two
+  EXPECT_EQ(Exec("verify" + flags, dir_).rc, 4);
+  CmdResult r = Exec("report" + flags + " --out r.html", dir_);
+  EXPECT_EQ(r.rc, 4);
+  EXPECT_NE(r.err.find("the witness policy requires 2 of {w1, w2}"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "r.html"));
+  EXPECT_EQ(Exec("report --log log --key log.pub --cosigned x --out r.html", dir_).rc, 3);
+  EXPECT_FALSE(fs::exists(dir_ / "r.html"));
+
+  // Both cosigned, in a file named by --cosigned: the report states the quorum met.
+  witnesses.Cosign(log, {0, 1}, (dir_ / "both.note").string());
+  r = Exec("report" + flags + " --cosigned both.note --out r.json --format json --json", dir_);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto out = nlohmann::json::parse(r.out)["verdict"]["witnesses"];
+  EXPECT_EQ(out["met"], true);
+  EXPECT_EQ(out["cosigned_by"], nlohmann::json({"w1", "w2"}));
+  EXPECT_EQ(out["policy_file"], "policy");
+  std::ifstream in(dir_ / "r.json");
+  const auto doc = nlohmann::json::parse(in);
+  EXPECT_EQ(doc["verdict"], nlohmann::json::parse(r.out)["verdict"]);
+  EXPECT_EQ(doc["log"]["witnessed"]["cosigned_checkpoint"], "both.note");
+  r = Exec("report" + flags + " --cosigned both.note --out r.html", dir_);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("Witness quorum 2 of {w1, w2} met: tree size 6 cosigned by w1, w2."), std::string::npos)
+      << r.out;
 }
 
 TEST_F(CliTest, UsageAndInputErrors) {

@@ -1,6 +1,8 @@
 // The compliance report: content (counts, who used which dataset, measurements, policies
 // in force), time filtering, HTML escaping of attacker-influenced text, and refusal to
-// report from a log that does not verify. The events are tests/data/audit/report_events.jsonl.
+// report from a log that does not verify, and the one verdict: with and without consistency
+// checked, with and without a witness quorum (no report when it is not met). The events are
+// tests/data/audit/report_events.jsonl.
 #include "enclave/audit/report.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +10,7 @@
 #include <fstream>
 
 #include "audit_test_util.h"
+#include "local_witnesses.h"
 
 namespace enclave::audit {
 namespace {
@@ -226,6 +229,38 @@ TEST_F(ReportTest, RefusesALogThatDoesNotVerify) {
   EXPECT_NE(r.status().message().find("one of entries 5..5"), std::string::npos) << r.status().message();
 }
 
+// Counts the non-overlapping occurrences of `needle`.
+size_t Count(const std::string& hay, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + needle.size())) ++n;
+  return n;
+}
+
+TEST_F(ReportTest, OneVerdictWithoutStateOrWitnesses) {
+  json r = Build();
+  const json& v = r["verdict"];
+  EXPECT_EQ(v["verified"], true);
+  EXPECT_EQ(v["entries"], 14);
+  EXPECT_EQ(v["tree_size"], 14);
+  EXPECT_EQ(v["consistency"]["checked"], false);
+  EXPECT_TRUE(v["consistency"]["against_tree_size"].is_null());
+  EXPECT_EQ(v["witnesses"]["required"], false);
+  EXPECT_TRUE(v["witnesses"]["met"].is_null());
+  EXPECT_TRUE(v["witnesses"]["policy_file"].is_null());
+  EXPECT_TRUE(r["log"]["witnessed"].is_null());
+  EXPECT_EQ(v["text"],
+            "Verified: 14 entries, signed tree head size 14. Consistency not checked: no saved auditor state was "
+            "given (--state). Witness quorum not required: no witness policy was given (--witness-policy).");
+  // One box says it all, in one colour: no second status, no warning line beside it.
+  const std::string html = RenderReportHtml(r);
+  EXPECT_EQ(Count(html, "class=\"status\""), 1u);
+  EXPECT_EQ(Count(html, ">VERIFIED<"), 1u);
+  EXPECT_EQ(html.find("class=\"warn\""), std::string::npos);
+  EXPECT_NE(html.find("Verified: 14 entries, signed tree head size 14"), std::string::npos);
+  EXPECT_NE(html.find(">not checked<"), std::string::npos);
+  EXPECT_NE(html.find(">not required<"), std::string::npos);
+}
+
 TEST_F(ReportTest, ConsistencyWithTheAuditorState) {
   auto v = VerifyLog(log_.dir.string(), log_.pub);
   ASSERT_TRUE(v.ok());
@@ -238,6 +273,106 @@ TEST_F(ReportTest, ConsistencyWithTheAuditorState) {
   EXPECT_EQ((*r)["log"]["consistency"]["checked"], true);
   EXPECT_EQ((*r)["log"]["consistency"]["previously_accepted"]["tree_size"], 10);
   EXPECT_NE(RenderReportHtml(*r).find("auditor.json"), std::string::npos);
+  // The verdict says against which saved head.
+  const json& c = (*r)["verdict"]["consistency"];
+  EXPECT_EQ(c["checked"], true);
+  EXPECT_EQ(c["against_tree_size"], 10);
+  EXPECT_EQ(c["state_file"], "auditor.json");
+  EXPECT_EQ(c["summary"], "Consistency checked: the log extends the tree head of size 10 saved in auditor.json.");
+  EXPECT_EQ((*r)["verdict"]["witnesses"]["required"], false);
+  const std::string html = RenderReportHtml(*r);
+  EXPECT_NE(html.find(">checked<"), std::string::npos);
+  EXPECT_EQ(html.find(">not checked<"), std::string::npos);
+}
+
+class ReportWitnessTest : public ReportTest {
+ protected:
+  Result<json> BuildWitnessed(const std::string& quorum_lines, const AuditorState* state = nullptr) {
+    auto p = WitnessPolicy::Parse(witnesses_.PolicyText(log_, quorum_lines), "policy");
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    policy_ = std::move(*p);
+    ReportOptions o;
+    o.generated_at_ms = kGenerated;
+    o.witness_policy = &*policy_;
+    o.witness_policy_path = "witnesses.policy";
+    o.trusted = state;
+    if (state) o.state_path = "auditor.json";
+    return BuildReport(log_.dir.string(), log_.pub, o);
+  }
+  LocalWitnesses witnesses_{2};
+  std::optional<WitnessPolicy> policy_;
+};
+
+TEST_F(ReportWitnessTest, QuorumMetAndConsistencyChecked) {
+  witnesses_.Cosign(log_, {0, 1});
+  auto v = VerifyLog(log_.dir.string(), log_.pub);
+  ASSERT_TRUE(v.ok());
+  AuditorState st{log_.pub.log_id, v->tree_heads[10].sth};
+  auto r = BuildWitnessed("group both 2 w1 w2\nquorum both\n", &st);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const json& w = (*r)["verdict"]["witnesses"];
+  EXPECT_EQ(w["policy_file"], "witnesses.policy");
+  EXPECT_EQ(w["required"], true);
+  EXPECT_EQ(w["met"], true);
+  EXPECT_EQ(w["quorum"], "2 of {w1, w2}");
+  EXPECT_EQ(w["tree_size"], 14);
+  EXPECT_EQ(w["cosigned_by"], json({"w1", "w2"}));
+  EXPECT_EQ(w["unwitnessed_entries"], 0);
+  EXPECT_EQ((*r)["verdict"]["text"],
+            "Verified: 14 entries, signed tree head size 14. Consistency checked: the log extends the tree head of "
+            "size 10 saved in auditor.json. Witness quorum 2 of {w1, w2} met: tree size 14 cosigned by w1, w2.");
+  // The log section has what `verify --json` calls "witnessed".
+  const json& lw = (*r)["log"]["witnessed"];
+  EXPECT_EQ(lw["cosigned_checkpoint"], log_.dir.string() + "/cosigned-checkpoint");
+  EXPECT_EQ(lw["cosigned_by"][1]["cosigner"], "witness.test/w2");
+  EXPECT_EQ(lw["cosigned_by"][0]["timestamp"], 1714600000);
+  const std::string html = RenderReportHtml(*r);
+  EXPECT_NE(html.find(">quorum met<"), std::string::npos);
+  EXPECT_NE(html.find(">checked<"), std::string::npos);
+  EXPECT_NE(html.find("witness.test/w1"), std::string::npos);
+  EXPECT_EQ(Count(html, "class=\"status\""), 1u);
+}
+
+TEST_F(ReportWitnessTest, QuorumMetOnAnOlderTreeNamesTheUnwitnessedEntries) {
+  witnesses_.Cosign(log_, {1});
+  AppendSamples(log_, 14, 2);  // after the cosigned checkpoint
+  auto r = BuildWitnessed("group one any w1 w2\nquorum one\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const json& w = (*r)["verdict"]["witnesses"];
+  EXPECT_EQ((*r)["verdict"]["tree_size"], 16);
+  EXPECT_EQ(w["tree_size"], 14);
+  EXPECT_EQ(w["cosigned_by"], json({"w2"}));
+  EXPECT_EQ(w["unwitnessed_entries"], 2);
+  EXPECT_EQ(w["summary"],
+            "Witness quorum 1 of {w1, w2} met: tree size 14 cosigned by w2. The 2 entries after it are signed by the "
+            "log only.");
+  EXPECT_EQ((*r)["log"]["witnessed"]["not_cosigned_by"], json({"w1"}));
+}
+
+TEST_F(ReportWitnessTest, QuorumNoneRequiresNoCosignature) {
+  witnesses_.Cosign(log_, {});
+  auto r = BuildWitnessed("quorum none\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const json& w = (*r)["verdict"]["witnesses"];
+  EXPECT_EQ(w["required"], false);
+  EXPECT_EQ(w["met"], true);
+  EXPECT_EQ(w["summary"], "Witness quorum not required: the witness policy witnesses.policy has quorum none.");
+}
+
+TEST_F(ReportWitnessTest, NoReportWhenTheQuorumIsNotMet) {
+  witnesses_.Cosign(log_, {0});
+  auto r = BuildWitnessed("group both 2 w1 w2\nquorum both\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kAuthFailed);
+  EXPECT_NE(r.status().message().find("is cosigned by {w1}; the witness policy requires 2 of {w1, w2}"),
+            std::string::npos)
+      << r.status().message();
+  // No cosigned checkpoint at all: nothing is witnessed, as `verify` says.
+  fs::remove(log_.dir / "cosigned-checkpoint");
+  r = BuildWitnessed("group both 2 w1 w2\nquorum both\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kNotFound);
+  EXPECT_NE(r.status().message().find("nothing of the log is witnessed"), std::string::npos);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 
 #include "enclave/audit/tree_head.h"
 #include "enclave/audit/verify.h"
+#include "enclave/audit/witness_policy.h"
 #include "enclave/common/status.h"
 
 namespace enclave::audit {
@@ -26,10 +27,19 @@ struct ReportOptions {
   std::optional<int64_t> to_ms;    // entries with time < to (exclusive)
   const AuditorState* trusted = nullptr;  // check consistency with this accepted head (not updated)
   std::string state_path;                 // named in the report when `trusted` is set
+  // As `verify --witness-policy`: the cosigned checkpoint at `cosigned_path` (empty:
+  // DIR/cosigned-checkpoint) must satisfy the policy's quorum, else there is no report and
+  // the error is verify's (AuthFailed when too few witnesses cosigned, NotFound without one).
+  const WitnessPolicy* witness_policy = nullptr;
+  std::string witness_policy_path;  // named in the report when `witness_policy` is set
+  std::string cosigned_path;
   uint64_t generated_at_ms = 0;           // 0: now
 };
 
 // The report as a JSON document ("format": "enclave-audit-compliance-report", version 1).
+// Its "verdict" says in one place what was verified: the log (entries, signed tree size),
+// whether consistency with an auditor's saved head was checked, and whether a witness
+// quorum was required and met, by whom.
 Result<nlohmann::json> BuildReport(const std::string& dir, const LogPublicKey& key, const ReportOptions& options);
 
 // A self-contained HTML page (inline CSS, no script, no external resource, a CSP that

@@ -16,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "enclave/audit/cosignature.h"
 #include "enclave/audit/note.h"
 #include "enclave/audit/tree_head.h"
@@ -89,5 +91,17 @@ struct WitnessedCheckpoint {
 Result<WitnessedCheckpoint> CheckWitnessedCheckpoint(const VerifyResult& log, const LogPublicKey& key,
                                                      const WitnessPolicy& policy, std::string_view cosigned_note,
                                                      const std::string& where);
+
+// CheckWitnessedCheckpoint on the file `path` (`enclave-audit verify --cosigned`, default
+// DIR/cosigned-checkpoint): NotFound when there is none, since then nothing is witnessed.
+Result<WitnessedCheckpoint> LoadWitnessedCheckpoint(const VerifyResult& log, const LogPublicKey& key,
+                                                    const WitnessPolicy& policy, const std::string& path);
+
+// What the auditor was shown, as `verify --json` and the compliance report give it:
+// {"cosigned_checkpoint": path, "tree_size", "root", "quorum": policy.Describe(),
+//  "cosigned_by": [{"name", "cosigner", "timestamp", "time"}], "not_cosigned_by": [names],
+//  "unwitnessed_entries"}.
+nlohmann::json WitnessedCheckpointJson(const WitnessedCheckpoint& w, const WitnessPolicy& policy,
+                                       const std::string& path);
 
 }  // namespace enclave::audit
