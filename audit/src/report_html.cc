@@ -30,22 +30,32 @@ h1 { font-size: 26px; margin: 4px 0 12px; color: var(--accent); font-weight: 650
 h2 { font-size: 17px; margin: 28px 0 8px; padding-bottom: 4px; border-bottom: 1px solid var(--line);
      color: var(--accent); break-after: avoid; page-break-after: avoid; }
 h2 .count { color: var(--muted); font-weight: 400; font-size: 13px; margin-left: 6px; }
-.meta { display: grid; grid-template-columns: max-content 1fr max-content 1fr; gap: 3px 14px; margin: 0; font-size: 13px; }
+.meta { display: grid; grid-template-columns: max-content minmax(0, 1fr) max-content minmax(0, 1fr); gap: 3px 14px;
+        margin: 0; font-size: 13px; }
 .meta dt { color: var(--muted); }
-.meta dd { margin: 0; }
+.meta dd { margin: 0; overflow-wrap: anywhere; }
 .status { display: flex; gap: 16px; align-items: flex-start; border: 1px solid var(--ok); background: var(--okbg);
           border-radius: 4px; padding: 12px 16px; margin: 16px 0 8px; }
 .status .badge { flex: none; font-weight: 700; letter-spacing: .06em; color: #fff; background: var(--ok);
                  border-radius: 3px; padding: 4px 10px; font-size: 13px; }
+.status > div:last-child { min-width: 0; }
 .status p { margin: 0 0 4px; }
-.cards { display: grid; grid-template-columns: repeat(4, 1fr); gap: 10px; margin: 14px 0 6px; }
+.cards { display: grid; grid-template-columns: repeat(4, minmax(0, 1fr)); gap: 10px; margin: 14px 0 6px; }
 .card { border: 1px solid var(--line); border-radius: 4px; padding: 8px 12px; background: var(--soft); }
 .card .n { font-size: 22px; font-weight: 650; line-height: 1.2; }
 .card .l { font-size: 12px; color: var(--muted); }
 .card.alert { border-color: var(--bad); background: var(--badbg); }
 .card.alert .n { color: var(--bad); }
+/* Ids (32- and 64-hex lease ids, host names, actors) have no break opportunity: cells may
+   break them anywhere, so a column is never wider than its share of the card. Headers are
+   words and break only between them. */
 table { width: 100%; border-collapse: collapse; font-size: 12.5px; margin: 6px 0 4px; }
 th, td { text-align: left; vertical-align: top; padding: 5px 7px; border-bottom: 1px solid var(--line); }
+td { overflow-wrap: anywhere; }
+/* Shortened digests (16 hex digits and an ellipsis) and pills stay on one line. */
+td code[title], .pill, .num { white-space: nowrap; overflow-wrap: normal; }
+/* Times break at the space between date and time only. */
+td .mono { overflow-wrap: normal; }
 th { background: var(--soft); font-weight: 600; font-size: 11.5px; text-transform: uppercase; letter-spacing: .03em;
      color: var(--muted); border-bottom: 2px solid var(--line); }
 tbody tr:nth-child(even) td { background: #fafbfc; }
@@ -55,12 +65,11 @@ table.kv th { width: 210px; text-transform: none; letter-spacing: 0; font-size: 
               border-bottom: 1px solid var(--line); }
 code, .mono { font-family: "SFMono-Regular", Consolas, "Liberation Mono", "DejaVu Sans Mono", monospace; font-size: 11.5px; }
 .wrap { word-break: break-all; }
-td strong, td span.mono { white-space: nowrap; }
 .muted { color: var(--muted); }
 .none { color: var(--muted); font-style: italic; margin: 4px 0 8px; }
 .note { color: var(--muted); font-size: 12px; margin: 4px 0; }
 .pill { display: inline-block; border-radius: 10px; padding: 0 8px; font-size: 11.5px; font-weight: 600;
-        border: 1px solid currentColor; white-space: nowrap; }
+        border: 1px solid currentColor; }
 .pill.ok { color: var(--ok); } .pill.bad { color: var(--bad); } .pill.info { color: var(--accent); }
 .pill.warn { color: var(--warn); }
 ul.checks { margin: 4px 0 0; padding-left: 18px; }
@@ -75,6 +84,11 @@ footer { margin-top: 28px; padding-top: 10px; border-top: 1px solid var(--line);
 @page { size: A4; margin: 14mm 12mm; }
 @media print {
   body { background: #fff; font-size: 10pt; }
+  table { font-size: 8pt; }
+  th { font-size: 7pt; letter-spacing: 0; }
+  th, td { padding: 3px 4px; }
+  code, .mono { font-size: 7.5pt; }
+  table.kv th { width: 130px; font-size: 8pt; }
   .page { margin: 0; padding: 0; border: 0; max-width: none; }
   .cards { grid-template-columns: repeat(4, 1fr); }
   .status, .card, th, .pill, .badge, tbody tr td { -webkit-print-color-adjust: exact; print-color-adjust: exact; }
@@ -107,6 +121,9 @@ std::string Time(const json& ref) {
   return "<span class=\"mono\">" + HtmlEscape(t) + "</span><br><span class=\"muted\">#" + E(ref["index"]) + " &middot; " +
          E(ref["actor"]) + "</span>";
 }
+
+// An entry index: a number, never broken.
+std::string Index(const json& n) { return "<span class=\"num\">" + E(n) + "</span>"; }
 
 std::string OrDash(const std::string& html) { return html.empty() ? "<span class=\"muted\">&mdash;</span>" : html; }
 
@@ -390,7 +407,7 @@ std::string RenderReportHtml(const json& r) {
       if (!t.Row()) continue;
       std::string tm = S(k["time"]);
       if (tm.size() > 10 && tm[10] == 'T') tm[10] = ' ';
-      t.Cells({E(k["index"]), "<span class=\"mono\">" + HtmlEscape(tm) + "</span>", "<strong>" + E(k["dataset_id"]) + "</strong>",
+      t.Cells({Index(k["index"]), "<span class=\"mono\">" + HtmlEscape(tm) + "</span>", "<strong>" + E(k["dataset_id"]) + "</strong>",
                OrDash(E(k["requester"])), E(k["lease_id"]), E(k["host"]), Digest(k["job_digest"]), OrDash(E(k["expires"])), E(k["actor"])});
     }
     h += Section("6. Key releases", r["key_releases"].size(),
@@ -426,7 +443,7 @@ std::string RenderReportHtml(const json& r) {
       checks += "</ul>";
       std::string tm = S(f["time"]);
       if (tm.size() > 10 && tm[10] == 'T') tm[10] = ' ';
-      t.Cells({E(f["index"]), "<span class=\"mono\">" + HtmlEscape(tm) + "</span>", "<strong>" + E(f["host"]) + "</strong>",
+      t.Cells({Index(f["index"]), "<span class=\"mono\">" + HtmlEscape(tm) + "</span>", "<strong>" + E(f["host"]) + "</strong>",
                checks, Digest(f["job_digest"]), Digest(f["policy_digest"]), E(f["actor"])});
     }
     h += Section("8. Failed attestations", r["failed_attestations"].size(),
@@ -444,7 +461,7 @@ std::string RenderReportHtml(const json& r) {
       if (tm.size() > 10 && tm[10] == 'T') tm[10] = ' ';
       std::string ds;
       for (const json& d : f["datasets"]) ds += (ds.empty() ? "" : ", ") + E(d);
-      t.Cells({E(f["index"]), "<span class=\"mono\">" + HtmlEscape(tm) + "</span>", "<strong>" + E(f["host"]) + "</strong>",
+      t.Cells({Index(f["index"]), "<span class=\"mono\">" + HtmlEscape(tm) + "</span>", "<strong>" + E(f["host"]) + "</strong>",
                E(f["job_id"]) + "<br>" + Digest(f["job_digest"]), OrDash(E(f["requester"])), ds, E(f["policy_id"]) + "<br>" + Digest(f["policy_digest"]),
                E(f["reason"])});
     }
@@ -461,7 +478,7 @@ std::string RenderReportHtml(const json& r) {
       if (!t.Row()) continue;
       std::string tm = S(v["time"]);
       if (tm.size() > 10 && tm[10] == 'T') tm[10] = ' ';
-      t.Cells({E(v["index"]), "<span class=\"mono\">" + HtmlEscape(tm) + "</span>", E(v["subject"]),
+      t.Cells({Index(v["index"]), "<span class=\"mono\">" + HtmlEscape(tm) + "</span>", E(v["subject"]),
                "<strong>" + E(v["subject_id"]) + "</strong>", E(v["reason"]), E(v["actor"])});
     }
     h += Section("9. Revocations", r["revocations"].size(),
