@@ -76,7 +76,6 @@ ul.checks { margin: 4px 0 0; padding-left: 18px; }
 .status .headline { margin-bottom: 6px; }
 ul.facts { list-style: none; margin: 0; padding: 0; }
 ul.facts li { margin: 2px 0; }
-ul.facts .what { display: inline-block; min-width: 92px; color: var(--muted); font-weight: 600; }
 ul.plain { margin: 0; padding-left: 16px; }
 ul.plain li { margin: 0; }
 section.alert h2 { color: var(--bad); }
@@ -237,18 +236,16 @@ std::string RenderReportHtml(const json& r) {
   // checked. Every fact is stated once, in the same box, in the same (verified) colour.
   const json& verdict = r["verdict"];
   const json& cons = log["consistency"];
-  auto fact = [](const char* what, bool checked, const char* yes, const char* no, const json& summary) {
-    return std::string("<li><span class=\"what\">") + what + "</span> " + Pill(checked ? "ok" : "info", checked ? yes : no) +
-           " " + E(summary) + "</li>";
+  // A pill to scan for, then the sentence (which names what it is about).
+  auto fact = [](bool checked, const char* yes, const char* no, const json& summary) {
+    return "<li>" + Pill(checked ? "ok" : "info", checked ? yes : no) + " " + E(summary) + "</li>";
   };
   const json& wit = verdict["witnesses"];
   h += "<div class=\"status\" id=\"verdict\"><div class=\"badge\">VERIFIED</div><div>"
        "<p class=\"headline\"><strong>" + E(verdict["headline"]) + "</strong>, signed " + E(head["time"]) +
        "; root <code class=\"wrap\">" + E(head["root"]) + "</code></p><ul class=\"facts\">" +
-       fact("Consistency", verdict["consistency"]["checked"].get<bool>(), "checked", "not checked",
-            verdict["consistency"]["summary"]) +
-       fact("Witnesses", wit["met"].is_boolean() && wit["required"].get<bool>(), "quorum met", "not required",
-            wit["summary"]) +
+       fact(verdict["consistency"]["checked"].get<bool>(), "checked", "not checked", verdict["consistency"]["summary"]) +
+       fact(wit["met"].is_boolean() && wit["required"].get<bool>(), "quorum met", "not required", wit["summary"]) +
        "</ul></div></div>\n";
 
   // Summary cards.
