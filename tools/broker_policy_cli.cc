@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <sstream>
 #include <string>
 
 #include "enclave/broker/release.h"
@@ -125,6 +126,15 @@ Status Verify(const Args& args) {
 Status Workload(const Args& args) {
   const std::string exe = args.positional()[0];
   ASSIGN_OR_RETURN(broker::Workload w, broker::WorkloadOfExecutable(exe, exe));
+  if (args.Has("code")) {
+    // An interpreter's workload: its executable and the code files it runs (the Python package).
+    std::vector<std::string> code;
+    std::stringstream list(args.Get("code"));
+    for (std::string item; std::getline(list, item, ',');) code.push_back(item);
+    RETURN_IF_ERROR(broker::AddWorkloadCode(args.Has("code-dir") ? args.Get("code-dir") : ".", code, &w));
+  } else if (args.Has("code-dir")) {
+    return InvalidInput("--code-dir needs --code");
+  }
   const std::string digest = HexEncode(broker::WorkloadDigest(w));
   if (args.json()) {
     cli::PrintJson({{"executable", exe}, {"executable_sha256", HexEncode(w.executable.sha256)}, {"workload", digest}});
@@ -153,8 +163,13 @@ std::vector<cli::Verb> PolicyVerbs() {
         kJsonFlag},
        Verify},
       {"policy workload",
-       "print the workload digest of an executable (no code files), for a data-use policy's datasets[].workloads",
-       "FILE", 1, {kJsonFlag}, Workload},
+       "print the workload digest of an executable (and of the code files an interpreter runs), for a data-use "
+       "policy's datasets[].workloads",
+       "FILE", 1,
+       {{"code", "REL[,REL...]", "code files the executable runs, relative to --code-dir, in the order the job names them"},
+        {"code-dir", "DIR", "the job's folder the code files are relative to (default: .)"},
+        kJsonFlag},
+       Workload},
   };
 }
 

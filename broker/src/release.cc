@@ -1,5 +1,7 @@
 #include "enclave/broker/release.h"
 
+#include <filesystem>
+
 #include <sodium.h>
 
 #include <algorithm>
@@ -426,6 +428,21 @@ Result<Workload> WorkloadOfExecutable(const std::string& exe, const std::string&
   w.executable.path = path;
   w.executable.sha256 = crypto::Sha256(bytes);
   return w;
+}
+
+Status AddWorkloadCode(const std::string& dir, const std::vector<std::string>& rel, Workload* w) {
+  for (const std::string& r : rel) {
+    const std::filesystem::path p(r);
+    if (r.empty() || p.is_absolute() || std::find(p.begin(), p.end(), "..") != p.end())
+      return InvalidInput("code file '" + r + "' must be a relative path inside the job's folder");
+    if (std::any_of(w->code.begin(), w->code.end(), [&](const WorkloadFile& f) { return f.path == r; }))
+      return InvalidInput("code file '" + r + "' is named twice");
+    if (w->code.size() == kMaxWorkloadCodeFiles)
+      return InvalidInput("more than " + std::to_string(kMaxWorkloadCodeFiles) + " code files");
+    ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadWholeFile((std::filesystem::path(dir) / p).string(), size_t{1} << 30));
+    w->code.push_back({r, crypto::Sha256(bytes)});
+  }
+  return OkStatus();
 }
 
 std::string EncodeLease(const Lease& l) { return LeaseJson(l).dump(); }

@@ -58,14 +58,7 @@ Result<broker::ReleaseRequest> ReleaseRequestForJob(const trainer::JobSpec& job,
   const std::string exe_path = std::filesystem::read_symlink("/proc/self/exe", ec).string();
   if (ec) return Unavailable("reading /proc/self/exe: " + ec.message());
   ASSIGN_OR_RETURN(r.workload, broker::WorkloadOfExecutable("/proc/self/exe", exe_path));
-  for (const std::string& rel : o.code) {
-    const std::filesystem::path p(rel);
-    if (rel.empty() || p.is_absolute() || std::find(p.begin(), p.end(), "..") != p.end())
-      return InvalidInput("code file '" + rel + "' must be a relative path inside the job's folder");
-    ASSIGN_OR_RETURN(std::vector<uint8_t> bytes,
-                     ReadWholeFile((std::filesystem::path(o.code_dir) / p).string(), size_t{1} << 30));
-    r.workload.code.push_back({rel, crypto::Sha256(bytes)});
-  }
+  RETURN_IF_ERROR(broker::AddWorkloadCode(o.code_dir, o.code, &r.workload));
   r.job.workload_digest = broker::WorkloadDigest(r.workload);
   for (const trainer::DatasetSpec& d : job.datasets) {
     if (d.format != trainer::DatasetFormat::kSealed)

@@ -51,6 +51,9 @@ crypto::Digest256 WorkloadDigest(const Workload& w);
 // The workload of a running executable: `exe` (normally /proc/self/exe) read and hashed,
 // and `path` as the name it reports.
 Result<Workload> WorkloadOfExecutable(const std::string& exe, const std::string& path);
+// Adds the code files an interpreter runs: each `rel` (relative, inside `dir`, no "..", at
+// most kMaxWorkloadCodeFiles, no repeats) read from dir/rel and hashed under its name rel.
+Status AddWorkloadCode(const std::string& dir, const std::vector<std::string>& rel, Workload* w);
 
 // What a job key is bound to (docs/protocol.md, "Job keys"): the job, the exact data-use
 // policy file (its id, and its digest, which names the serial), the datasets, the world size
