@@ -49,6 +49,50 @@ std::string CellError(const CsvReader& csv, const std::string& column, const std
   return Where(csv) + ": column '" + column + "': " + what + " '" + shown + "'";
 }
 
+// A cell that is not a number but reads as one once its leading signs are dropped
+// (1e39, 1e-50, +-1, inf, nan(1)): an error in a column not named --categorical, rather
+// than a reason to make the column categorical.
+bool LooksNumeric(std::string_view t) {
+  const size_t b = t.find_first_not_of("+-");
+  if (b == std::string_view::npos) return false;
+  double v = 0;
+  auto [ptr, ec] = std::from_chars(t.data() + b, t.data() + t.size(), v);
+  return ptr == t.data() + t.size() && (ec == std::errc() || ec == std::errc::result_out_of_range);
+}
+
+// Which trimmed cells are missing: the default tokens (unless turned off) and the owner's.
+class CellRules {
+ public:
+  explicit CellRules(const CellSpec& spec) : default_missing_(spec.default_missing), tokens_(spec.missing) {}
+  bool IsMissing(const std::string& trimmed) const {
+    if (default_missing_) {
+      if (trimmed.empty()) return true;
+      const std::string l = Lower(trimmed);
+      if (l == "na" || l == "nan" || l == "null") return true;
+    }
+    return std::find(tokens_.begin(), tokens_.end(), trimmed) != tokens_.end();
+  }
+
+ private:
+  bool default_missing_;
+  std::vector<std::string> tokens_;
+};
+
+Status CheckCellSpec(const CellSpec& spec) {
+  for (const std::string& t : spec.missing) {
+    if (t.size() > kMaxNameBytes) return InvalidInput("--missing token longer than 1024 bytes");
+    if (Trim(t) != t) return InvalidInput("--missing '" + t + "': cells are trimmed, so a token with leading or trailing spaces or tabs never matches");
+  }
+  return OkStatus();
+}
+
+Status CheckLabelSpec(const LabelSpec& spec) {
+  if (spec.task == Task::kRegression && (spec.positive || !spec.classes.empty())) {
+    return InvalidInput("--task regression takes no --positive or --classes (a regression label has no classes)");
+  }
+  return OkStatus();
+}
+
 struct Header {
   std::vector<std::string> names;
   size_t label = 0;
@@ -87,9 +131,37 @@ std::map<std::string, uint32_t> IndexOf(const std::vector<std::string>& classes)
   return m;
 }
 
-// Encodes one CSV row into a record: features in column order, then the class index.
-Status EncodeRow(const CsvReader& csv, const DatasetSchema& schema, const std::map<std::string, uint32_t>& classes,
-                 const std::vector<std::string>& row, float* record) {
+// One feature cell into its float32 (pass two; pass one has checked the cell already).
+Status EncodeCell(const CsvReader& csv, const Column& col, const CellRules& rules, const std::string& cell,
+                  float* out) {
+  const std::string t = Trim(cell);
+  if (rules.IsMissing(t)) {
+    if (!col.missing_allowed) return InvalidInput(CellError(csv, col.name, "missing value", cell));
+    *out = MissingValue();
+    return OkStatus();
+  }
+  switch (col.kind) {
+    case ColumnKind::kYesNo: {
+      const int v = YesNo(t);
+      if (v < 0) return InvalidInput(CellError(csv, col.name, "expected yes or no, got", cell));
+      *out = static_cast<float>(v);
+      return OkStatus();
+    }
+    case ColumnKind::kCategorical: {
+      auto it = std::lower_bound(col.categories.begin(), col.categories.end(), t);
+      if (it == col.categories.end() || *it != t) return InvalidInput(CellError(csv, col.name, "unknown category", cell));
+      *out = static_cast<float>(it - col.categories.begin());
+      return OkStatus();
+    }
+    default:
+      if (!ParseFloat(t, out)) return InvalidInput(CellError(csv, col.name, "not a valid float32 number", cell));
+      return OkStatus();
+  }
+}
+
+// Encodes one CSV row into a record: features in column order, then the label.
+Status EncodeRow(const CsvReader& csv, const DatasetSchema& schema, const CellRules& rules,
+                 const std::map<std::string, uint32_t>& classes, const std::vector<std::string>& row, float* record) {
   if (row.size() != schema.columns.size()) {
     return InvalidInput(Where(csv) + ": " + std::to_string(row.size()) + " fields, header has " +
                         std::to_string(schema.columns.size()));
@@ -97,25 +169,63 @@ Status EncodeRow(const CsvReader& csv, const DatasetSchema& schema, const std::m
   size_t f = 0;
   for (size_t i = 0; i < row.size(); ++i) {
     const Column& col = schema.columns[i];
-    switch (col.kind) {
-      case ColumnKind::kLabel: {
-        ASSIGN_OR_RETURN(record[schema.feature_count()], ClassIndex(classes, csv, col.name, row[i]));
-        break;
+    if (col.kind != ColumnKind::kLabel) {
+      RETURN_IF_ERROR(EncodeCell(csv, col, rules, row[i], &record[f++]));
+    } else if (schema.task == Task::kRegression) {
+      if (!ParseFloat(row[i], &record[schema.feature_count()])) {
+        return InvalidInput(CellError(csv, col.name, "label is not a number", row[i]));
       }
-      case ColumnKind::kYesNo: {
-        int v = YesNo(row[i]);
-        if (v < 0) return InvalidInput(CellError(csv, col.name, "expected yes or no, got", row[i]));
-        record[f++] = static_cast<float>(v);
-        break;
-      }
-      case ColumnKind::kNumeric:
-        if (Trim(row[i]).empty()) return InvalidInput(CellError(csv, col.name, "empty cell (missing value)", row[i]));
-        if (!ParseFloat(row[i], &record[f])) {
-          return InvalidInput(CellError(csv, col.name, "non-numeric or out-of-range value", row[i]));
-        }
-        ++f;
-        break;
+    } else {
+      ASSIGN_OR_RETURN(record[schema.feature_count()], ClassIndex(classes, csv, col.name, row[i]));
     }
+  }
+  return OkStatus();
+}
+
+// Pass one's view of a feature column: what its present cells were.
+struct ColumnScan {
+  bool categorical_flag = false;  // --categorical
+  bool all_numbers = true, all_yes_no = true;
+  uint64_t present = 0, missing = 0;
+
+  ColumnKind Kind() const {
+    if (categorical_flag) return ColumnKind::kCategorical;
+    if (present == 0 || all_numbers) return ColumnKind::kNumeric;
+    return all_yes_no ? ColumnKind::kYesNo : ColumnKind::kCategorical;
+  }
+};
+
+Status ScanCell(const CsvReader& csv, const std::string& column, const CellRules& rules, const std::string& cell,
+                ColumnScan* c) {
+  const std::string t = Trim(cell);
+  if (rules.IsMissing(t)) {
+    ++c->missing;
+    return OkStatus();
+  }
+  // Only with --no-default-missing: an empty cell is then neither missing nor a category.
+  if (t.empty()) return InvalidInput(CellError(csv, column, "empty cell (not a missing value here)", cell));
+  ++c->present;
+  if (c->categorical_flag) return OkStatus();
+  float x = 0;
+  if (!ParseFloat(t, &x)) {
+    if (LooksNumeric(t)) {
+      return InvalidInput(CellError(csv, column, "not a valid float32 number (out of range, not finite or malformed)", cell));
+    }
+    c->all_numbers = false;
+  }
+  if (YesNo(t) < 0) c->all_yes_no = false;
+  return OkStatus();
+}
+
+// --categorical names feature columns of the header.
+Status MarkCategorical(const std::string& path, const Header& header, const CellSpec& cells,
+                       std::vector<ColumnScan>* cols) {
+  for (const std::string& name : cells.categorical) {
+    auto it = std::find(header.names.begin(), header.names.end(), name);
+    if (it == header.names.end()) return InvalidInput(path + ":1: --categorical column '" + name + "' not in header");
+    const size_t i = static_cast<size_t>(it - header.names.begin());
+    if (i == header.label) return InvalidInput(path + ":1: --categorical '" + name + "' is the label column");
+    (*cols)[i].categorical_flag = true;
   }
   return OkStatus();
 }
@@ -158,74 +268,205 @@ std::string FormatFloat(float v) {
   return std::string(buf, ptr);
 }
 
+// A checked record's value as `open` writes it (sealed-dataset.md, "Back to CSV").
+std::string CellText(const Column& col, float v) {
+  if (col.missing_allowed && IsMissing(v)) return "";  // an empty field, not quoted
+  switch (col.kind) {
+    case ColumnKind::kYesNo:
+      return v != 0.0f ? "yes" : "no";
+    case ColumnKind::kCategorical:
+      return CsvEscape(col.categories[static_cast<size_t>(v)]);
+    default:
+      return FormatFloat(v);
+  }
+}
+
+std::string LabelText(const DatasetSchema& schema, float v) {
+  if (schema.task == Task::kRegression) return FormatFloat(v);
+  return CsvEscape(schema.classes[static_cast<size_t>(v)]);
+}
+
+// Pass one's view of the label column, and the class list it implies.
+class LabelScan {
+ public:
+  LabelScan(const LabelSpec& spec, const CellRules& rules) : spec_(spec), rules_(rules) {
+    if (!spec.classes.empty()) fixed_ = IndexOf(spec.classes);
+  }
+
+  Status Add(const CsvReader& csv, const std::string& cell) {
+    const std::string value = Trim(cell);
+    if (rules_.IsMissing(value)) return InvalidInput(CellError(csv, spec_.column, "missing label (labels may not be missing)", cell));
+    if (value.empty()) return InvalidInput(CellError(csv, spec_.column, "empty label", cell));
+    if (spec_.task == Task::kRegression) {
+      float x = 0;
+      if (!ParseFloat(value, &x)) return InvalidInput(CellError(csv, spec_.column, "label is not a number (--task regression)", cell));
+      return OkStatus();
+    }
+    if (!spec_.classes.empty()) {
+      if (!fixed_.count(value)) return InvalidInput(CellError(csv, spec_.column, "unknown label value", cell));
+      return OkStatus();
+    }
+    if (!values_.insert(value).second) return OkStatus();
+    NoteNumber(csv, value);
+    if (spec_.positive && values_.size() > 2) {
+      return InvalidInput(CellError(csv, spec_.column, "unknown label value (a binary label with --positive has two values)", cell));
+    }
+    if (values_.size() > kMaxAutoClasses) {
+      if (all_numbers_) return Continuous(csv.path(), "more than 1000 distinct numbers");
+      return InvalidInput(CellError(csv, spec_.column, "more than 1000 distinct label values; wrong column?", cell));
+    }
+    return OkStatus();
+  }
+
+  // The class list (classification), after every row was added.
+  Result<std::vector<std::string>> Classes(const std::string& path) {
+    if (spec_.task == Task::kRegression) return std::vector<std::string>{};
+    if (!spec_.classes.empty()) return spec_.classes;
+    if (spec_.positive) {
+      if (!values_.count(*spec_.positive)) {
+        return InvalidInput(path + ": positive label value '" + *spec_.positive + "' never occurs in column '" +
+                            spec_.column + "'");
+      }
+      if (values_.size() != 2) {
+        return InvalidInput(path + ": column '" + spec_.column + "' has only the value '" + *spec_.positive +
+                            "'; a binary label needs two");
+      }
+      values_.erase(*spec_.positive);
+      return std::vector<std::string>{*values_.begin(), *spec_.positive};
+    }
+    // The looks-continuous rule (sealed-dataset.md, "Labels"): all values numbers, and more
+    // than 100 distinct ones or any that is not an integer.
+    if (all_numbers_ && !non_integer_.empty()) {
+      return Continuous(path, "the non-integer value '" + non_integer_ + "' on line " + std::to_string(non_integer_line_));
+    }
+    if (all_numbers_ && values_.size() > kMaxNumericClasses) {
+      return Continuous(path, std::to_string(values_.size()) + " distinct numbers, more than 100");
+    }
+    return SortedClasses(values_);
+  }
+
+ private:
+  static constexpr size_t kMaxNumericClasses = 100;
+
+  void NoteNumber(const CsvReader& csv, const std::string& value) {
+    float x = 0;
+    if (!ParseFloat(value, &x)) {
+      all_numbers_ = false;
+    } else if (x != std::floor(x) && non_integer_.empty()) {
+      non_integer_ = value.size() > 40 ? value.substr(0, 40) + "..." : value;
+      non_integer_line_ = csv.record_line();
+    }
+  }
+
+  Status Continuous(const std::string& path, const std::string& why) const {
+    return InvalidInput(path + ": label column '" + spec_.column + "' looks continuous (" + why +
+                        "); seal it with --task regression, or name its classes with --classes");
+  }
+
+  const LabelSpec& spec_;
+  const CellRules& rules_;
+  std::map<std::string, uint32_t> fixed_;
+  std::set<std::string> values_;
+  bool all_numbers_ = true;
+  std::string non_integer_;
+  uint64_t non_integer_line_ = 0;
+};
+
+// The dictionaries of the categorical columns: one more read of the CSV, which must be
+// the bytes pass one read. Bounded: 65 536 categories per column, names of 1..1024 bytes,
+// and all names together within the 16 MiB of a header's metadata.
+Status CollectCategories(const std::string& path, const CellRules& rules, const CsvScan& scan, DatasetSchema* schema) {
+  const std::string changed = path + ": changed while sealing (";
+  ASSIGN_OR_RETURN(CsvReader csv, CsvReader::Open(path));
+  csv.HashContent();
+  std::vector<std::string> row;
+  ASSIGN_OR_RETURN(bool have_header, csv.Next(&row));
+  if (!have_header || row.size() != schema->columns.size()) return InvalidInput(changed + "header)");
+  std::vector<std::set<std::string>> dict(schema->columns.size());
+  uint64_t rows = 0, bytes = 0;
+  while (true) {
+    ASSIGN_OR_RETURN(bool have, csv.Next(&row));
+    if (!have) break;
+    if (++rows > scan.rows || row.size() != dict.size()) return InvalidInput(changed + "rows)");
+    for (size_t i = 0; i < row.size(); ++i) {
+      const Column& col = schema->columns[i];
+      if (col.kind != ColumnKind::kCategorical) continue;
+      std::string t = Trim(row[i]);
+      if (rules.IsMissing(t)) continue;
+      if (t.size() > kMaxNameBytes) return InvalidInput(CellError(csv, col.name, "category name longer than 1024 bytes", row[i]));
+      const size_t len = t.size();
+      if (!dict[i].insert(std::move(t)).second) continue;
+      if (dict[i].size() > kMaxCategories) return InvalidInput(CellError(csv, col.name, "more than 65536 categories", row[i]));
+      if ((bytes += len + 2) > crypto::kMaxMetadataBytes) {
+        return InvalidInput(CellError(csv, col.name, "category names exceed the 16 MiB a schema may hold", row[i]));
+      }
+    }
+  }
+  if (rows != scan.rows) return InvalidInput(changed + "fewer rows)");
+  if (csv.bytes_read() != scan.csv_bytes || csv.ContentDigest() != scan.csv_digest) {
+    return InvalidInput(changed + "its SHA-256 differs from the first pass)");
+  }
+  for (size_t i = 0; i < dict.size(); ++i) {
+    Column& col = schema->columns[i];
+    if (col.kind != ColumnKind::kCategorical) continue;
+    if (dict[i].empty()) return InvalidInput(path + ": --categorical column '" + col.name + "' has no value that is not missing");
+    col.categories.assign(dict[i].begin(), dict[i].end());  // std::set<std::string>: byte order
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
-Result<CsvScan> ScanCsv(const std::string& csv_path, const LabelSpec& spec, const ProgressFn& progress) {
+Result<CsvScan> ScanCsv(const std::string& csv_path, const LabelSpec& spec, const CellSpec& cells,
+                        const ProgressFn& progress) {
+  RETURN_IF_ERROR(CheckLabelSpec(spec));
+  RETURN_IF_ERROR(CheckCellSpec(cells));
+  const CellRules rules(cells);
   ASSIGN_OR_RETURN(CsvReader csv, CsvReader::Open(csv_path));
   csv.HashContent();
   ASSIGN_OR_RETURN(Header header, ReadHeader(csv, spec));
   const size_t n = header.names.size();
+  std::vector<ColumnScan> cols(n);
+  RETURN_IF_ERROR(MarkCategorical(csv_path, header, cells, &cols));
+  LabelScan label(spec, rules);
   CsvScan scan;
-  scan.schema.columns.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    scan.schema.columns[i] = {header.names[i], i == header.label ? ColumnKind::kLabel : ColumnKind::kNumeric};
-  }
-  std::set<std::string> label_values;
-  std::map<std::string, uint32_t> fixed;
-  if (!spec.classes.empty()) fixed = IndexOf(spec.classes);
   std::vector<std::string> row;
-  std::vector<float> record(n);
   while (true) {
     ASSIGN_OR_RETURN(bool have, csv.Next(&row));
     if (!have) break;
     if (row.size() != n) {
       return InvalidInput(Where(csv) + ": " + std::to_string(row.size()) + " fields, header has " + std::to_string(n));
     }
-    if (scan.rows == 0) {  // the first data row decides which columns are yes/no
-      for (size_t i = 0; i < n; ++i) {
-        if (i != header.label && YesNo(row[i]) >= 0) scan.schema.columns[i].kind = ColumnKind::kYesNo;
-      }
+    // Checks every cell now, so that sealing never starts on bad input.
+    for (size_t i = 0; i < n; ++i) {
+      if (i == header.label) RETURN_IF_ERROR(label.Add(csv, row[i]));
+      else RETURN_IF_ERROR(ScanCell(csv, header.names[i], rules, row[i], &cols[i]));
     }
-    const std::string& label = row[header.label];
-    std::string value = Trim(label);
-    if (value.empty()) return InvalidInput(CellError(csv, spec.column, "empty label", label));
-    if (!spec.classes.empty()) {
-      if (!fixed.count(value)) return InvalidInput(CellError(csv, spec.column, "unknown label value", label));
-    } else if (label_values.insert(value).second) {
-      if (spec.positive && label_values.size() > 2) {
-        return InvalidInput(CellError(csv, spec.column,
-                                      "unknown label value (a binary label with --positive has two values)", label));
-      }
-      if (label_values.size() > kMaxAutoClasses) {
-        return InvalidInput(CellError(csv, spec.column, "more than 1000 distinct label values; wrong column?", label));
-      }
-    }
-    // Checks every feature cell now, so that sealing never starts on bad input.
-    std::map<std::string, uint32_t> any_label = {{value, 0}};
-    RETURN_IF_ERROR(EncodeRow(csv, scan.schema, any_label, row, record.data()));
     ++scan.rows;
     if (progress && scan.rows % 4096 == 0) progress(csv.bytes_read(), csv.file_size());
   }
   if (scan.rows == 0) return InvalidInput(csv_path + ": no data rows after the header");
   scan.csv_digest = csv.ContentDigest();
   scan.csv_bytes = csv.bytes_read();
-  if (!spec.classes.empty()) {
-    scan.schema.classes = spec.classes;
-  } else if (spec.positive) {
-    if (!label_values.count(*spec.positive)) {
-      return InvalidInput(csv_path + ": positive label value '" + *spec.positive + "' never occurs in column '" +
-                          spec.column + "'");
-    }
-    if (label_values.size() != 2) {
-      return InvalidInput(csv_path + ": column '" + spec.column + "' has only the value '" + *spec.positive +
-                          "'; a binary label needs two");
-    }
-    label_values.erase(*spec.positive);
-    scan.schema.classes = {*label_values.begin(), *spec.positive};
-  } else {
-    scan.schema.classes = SortedClasses(label_values);
+  DatasetSchema& schema = scan.schema;
+  schema.task = spec.task;
+  schema.columns.resize(n);
+  bool any_categorical = false;
+  for (size_t i = 0; i < n; ++i) {
+    Column& c = schema.columns[i];
+    c.name = header.names[i];
+    c.kind = i == header.label ? ColumnKind::kLabel : cols[i].Kind();
+    c.missing_allowed = cols[i].missing > 0;
+    any_categorical |= c.kind == ColumnKind::kCategorical;
   }
-  RETURN_IF_ERROR(scan.schema.Validate().Annotate(csv_path));
+  ASSIGN_OR_RETURN(schema.classes, label.Classes(csv_path));
+  if (any_categorical) RETURN_IF_ERROR(CollectCategories(csv_path, rules, scan, &schema));
+  RETURN_IF_ERROR(schema.Validate().Annotate(csv_path));
+  const size_t schema_bytes = EncodeSchema(schema).size();
+  if (schema_bytes > crypto::kMaxMetadataBytes) {
+    return InvalidInput(csv_path + ": the schema takes " + std::to_string(schema_bytes) +
+                        " bytes, more than the 16 MiB a sealed header's metadata may hold");
+  }
   if (progress) progress(csv.file_size(), csv.file_size());
   return scan;
 }
@@ -237,7 +478,8 @@ Result<DatasetInfo> SealCsv(const SealOptions& options, crypto::Keystore& keysto
   ProgressFn half = [&](uint64_t done, uint64_t total) {
     if (options.progress) options.progress(done / 2, total);
   };
-  ASSIGN_OR_RETURN(CsvScan scan, ScanCsv(options.csv_path, options.label, half));
+  ASSIGN_OR_RETURN(CsvScan scan, ScanCsv(options.csv_path, options.label, options.cells, half));
+  const CellRules rules(options.cells);
   const DatasetSchema& schema = scan.schema;
   const uint32_t record_bytes = schema.record_bytes();
   uint32_t records_per_chunk = options.chunk_records;
@@ -284,7 +526,7 @@ Result<DatasetInfo> SealCsv(const SealOptions& options, crypto::Keystore& keysto
     ASSIGN_OR_RETURN(bool have, csv.Next(&row));
     if (!have) break;
     if (++rows > scan.rows) return InvalidInput(changed + "more rows)");
-    RETURN_IF_ERROR(EncodeRow(csv, schema, classes, row, record));
+    RETURN_IF_ERROR(EncodeRow(csv, schema, rules, classes, row, record));
     RETURN_IF_ERROR(writer->Append(record_buf.ExposeSecret()));
     if (options.progress && rows % 4096 == 0) {
       options.progress(csv.file_size() / 2 + csv.bytes_read() / 2, csv.file_size());
@@ -406,26 +648,6 @@ Status SealedDatasetReader::ReadRows(uint64_t first_row, uint64_t count, float* 
   return OkStatus();
 }
 
-namespace {
-
-// Authenticated records can still be invalid if another implementation sealed them.
-Status CheckRecord(const DatasetSchema& schema, const float* record, uint64_t row) {
-  size_t f = 0;
-  for (const Column& col : schema.columns) {
-    if (col.kind == ColumnKind::kLabel) continue;
-    float v = record[f++];
-    bool ok = col.kind == ColumnKind::kYesNo ? (v == 0.0f || v == 1.0f) : std::isfinite(v);
-    if (!ok) return InvalidInput("record " + std::to_string(row) + ": invalid value in column '" + col.name + "'");
-  }
-  float label = record[schema.feature_count()];
-  if (!(label >= 0.0f && label < static_cast<float>(schema.classes.size()) && label == std::floor(label))) {
-    return InvalidInput("record " + std::to_string(row) + ": label is not a class index");
-  }
-  return OkStatus();
-}
-
-}  // namespace
-
 Result<DatasetInfo> VerifySealed(const std::string& path, const crypto::Keystore& keystore,
                                  const ProgressFn& progress) {
   ASSIGN_OR_RETURN(SealedDatasetReader reader, SealedDatasetReader::Open(path, keystore));
@@ -433,7 +655,10 @@ Result<DatasetInfo> VerifySealed(const std::string& path, const crypto::Keystore
   const size_t width = schema.columns.size();
   RETURN_IF_ERROR(reader.ForEachChunk(
       [&](std::span<const float> records, uint64_t first_row, uint64_t count) -> Status {
-        for (uint64_t r = 0; r < count; ++r) RETURN_IF_ERROR(CheckRecord(schema, &records[r * width], first_row + r));
+        // Authenticated records can still be invalid if another implementation sealed them.
+        for (uint64_t r = 0; r < count; ++r) {
+          RETURN_IF_ERROR(CheckRecord(schema, &records[r * width], first_row + r).Annotate(path));
+        }
         return OkStatus();
       },
       progress));
@@ -462,19 +687,13 @@ Status OpenSealedToCsv(const std::string& path, const crypto::Keystore& keystore
       [&](std::span<const float> records, uint64_t first_row, uint64_t count) -> Status {
         for (uint64_t r = 0; r < count; ++r) {
           const float* rec = &records[r * width];
-          RETURN_IF_ERROR(CheckRecord(schema, rec, first_row + r));
+          RETURN_IF_ERROR(CheckRecord(schema, rec, first_row + r).Annotate(path));
           line.clear();
           size_t f = 0;
           for (size_t i = 0; i < width; ++i) {
             if (i) line += ',';
             const Column& col = schema.columns[i];
-            if (col.kind == ColumnKind::kLabel) {
-              line += CsvEscape(schema.classes[static_cast<size_t>(rec[width - 1])]);
-            } else if (col.kind == ColumnKind::kYesNo) {
-              line += rec[f++] != 0.0f ? "yes" : "no";
-            } else {
-              line += FormatFloat(rec[f++]);
-            }
+            line += col.kind == ColumnKind::kLabel ? LabelText(schema, rec[width - 1]) : CellText(col, rec[f++]);
           }
           line += '\n';
           RETURN_IF_ERROR(out.Write(line.data(), line.size()));

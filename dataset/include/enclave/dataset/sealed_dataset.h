@@ -23,6 +23,15 @@ struct LabelSpec {
   std::string column;
   std::optional<std::string> positive;  // binary: this value -> 1, the only other -> 0
   std::vector<std::string> classes;     // or a fixed class list, in index order
+  Task task = Task::kClassification;    // kRegression: a numeric label, stored as its value
+};
+
+// How feature cells are read (docs/formats/sealed-dataset.md, "Missing values",
+// "Column kinds").
+struct CellSpec {
+  bool default_missing = true;           // empty, NA, NaN, null (ASCII case-insensitive) are missing
+  std::vector<std::string> missing;      // more missing tokens, matched exactly (after trimming)
+  std::vector<std::string> categorical;  // columns sealed as categorical whatever their values
 };
 
 struct CsvScan {
@@ -33,14 +42,20 @@ struct CsvScan {
 };
 
 // Pass one: checks every row and infers the schema. Rules (docs/formats/sealed-dataset.md):
-// a column whose first value is yes/no is categorical, otherwise numeric; labels map by
-// --positive, by a fixed class list, or to their sorted distinct values.
-Result<CsvScan> ScanCsv(const std::string& csv_path, const LabelSpec& label, const ProgressFn& progress = {});
+// a column is numeric when all its present cells are numbers, yes/no when all are yes/no,
+// categorical otherwise (or when named in cells.categorical); missing cells make a column
+// allow missing values. Labels map by --positive, by a fixed class list, or to their
+// sorted distinct values; a label that looks continuous is refused unless the task is
+// regression. When there are categorical columns, a second read of the CSV collects their
+// dictionaries (and must see the same bytes).
+Result<CsvScan> ScanCsv(const std::string& csv_path, const LabelSpec& label, const CellSpec& cells = {},
+                        const ProgressFn& progress = {});
 
 struct SealOptions {
   std::string csv_path;
   std::string out_path;
   LabelSpec label;
+  CellSpec cells;
   crypto::Suite suite = crypto::Suite::kAes256Gcm;
   std::string dataset_id;
   uint32_t chunk_records = 0;  // 0: as many records as fit in 64 KiB
