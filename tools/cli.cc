@@ -19,6 +19,11 @@ std::string Args::Get(const std::string& name, const std::string& fallback) cons
   return it == values_.end() ? fallback : it->second;
 }
 
+std::vector<std::string> Args::GetAll(const std::string& name) const {
+  auto it = repeated_.find(name);
+  return it == repeated_.end() ? std::vector<std::string>{} : it->second;
+}
+
 Result<uint64_t> Args::GetU64(const std::string& name, uint64_t fallback) const {
   auto it = values_.find(name);
   if (it == values_.end()) return fallback;
@@ -57,8 +62,9 @@ Result<Args> ParseArgs(const std::vector<FlagSpec>& flags, size_t positional_cou
       if (i + 1 >= argc) return InvalidInput("option --" + name + " needs a value " + spec->value);
       value = argv[++i];
     }
-    if (args.values_.count(name)) return InvalidInput("option --" + name + " given twice");
+    if (args.values_.count(name) && !spec->repeatable) return InvalidInput("option --" + name + " given twice");
     args.values_[name] = value;
+    if (spec->repeatable) args.repeated_[name].push_back(value);
   }
   for (const FlagSpec& f : flags) {
     if (f.required && !args.Has(f.name)) return InvalidInput("missing required option --" + f.name);
@@ -86,7 +92,8 @@ void PrintVerbHelp(const Program& p, const Verb& v) {
               v.positional.c_str());
   for (const FlagSpec& f : v.flags) {
     std::string left = "--" + f.name + (f.value.empty() ? "" : " " + f.value);
-    std::printf("  %-26s %s%s\n", left.c_str(), f.help.c_str(), f.required ? " (required)" : "");
+    std::printf("  %-26s %s%s%s\n", left.c_str(), f.help.c_str(), f.required ? " (required)" : "",
+                f.repeatable ? " (repeatable)" : "");
   }
   std::printf("  %-26s %s\n", "--help", "show this help");
 }

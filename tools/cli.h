@@ -21,6 +21,7 @@ struct FlagSpec {
   std::string value;    // placeholder for the help text; empty for a boolean flag
   std::string help;
   bool required = false;
+  bool repeatable = false;  // may be given more than once; read with Args::GetAll
 };
 
 class Args {
@@ -28,12 +29,15 @@ class Args {
   bool Has(const std::string& name) const { return values_.count(name) > 0; }
   std::string Get(const std::string& name, const std::string& fallback = "") const;
   Result<uint64_t> GetU64(const std::string& name, uint64_t fallback) const;
+  // Every value of a repeatable flag, in command-line order (empty when absent).
+  std::vector<std::string> GetAll(const std::string& name) const;
   const std::vector<std::string>& positional() const { return positional_; }
   bool json() const { return Has("json"); }
 
  private:
   friend Result<Args> ParseArgs(const std::vector<FlagSpec>&, size_t, int, char**);
   std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<std::string>> repeated_;
   std::vector<std::string> positional_;
 };
 

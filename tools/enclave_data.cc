@@ -36,15 +36,31 @@ Result<crypto::Keystore> UnlockKeystore(const Args& args) {
   return crypto::Keystore::Unlock(args.Get("keystore"), pass);
 }
 
+const char* KindName(dataset::ColumnKind kind) {
+  switch (kind) {
+    case dataset::ColumnKind::kLabel: return "label";
+    case dataset::ColumnKind::kYesNo: return "yes/no";
+    case dataset::ColumnKind::kCategorical: return "categorical";
+    default: return "numeric";
+  }
+}
+
+const char* TaskName(dataset::Task task) {
+  return task == dataset::Task::kRegression ? "regression" : "classification";
+}
+
 json SchemaJson(const dataset::DatasetSchema& schema) {
   json cols = json::array();
   for (const auto& c : schema.columns) {
-    const char* kind = c.kind == dataset::ColumnKind::kLabel ? "label"
-                       : c.kind == dataset::ColumnKind::kYesNo ? "yes/no"
-                                                               : "numeric";
-    cols.push_back({{"name", c.name}, {"kind", kind}});
+    json col = {{"name", c.name}, {"kind", KindName(c.kind)}, {"missing_allowed", c.missing_allowed}};
+    if (c.kind == dataset::ColumnKind::kCategorical) col["categories"] = c.categories.size();
+    cols.push_back(col);
   }
-  return {{"columns", cols}, {"classes", schema.classes}, {"features", schema.feature_count()}};
+  return {{"version", schema.NeedsV2() ? 2 : 1},
+          {"task", TaskName(schema.task)},
+          {"columns", cols},
+          {"classes", schema.classes},
+          {"features", schema.feature_count()}};
 }
 
 // `authenticated`: whether the header was checked with the data key (not so for inspect).
@@ -79,16 +95,20 @@ void PrintInfo(const std::string& path, const dataset::DatasetInfo& info) {
   std::printf("chunks       %llu x %u bytes\n", static_cast<unsigned long long>(h.chunk_count), h.params.chunk_size);
   std::printf("file size    %llu bytes\n", static_cast<unsigned long long>(h.FileSize()));
   std::printf("sha256       %s\n", HexEncode(info.file_digest).c_str());
+  std::printf("schema       v%d, %s\n", info.schema.NeedsV2() ? 2 : 1, TaskName(info.schema.task));
   std::printf("columns:\n");
   for (const auto& c : info.schema.columns) {
-    const char* kind = c.kind == dataset::ColumnKind::kLabel ? "label"
-                       : c.kind == dataset::ColumnKind::kYesNo ? "yes/no -> 0/1"
-                                                               : "numeric";
-    std::printf("  %-32s %s\n", c.name.c_str(), kind);
+    std::string kind = c.kind == dataset::ColumnKind::kYesNo ? "yes/no -> 0/1" : KindName(c.kind);
+    if (c.kind == dataset::ColumnKind::kLabel && info.schema.task == dataset::Task::kRegression) kind += " (number)";
+    if (c.kind == dataset::ColumnKind::kCategorical) kind += ", " + std::to_string(c.categories.size()) + " categories";
+    if (c.missing_allowed) kind += ", missing values allowed";
+    std::printf("  %-32s %s\n", c.name.c_str(), kind.c_str());
   }
-  std::printf("classes:\n");
-  for (size_t i = 0; i < info.schema.classes.size(); ++i) {
-    std::printf("  %zu = %s\n", i, info.schema.classes[i].c_str());
+  if (info.schema.task == dataset::Task::kClassification) {
+    std::printf("classes:\n");
+    for (size_t i = 0; i < info.schema.classes.size(); ++i) {
+      std::printf("  %zu = %s\n", i, info.schema.classes[i].c_str());
+    }
   }
   std::printf("(header read without a key: not authenticated; `verify` authenticates it)\n");
 }
@@ -332,6 +352,14 @@ Status Seal(const Args& args) {
     }
   }
   if (o.label.positive && !o.label.classes.empty()) return InvalidInput("--positive and --classes exclude each other");
+  const std::string task = args.Get("task", "classification");
+  if (task != "classification" && task != "regression") {
+    return InvalidInput("--task must be classification or regression, got '" + task + "'");
+  }
+  if (task == "regression") o.label.task = dataset::Task::kRegression;
+  o.cells.default_missing = !args.Has("no-default-missing");
+  o.cells.missing = args.GetAll("missing");
+  o.cells.categorical = args.GetAll("categorical");
   ASSIGN_OR_RETURN(o.suite, crypto::ParseSuite(args.Get("suite")));
   o.dataset_id = args.Get("dataset-id");
   ASSIGN_OR_RETURN(uint64_t chunk_records, args.GetU64("chunk-records", 0));
@@ -463,6 +491,10 @@ int main(int argc, char** argv) {
         {"label", "COL", "name of the label column", true},
         {"positive", "VALUE", "binary label: VALUE is class 1, the one other value class 0"},
         {"classes", "A,B,...", "fixed class list in index order; other values are errors"},
+        {"task", "TASK", "classification (default) or regression (a numeric label, stored as its value)"},
+        {"categorical", "COL", "seal feature column COL as categorical whatever its values", false, true},
+        {"missing", "TOKEN", "cells equal to TOKEN (after trimming) are missing values", false, true},
+        {"no-default-missing", "", "empty, NA, NaN and null cells are not missing values"},
         {"suite", "SUITE", "aes-256-gcm or chacha20-poly1305", true},
         {"dataset-id", "ID", "dataset id (letters, digits, . _ - :)", true},
         kKeystore, {"out", "F.sealed", "output file", true},

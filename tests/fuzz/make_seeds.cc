@@ -75,6 +75,90 @@ dataset::DatasetSchema MultiClassSchema() {
   return s;
 }
 
+// Schema v2: missing values, a categorical column, classification.
+dataset::DatasetSchema V2Schema() {
+  dataset::DatasetSchema s;
+  s.columns = {{"age", dataset::ColumnKind::kNumeric, true, {}},
+               {"colour", dataset::ColumnKind::kCategorical, false, {"Green", "blue", "red"}},
+               {"smoker", dataset::ColumnKind::kYesNo, true, {}},
+               {"y", dataset::ColumnKind::kLabel, false, {}}};
+  s.classes = {"a", "b"};
+  return s;
+}
+
+// Schema v2: a regression label, a categorical column that allows missing values.
+dataset::DatasetSchema RegressionSchema() {
+  dataset::DatasetSchema s;
+  s.task = dataset::Task::kRegression;
+  s.columns = {{"price", dataset::ColumnKind::kLabel, false, {}},
+               {"zip", dataset::ColumnKind::kCategorical, true, {"10", "100", "9"}},
+               {"area", dataset::ColumnKind::kNumeric, false, {}}};
+  return s;
+}
+
+// Valid records of V2Schema / RegressionSchema (features in column order, then the label).
+std::vector<uint8_t> FloatBytes(const std::vector<float>& v) {
+  std::vector<uint8_t> out(v.size() * 4);
+  std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+std::vector<uint8_t> V2Records() {
+  const float m = dataset::MissingValue();
+  return FloatBytes({37.5f, 2, 1, 0, m, 1, m, 1, -999, 0, 0, 0, 41, 2, 1, 1, m, 0, 0, 0});
+}
+
+std::vector<uint8_t> RegressionRecords() {
+  const float m = dataset::MissingValue();
+  return FloatBytes({0, 52.5f, 1250000, 2, 71, 990000.5f, m, 40, -3, 1, 12.25f, 0.125f});
+}
+
+// Schemas a reader must refuse (invalid-schema-*.bin seeds): each breaks one v2 rule.
+std::vector<std::pair<std::string, std::vector<uint8_t>>> InvalidSchemaSeeds() {
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> out;
+  auto add = [&](const std::string& name, const dataset::DatasetSchema& s) {
+    out.emplace_back("invalid-schema-v2-" + name + ".bin", dataset::EncodeSchema(s));
+  };
+  dataset::DatasetSchema s = V2Schema();
+  s.columns[1].categories = {"red", "blue"};
+  add("categories-unsorted", s);
+  s.columns[1].categories = {"red", "red"};
+  add("categories-duplicate", s);
+  s.columns[1].categories = {"", "red"};
+  add("category-empty", s);
+  s = V2Schema();
+  s.columns[3].missing_allowed = true;
+  add("label-missing-allowed", s);
+  std::vector<uint8_t> reg = dataset::EncodeSchema(RegressionSchema());
+  for (int b : std::initializer_list<int>{2, 0, 0, 0, 1, 0, 'a', 1, 0, 'b'}) reg.push_back(static_cast<uint8_t>(b));  // a class list: trailing bytes
+  out.emplace_back("invalid-schema-v2-regression-with-classes.bin", reg);
+  std::vector<uint8_t> v3 = dataset::EncodeSchema(V2Schema());
+  v3[4] = 3;  // schema_version 3
+  out.emplace_back("invalid-schema-v2-version-3.bin", v3);
+  std::vector<uint8_t> flags = dataset::EncodeSchema(V2Schema());
+  flags[12] = 0x81;  // age's flags: an unknown bit
+  out.emplace_back("invalid-schema-v2-unknown-flag.bin", flags);
+  // v2 bytes for a schema that needs nothing of v2 (its one encoding is v1).
+  ByteWriter w;
+  w.Bytes("ESCH");
+  w.U16(2);
+  w.U8(0);  // classification
+  w.U32(2);
+  for (auto [kind, name] : {std::pair<uint8_t, const char*>{0, "x"}, {2, "y"}}) {
+    w.U8(kind);
+    w.U8(0);  // no flags
+    w.U16(1);
+    w.Bytes(name);
+  }
+  w.U32(2);
+  for (const char* c : {"a", "b"}) {
+    w.U16(1);
+    w.Bytes(c);
+  }
+  out.emplace_back("invalid-schema-v2-needs-nothing-of-v2.bin", std::move(w.bytes()));
+  return out;
+}
+
 // `rows` records of a schema with `width` columns: features then the class index.
 std::vector<uint8_t> Records(size_t rows, size_t width, uint32_t classes) {
   std::vector<float> v;
@@ -139,6 +223,13 @@ std::vector<SealedSeed> SealedSeeds() {
       {"valid-chacha-onechunk.sealed", Seal(Suite::kChaCha20Poly1305, 4096, random_payload, {}, "one"), false},
       // 19 chunks of 16 bytes, the last 12.
       {"valid-aes-many.sealed", Seal(Suite::kAes256Gcm, 16, ramp, {}, "many"), false},
+      // Schema v2: 5 records of 16 bytes (missing values, categories), chunks of 2 records.
+      {"valid-aes-v2.sealed", Seal(Suite::kAes256Gcm, 32, V2Records(), dataset::EncodeSchema(V2Schema()), "fuzz.v2"),
+       true},
+      // Schema v2, regression: 4 records of 12 bytes in one chunk.
+      {"valid-chacha-v2-regression.sealed",
+       Seal(Suite::kChaCha20Poly1305, 48, RegressionRecords(), dataset::EncodeSchema(RegressionSchema()), "fuzz.reg"),
+       true},
   };
 }
 
@@ -253,6 +344,9 @@ void Write(const fs::path& dir) {
   }
   WriteFile(dir / "sealed_header" / "schema-small.bin", dataset::EncodeSchema(SmallSchema()));
   WriteFile(dir / "sealed_header" / "schema-multiclass.bin", dataset::EncodeSchema(MultiClassSchema()));
+  WriteFile(dir / "sealed_header" / "schema-v2-classification.bin", dataset::EncodeSchema(V2Schema()));
+  WriteFile(dir / "sealed_header" / "schema-v2-regression.bin", dataset::EncodeSchema(RegressionSchema()));
+  for (const auto& [name, bytes] : InvalidSchemaSeeds()) WriteFile(dir / "sealed_header" / name, bytes);
   for (const auto& [name, text] : CsvSeeds()) WriteFile(dir / "csv" / name, AsBytes(text));
   WriteFile(dir / "keystore" / "valid-no-keys.json", AsBytes(MakeKeystore({})));
   WriteFile(dir / "keystore" / "valid-two-keys.json",
@@ -273,6 +367,26 @@ std::vector<fs::path> ValidSeeds(const fs::path& dir) {
   return out;
 }
 
+// The v2 seeds hold valid records, so the record check passes them (and fuzzing starts
+// from records that get through it).
+void CheckV2Records(crypto::SealedFileReader& r, const std::string& what) {
+  const auto& h = r.header();
+  auto schema = dataset::DecodeSchema(h.params.metadata);
+  Check(schema.status(), what + ": schema");
+  if (!schema->NeedsV2()) Fail(what + ": not a v2 schema");
+  const size_t width = schema->columns.size();
+  uint64_t row = 0;
+  for (uint64_t i = 0; i < h.chunk_count; ++i) {
+    std::vector<uint8_t> bytes(h.ChunkPlaintextSize(i));
+    Check(r.ReadChunk(i, bytes), what);
+    std::vector<float> rec(bytes.size() / 4);
+    std::memcpy(rec.data(), bytes.data(), bytes.size());
+    for (size_t at = 0; at + width <= rec.size(); at += width) {
+      Check(dataset::CheckRecord(*schema, &rec[at], row++), what + ": record");
+    }
+  }
+}
+
 void CheckSealedFile(const fs::path& path, const crypto::SecretBytes& dek) {
   auto r = crypto::SealedFileReader::Open(path.string());
   Check(r.status(), "open");
@@ -283,6 +397,7 @@ void CheckSealedFile(const fs::path& path, const crypto::SecretBytes& dek) {
     Check((*r)->ReadChunk(i, out), "chunk " + std::to_string(i));
   }
   if (!h.params.metadata.empty()) Check(dataset::DecodeSchema(h.params.metadata).status(), "schema");
+  if (path.filename().string().find("-v2") != std::string::npos) CheckV2Records(**r, path.string());
   std::printf("ok %s: %s, %llu chunks\n", path.c_str(), std::string(crypto::SuiteName(h.params.suite)).c_str(),
               static_cast<unsigned long long>(h.chunk_count));
 }
@@ -296,6 +411,8 @@ void CheckDir(const fs::path& dir) {
     const std::string name = e.path().filename().string();
     if (name.rfind("schema-", 0) == 0) {
       Check(dataset::DecodeSchema(*bytes).status(), name);
+    } else if (name.rfind("invalid-schema-", 0) == 0) {
+      if (dataset::DecodeSchema(*bytes).ok()) Fail(name + ": a schema that must be refused decodes");
     } else if (name.rfind("valid-", 0) == 0) {
       auto h = crypto::ParseSealedHeader(*bytes);
       Check(h.status(), name);

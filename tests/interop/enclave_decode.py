@@ -421,36 +421,162 @@ def open_chunks(data, h, payload_key):
 
 # ------------------------------------------------------------------------- tabular schema
 
-KIND_NAMES = {0: 'numeric', 1: 'yes/no', 2: 'label'}
+KIND_NAMES = {0: 'numeric', 1: 'yes/no', 2: 'label', 3: 'categorical'}
+KIND_NUMERIC, KIND_YES_NO, KIND_LABEL, KIND_CATEGORICAL = 0, 1, 2, 3
+TASK_NAMES = {0: 'classification', 1: 'regression'}
+SCHEMA_MAGIC = b'ESCH'
+MISSING_BITS = 0x7FC00000
+MAX_NAME = 1024
 
 
-def decode_schema(meta):
-    r = Reader(meta)
+class Column:
+    def __init__(self, name, kind, missing=False, categories=()):
+        self.name, self.kind, self.missing, self.categories = name, kind, missing, list(categories)
+
+
+class Schema:
+    """version 1 or 2; task 0 classification, 1 regression; columns; classes; fields: the
+    (offset, name, bytes) of every field read, for the worked examples."""
+
+    def __init__(self, version, task, columns, classes, fields):
+        self.version, self.task, self.columns, self.classes, self.fields = version, task, columns, classes, fields
+
+
+def _name_ok(b):
+    return 1 <= len(b) <= MAX_NAME
+
+
+def _names(r, field, count):
+    if count > (len(r.data) - r.pos) // 2:
+        raise invalid('%s count exceeds the metadata' % field)
+    return [r.take(field, r.u16(field + '_length')) for _ in range(count)]
+
+
+def _text(b):
+    return b.decode('utf-8', 'surrogateescape')
+
+
+def _decode_v1(r):
     n = r.u32('column_count')
-    if not 2 <= n <= (1 << 20) or n > (len(meta) - 4) // 4:
+    if not 2 <= n <= (1 << 20) or n > (len(r.data) - 4) // 4:
         raise invalid('column count out of range')
     columns = []
     for _ in range(n):
         kind = r.u8('kind')
         if kind > 2:
             raise invalid('unknown column kind %d' % kind)
-        name = r.take('name', r.u16('name_length')).decode('utf-8', 'surrogateescape')
-        columns.append((name, kind))
+        columns.append(Column(r.take('name', r.u16('name_length')), kind))
     k = r.u32('class_count')
-    if k > (1 << 16) or k > (len(meta) - r.pos) // 2:
+    if k > (1 << 16):
         raise invalid('class count out of range')
-    classes = [r.take('class', r.u16('class_length')).decode('utf-8', 'surrogateescape') for _ in range(k)]
+    return 0, columns, _names(r, 'class', k)
+
+
+def _decode_v2(r):
+    r.take('schema_magic', 4)
+    version = r.u16('schema_version')
+    if version != 2:
+        raise DecodeError(EXIT_UNSUPPORTED, 'schema version %d' % version)
+    task = r.u8('task')
+    if task > 1:
+        raise DecodeError(EXIT_UNSUPPORTED, 'unknown task %d' % task)
+    n = r.u32('column_count')
+    if not 2 <= n <= (1 << 20) or n > (len(r.data) - r.pos) // 5:
+        raise invalid('column count out of range')
+    columns = []
+    for _ in range(n):
+        kind = r.u8('kind')
+        if kind > 3:
+            raise DecodeError(EXIT_UNSUPPORTED, 'unknown column kind %d' % kind)
+        flags = r.u8('flags')
+        if flags & ~1:
+            raise DecodeError(EXIT_UNSUPPORTED, 'unknown column flags %d' % flags)
+        name = r.take('name', r.u16('name_length'))
+        cats = []
+        if kind == KIND_CATEGORICAL:
+            k = r.u32('category_count')
+            if not 1 <= k <= (1 << 16):
+                raise invalid('category count out of range')
+            cats = _names(r, 'category', k)
+            if any(not _name_ok(c) for c in cats) or any(a >= b for a, b in zip(cats, cats[1:])):
+                raise invalid('categories of %r not unique, non-empty, 1..1024 bytes, in byte order' % name)
+        columns.append(Column(name, kind, bool(flags & 1), cats))
+    classes = []
+    if task == 0:
+        k = r.u32('class_count')
+        if k > (1 << 16):
+            raise invalid('class count out of range')
+        classes = _names(r, 'class', k)
+    return task, columns, classes
+
+
+def decode_schema(meta):
+    r = Reader(meta)
+    v2 = meta[:4] == SCHEMA_MAGIC
+    task, columns, classes = _decode_v2(r) if v2 else _decode_v1(r)
     if r.pos != len(meta):
         raise invalid('schema has trailing bytes')
-    names = [c[0] for c in columns]
-    if any(not 1 <= len(c.encode('utf-8', 'surrogateescape')) <= 1024 for c in names) or len(set(names)) != n:
+    names = [c.name for c in columns]
+    if any(not _name_ok(n) for n in names) or len(set(names)) != len(names):
         raise invalid('bad column names')
-    if sum(1 for c in columns if c[1] == 2) != 1:
+    labels = [c for c in columns if c.kind == KIND_LABEL]
+    if len(labels) != 1:
         raise invalid('schema must have exactly one label column')
-    if not 2 <= k <= (1 << 16) or len(set(classes)) != k or \
-            any(not 1 <= len(c.encode('utf-8', 'surrogateescape')) <= 1024 for c in classes):
+    if labels[0].missing:
+        raise invalid('the label column cannot allow missing values')
+    if task == 0 and (not 2 <= len(classes) <= (1 << 16) or len(set(classes)) != len(classes) or
+                      any(not _name_ok(c) for c in classes)):
         raise invalid('bad class list')
-    return columns, classes
+    if v2 and task == 0 and not any(c.missing or c.kind == KIND_CATEGORICAL for c in columns):
+        raise invalid('a v2 schema that needs nothing of v2')
+    for c in columns:
+        c.name, c.categories = _text(c.name), [_text(x) for x in c.categories]
+    return Schema(2 if v2 else 1, task, columns, [_text(c) for c in classes], r.fields)
+
+
+def _f32(bits):
+    return struct.unpack('<f', struct.pack('<I', bits))[0]
+
+
+def record_cells(schema, r, row):
+    """The CSV fields of one record (a tuple of u32 words), after checking every value
+    (sealed-dataset.md, "Records")."""
+    label_bits = r[-1]
+    label = _f32(label_bits)
+    if schema.task == 1:
+        if label_bits & 0x7F800000 == 0x7F800000:
+            raise invalid('record %d: regression label is not finite' % row)
+        label_text = format_float32(label_bits)
+    else:
+        if not (0 <= label < len(schema.classes) and label == int(label)):
+            raise invalid('record %d: label is not a class index' % row)
+        label_text = csv_escape(schema.classes[int(label)])
+    cells, f = [], 0
+    for col in schema.columns:
+        if col.kind == KIND_LABEL:
+            cells.append(label_text)
+            continue
+        bits = r[f]
+        f += 1
+        if col.missing and bits == MISSING_BITS:
+            cells.append('')
+        elif col.kind == KIND_YES_NO:
+            if bits & 0x7FFFFFFF == 0:
+                cells.append('no')
+            elif bits == 0x3F800000:
+                cells.append('yes')
+            else:
+                raise invalid('record %d: column %s is not 0 or 1' % (row, col.name))
+        elif col.kind == KIND_CATEGORICAL:
+            v = _f32(bits)
+            if not (0 <= v < len(col.categories) and v == int(v)):
+                raise invalid('record %d: column %s is not a category index' % (row, col.name))
+            cells.append(csv_escape(col.categories[int(v)]))
+        else:
+            if bits & 0x7F800000 == 0x7F800000:
+                raise invalid('record %d: column %s is not finite' % (row, col.name))
+            cells.append(format_float32(bits))
+    return cells
 
 
 # ------------------------------------------------- float32 -> text (as C++ std::to_chars)
@@ -576,37 +702,17 @@ def decode_to_csv(data, keystore):
         raise auth_failed('header says suite %s, the keystore entry says %s'
                           % (SUITE_BY_ID[h['suite']], SUITE_BY_ID[entry_suite]))
     keys = authenticate_header(h, dek)
-    columns, classes = decode_schema(h['metadata'])
-    width = len(columns)
+    schema = decode_schema(h['metadata'])
+    width = len(schema.columns)
     rec = 4 * width
     if h['payload_length'] == 0 or h['payload_length'] % rec or h['chunk_size'] % rec:
         raise invalid('chunks do not hold whole records')
-    out = [','.join(csv_escape(name) for name, _ in columns) + '\n']
+    out = [','.join(csv_escape(c.name) for c in schema.columns) + '\n']
     row = 0
     for plain in open_chunks(data, h, keys['payload_key']):
         words = struct.unpack('<%dI' % (len(plain) // 4), plain)
         for base in range(0, len(words), width):
-            r = words[base:base + width]
-            label = struct.unpack('<f', struct.pack('<I', r[-1]))[0]
-            if not (0 <= label < len(classes) and label == int(label)):
-                raise invalid('record %d: label is not a class index' % row)
-            cells, f = [], 0
-            for name, kind in columns:
-                if kind == 2:
-                    cells.append(csv_escape(classes[int(label)]))
-                    continue
-                bits = r[f]
-                f += 1
-                if kind == 1:
-                    if bits & 0x7FFFFFFF == 0:
-                        cells.append('no')
-                    elif bits == 0x3F800000:
-                        cells.append('yes')
-                    else:
-                        raise invalid('record %d: column %s is not 0 or 1' % (row, name))
-                else:
-                    cells.append(format_float32(bits))
-            out.append(','.join(cells) + '\n')
+            out.append(','.join(record_cells(schema, words[base:base + width], row)) + '\n')
             row += 1
     return ''.join(out), h, keys, dek
 
@@ -646,17 +752,23 @@ def json_text(s):
     return s.encode('utf-8', 'surrogateescape').decode('utf-8', 'replace')
 
 
+def column_json(c):
+    j = {'name': json_text(c.name), 'kind': KIND_NAMES[c.kind], 'missing_allowed': c.missing}
+    if c.kind == KIND_CATEGORICAL:
+        j['categories'] = len(c.categories)
+    return j
+
+
 def header_json(h):
-    columns, classes = decode_schema(h['metadata'])
-    columns = [(json_text(n), k) for n, k in columns]
-    classes = [json_text(c) for c in classes]
+    schema = decode_schema(h['metadata'])
     return {
         'format_version': h['version'], 'suite': SUITE_BY_ID[h['suite']], 'dataset_id': h['object_id'],
         'keystore_id': h['keystore_id'].hex(), 'key_id': h['key_id'].hex(), 'chunk_bytes': h['chunk_size'],
         'payload_bytes': h['payload_length'], 'chunks': h['chunk_count'], 'file_bytes': file_size_for(h),
-        'rows': h['payload_length'] // (4 * len(columns)),
-        'schema': {'columns': [{'name': n, 'kind': KIND_NAMES[k]} for n, k in columns], 'classes': classes,
-                   'features': len(columns) - 1},
+        'rows': h['payload_length'] // (4 * len(schema.columns)),
+        'schema': {'version': schema.version, 'task': TASK_NAMES[schema.task],
+                   'columns': [column_json(c) for c in schema.columns],
+                   'classes': [json_text(c) for c in schema.classes], 'features': len(schema.columns) - 1},
     }
 
 
@@ -824,11 +936,11 @@ def _describe(name, b, h):
         return '%d = tabular dataset' % h['content_type']
     if name in ('version', 'reserved', 'header_length', 'chunk_size', 'payload_length', 'chunk_count',
                 'object_id_length', 'metadata_length', 'column_count', 'name_length', 'class_count',
-                'class_length'):
+                'class_length', 'schema_version', 'task', 'flags', 'category_count', 'category_length'):
         return '%d' % struct.unpack(le[len(b)], b)[0]
     if name == 'kind':
         return '%d = %s' % (b[0], KIND_NAMES.get(b[0], '?'))
-    if name in ('object_id', 'name', 'class'):
+    if name in ('object_id', 'name', 'class', 'category', 'schema_magic'):
         return '"%s"' % b.decode()
     return ''
 
@@ -839,15 +951,7 @@ def explain(data, keystore, dataset_doc=True):
     lines = ['| offset | bytes (hex) | field | value |', '| --- | --- | --- | --- |']
     for off, name, b in h['fields']:
         if name == 'metadata':
-            sub = Reader(b)
-            columns, _ = decode_schema(b)
-            sub.u32('column_count')
-            for _ in columns:
-                sub.u8('kind')
-                sub.take('name', sub.u16('name_length'))
-            for _ in range(sub.u32('class_count')):
-                sub.take('class', sub.u16('class_length'))
-            for so, sname, sb in sub.fields:
+            for so, sname, sb in decode_schema(b).fields:
                 lines.append('| 0x%04x | `%s` | metadata: %s | %s |' % (off + so, _spaced(sb), sname,
                                                                       _describe(sname, sb, h)))
             continue

@@ -278,16 +278,19 @@ def cmd_fixture(a, work):
           'non-UTF-8 names: both decoders give back the CSV byte for byte')
 
 
-def reseal(data, passphrase, keystore_path, suite=None, metadata=None):
-    """The sealed file `data` with another header suite and/or metadata, rebuilt and
-    re-encrypted under its own DEK: a correct key commitment, header tag and chunks."""
+def reseal(data, passphrase, keystore_path, suite=None, metadata=None, plain=None):
+    """The sealed file `data` with another header suite, metadata and/or payload of the
+    same length, rebuilt and re-encrypted under its own DEK: a correct key commitment,
+    header tag and chunks."""
     import hashlib
     import hmac
     import struct
     h = dec.inspect(data)
     ks = dec.Keystore(keystore_path, passphrase)
     dek = ks.data_key(h['object_id'], h['key_id'])
-    plain = b''.join(dec.open_chunks(data, h, dec.authenticate_header(h, dek)['payload_key']))
+    if plain is None:
+        plain = b''.join(dec.open_chunks(data, h, dec.authenticate_header(h, dek)['payload_key']))
+    assert len(plain) == h['payload_length']
     suite = h['suite'] if suite is None else suite
     meta = h['metadata'] if metadata is None else metadata
     oid = h['object_id'].encode('latin-1')
@@ -303,6 +306,148 @@ def reseal(data, passphrase, keystore_path, suite=None, metadata=None):
     n, size = h['chunk_count'], h['chunk_size']
     return header + b''.join(aead.encrypt(dec.chunk_nonce(i, i + 1 == n), plain[i * size:(i + 1) * size], digest)
                              for i in range(n))
+
+
+# ------------------------------------------------------------------------------- schema v2
+
+V2_CSV = (b'age,colour,smoker,income,y\n'
+          b'37.5,red,yes,2097152.25,a\n'       # a tie in the shortest form: 2097152.2
+          b'NA,blue,,2097152.75,b\n'           # ... and 2097152.8
+          b'-999,red,no,1.5,a\n'
+          b'null,"green, light",YES,nan,b\n'
+          b'41,Green,no,,a\n')
+
+
+def v2_records(data, ks):
+    """The plaintext records of a sealed file (u32 words) and its schema."""
+    h = dec.inspect(data)
+    dek = ks.data_key(h['object_id'], h['key_id'])
+    plain = b''.join(dec.open_chunks(data, h, dec.authenticate_header(h, dek)['payload_key']))
+    return list(__import__('struct').unpack('<%dI' % (len(plain) // 4), plain)), dec.decode_schema(h['metadata'])
+
+
+def cmd_v2(a, work):
+    """Schema v2 (sealed-dataset.md): files sealed by enclave-data with missing values,
+    categorical columns and a regression label decode in Python to the CSV enclave-data
+    opens, byte for byte, with the same inspect --json; records and schemas changed under
+    the file's own key get the same exit code from both."""
+    import struct
+    passfile = os.path.join(work, 'pass')
+    write(passfile, PASSPHRASE + b'\n')
+    tool = Tool(a.enclave_data, passfile)
+    ks_path = make_keystore(tool, work)
+    csv = os.path.join(work, 'v2.csv')
+    write(csv, V2_CSV)
+    nd = os.path.join(work, 'nd.csv')  # with --no-default-missing, NA and null are categories
+    write(nd, b'x,c,y\n1,NA,a\n2,null,b\n3,x,a\n')
+    cc = os.path.join(a.samples, 'credit_card_applications.csv')
+    cases = [
+        ('missing-categorical', csv, ['--label', 'y', '--missing', '-999']),
+        ('categorical-flag', csv, ['--label', 'y', '--categorical', 'age', '--chunk-records', '2']),
+        ('no-default-missing', nd, ['--label', 'y', '--no-default-missing']),
+        ('regression', cc, ['--label', 'income', '--task', 'regression', '--categorical', 'dependents']),
+        ('regression-chacha', cc, ['--label', 'share', '--task', 'regression', '--suite', 'chacha20-poly1305',
+                                   '--chunk-records', '100']),
+    ]
+    sealed = {}
+    for name, src, extra in cases:
+        path = os.path.join(work, name + '.sealed')
+        args = ['seal', '--csv', src, '--dataset-id', 'v2:' + name, '--keystore', ks_path, '--out', path] + extra
+        if '--suite' not in extra:
+            args += ['--suite', 'aes-256-gcm']
+        tool.run(*args)
+        sealed[name] = path
+        check(dec.decode_schema(dec.inspect(read(path))['metadata']).version == 2,
+              '%s: sealed with a v2 schema' % name)
+        ref, out = os.path.join(work, name + '.ref.csv'), os.path.join(work, name + '.py.csv')
+        tool.run('open', path, '--keystore', ks_path, '--out', ref)
+        rc = py_decode(path, ks_path, passfile, out)
+        check(rc == 0 and read(out) == read(ref),
+              '%s: Python CSV == enclave-data open CSV, byte for byte (%d bytes)' % (name, len(read(ref))))
+        compare_inspect(tool, path, name)
+    ref = read(os.path.join(work, 'missing-categorical.ref.csv'))
+    check(ref == b'age,colour,smoker,income,y\n37.5,red,yes,2097152.2,a\n,blue,,2097152.8,b\n'
+                 b',red,no,1.5,a\n,"green, light",yes,,b\n41,Green,no,,a\n',
+          'missing cells come back empty, categories by name, ties to even (2097152.2, 2097152.8)')
+    check(read(os.path.join(work, 'regression.ref.csv')) == read(cc),
+          'the credit card sample with a regression label opens back to itself')
+
+    # Records changed under the file's own key: authentic, but invalid (3 in both).
+    ks = dec.Keystore(ks_path, PASSPHRASE)
+    data = read(sealed['missing-categorical'])
+    words, schema = v2_records(data, ks)
+    width = len(schema.columns)
+    names = [c.name for c in schema.columns if c.kind != dec.KIND_LABEL]
+    age, colour, smoker = names.index('age'), names.index('colour'), names.index('smoker')
+    mutations = [
+        ('a NaN other than 0x7fc00000 where missing is allowed', age, 0x7FC00001),
+        ('a negative quiet NaN where missing is allowed', age, 0xFFC00000),
+        ('missing in a column that does not allow it', colour, 0x7FC00000),
+        ('a category index out of range', colour, struct.unpack('<I', struct.pack('<f', 4.0))[0]),
+        ('a fractional category index', colour, struct.unpack('<I', struct.pack('<f', 0.5))[0]),
+        ('yes/no 2 where missing is allowed', smoker, struct.unpack('<I', struct.pack('<f', 2.0))[0]),
+        ('a missing label', width - 1, 0x7FC00000),
+    ]
+    for what, col, bits in mutations:
+        w = list(words)
+        w[width + col] = bits  # in the second record
+        bad = os.path.join(work, 'bad.sealed')
+        write(bad, reseal(data, PASSPHRASE, ks_path, plain=struct.pack('<%dI' % len(w), *w)))
+        p = py_decode(bad, ks_path, passfile, os.path.join(work, 'bad.csv'))
+        c = tool.run('verify', bad, '--keystore', ks_path, expect=None).returncode
+        o = tool.run('open', bad, '--keystore', ks_path, '--out', os.path.join(work, 'bad.ref.csv'),
+                     expect=None).returncode
+        check(p == c == o == dec.EXIT_INVALID_INPUT and not os.path.exists(os.path.join(work, 'bad.ref.csv')),
+              '%s: exit 3 from Python, verify and open (python %d, verify %d, open %d)' % (what, p, c, o))
+    data = read(sealed['regression'])
+    words, schema = v2_records(data, ks)
+    for what, bits in (('an infinite regression label', 0x7F800000), ('a NaN regression label', 0x7FC00000)):
+        w = list(words)
+        w[len(schema.columns) - 1] = bits
+        bad = os.path.join(work, 'bad-reg.sealed')
+        write(bad, reseal(data, PASSPHRASE, ks_path, plain=struct.pack('<%dI' % len(w), *w)))
+        p = py_decode(bad, ks_path, passfile, os.path.join(work, 'bad-reg.csv'))
+        c = tool.run('verify', bad, '--keystore', ks_path, expect=None).returncode
+        check(p == c == dec.EXIT_INVALID_INPUT, '%s: exit 3 in both (python %d, C++ %d)' % (what, p, c))
+
+    # Schemas changed under the file's own key.
+    data = read(sealed['missing-categorical'])
+    _, schema = v2_records(data, ks)
+    meta = dec.inspect(data)['metadata']
+    fields = {name: (off, b) for off, name, b in reversed(dec.decode_schema(meta).fields)}  # first of each
+
+    def patched(off, b):
+        return meta[:off] + b + meta[off + len(b):]
+
+    off_flags = fields['flags'][0]
+    schema_cases = [
+        ('schema version 3', patched(4, b'\x03\x00'), dec.EXIT_UNSUPPORTED),
+        ('task 2', patched(6, b'\x02'), dec.EXIT_UNSUPPORTED),
+        ('an unknown column flag bit', patched(off_flags, b'\x03'), dec.EXIT_UNSUPPORTED),
+        ('an unknown column kind', patched(off_flags - 1, b'\x07'), dec.EXIT_UNSUPPORTED),
+        ('the magic broken: read as v1', patched(0, b'ESCX'), dec.EXIT_INVALID_INPUT),
+    ]
+    cat_off, cat = fields['category']
+    if len(cat) >= 2:
+        schema_cases.append(('categories out of byte order', patched(cat_off, b'\xff' + cat[1:]),
+                             dec.EXIT_INVALID_INPUT))
+    for what, m, want in schema_cases:
+        bad = os.path.join(work, 'bad-schema.sealed')
+        write(bad, reseal(data, PASSPHRASE, ks_path, metadata=m))
+        p = py_decode(bad, ks_path, passfile, os.path.join(work, 'bad-schema.csv'))
+        c = tool.run('verify', bad, '--keystore', ks_path, expect=None).returncode
+        check(p == c == want, '%s: exit %d in both (python %d, C++ %d)' % (what, want, p, c))
+    # A v2 schema that needs nothing of v2: 3 in both (its one encoding is v1).
+    v2_plain = (b'ESCH' + struct.pack('<HBI', 2, 0, width) +
+                b''.join(struct.pack('<BBH', dec.KIND_LABEL if c.kind == dec.KIND_LABEL else 0, 0,
+                                     len(c.name.encode())) + c.name.encode() for c in schema.columns) +
+                struct.pack('<I', 2) + b'\x01\x00a\x01\x00b')
+    bad = os.path.join(work, 'bad-plain-v2.sealed')
+    write(bad, reseal(data, PASSPHRASE, ks_path, metadata=v2_plain))
+    p = py_decode(bad, ks_path, passfile, os.path.join(work, 'bad-plain-v2.csv'))
+    c = tool.run('verify', bad, '--keystore', ks_path, expect=None).returncode
+    check(p == c == dec.EXIT_INVALID_INPUT, 'a v2 schema without a v2 feature: exit 3 in both (python %d, C++ %d)'
+          % (p, c))
 
 
 # ------------------------------------------------------------------------------- docs
@@ -380,6 +525,23 @@ def cmd_docs(a, work):
     block = doc_block(ds_doc, 'example-csv')
     check(block.encode() == read(fixture + '.csv'), 'sealed-dataset.md: the example CSV == the fixture')
     check(values['commitment'] == h['commitment'].hex(), 'commitment recomputed from the DEK == header commitment')
+
+    # 4. The schema v2 example: the hex decodes to the schema the text describes.
+    hexed = []
+    for line in doc_block(ds_doc, 'schema-v2-example').splitlines():
+        for tok in line.split():
+            if not re.fullmatch(r'[0-9a-f]{2}', tok):
+                break
+            hexed.append(tok)
+    example = bytes.fromhex(''.join(hexed))
+    try:
+        sv2 = dec.decode_schema(example)
+        got = (len(example), sv2.version, sv2.task, [(c.name, c.kind, c.missing, c.categories) for c in sv2.columns],
+               sv2.classes)
+    except dec.DecodeError as e:
+        got = str(e)
+    check(got == (61, 2, 0, [('age', 0, True, []), ('colour', 3, False, ['blue', 'red']), ('y', 2, False, [])],
+                  ['no', 'yes']), 'sealed-dataset.md: the schema v2 example decodes as described (%s)' % (got,))
 
 
 # ------------------------------------------------------------------------------- model
@@ -564,7 +726,7 @@ def hashlib_hex(text):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('test', choices=['samples', 'tamper', 'fixture', 'docs', 'model'])
+    ap.add_argument('test', choices=['samples', 'tamper', 'fixture', 'docs', 'model', 'v2'])
     ap.add_argument('--enclave-data')
     ap.add_argument('--samples', help='data/samples')
     ap.add_argument('--fixtures', help='tests/data/dataset')

@@ -67,9 +67,9 @@ printf 'a,diagnosis\n1,benign\n2\n' >ragged.csv
 check "seal ragged" 3 "$bin" "${seal[@]}" --csv ragged.csv --out r.sealed 3<pass
 expect_stderr "ragged.csv:3: 1 fields, header has 2"
 expect_absent r.sealed
-printf 'a,diagnosis\n1,benign\nx,malignant\n' >nonnum.csv
-check "seal non-numeric" 3 "$bin" "${seal[@]}" --csv nonnum.csv --out n.sealed 3<pass
-expect_stderr "nonnum.csv:3: column 'a': non-numeric or out-of-range value 'x'"
+printf 'a,diagnosis\n1,benign\n1e999,malignant\n' >nonnum.csv
+check "seal out-of-range number" 3 "$bin" "${seal[@]}" --csv nonnum.csv --out n.sealed 3<pass
+expect_stderr "nonnum.csv:3: column 'a': not a valid float32 number"
 printf 'a,diagnosis\n1,benign\n2,unsure\n' >unknown.csv
 check "seal unknown label" 3 "$bin" "${seal[@]}" --csv unknown.csv --out u.sealed 3<pass
 expect_stderr "positive label value 'malignant' never occurs"
@@ -120,6 +120,59 @@ check "seal chacha" 0 "$bin" seal --csv s.csv --label y --suite chacha20-poly130
   --chunk-records 7 "${ks[@]}" --out s.sealed 3<pass
 check "open chacha" 0 "$bin" open s.sealed "${ks[@]}" --out s2.csv 3<pass
 if cmp -s s.csv s2.csv; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL synth round trip"; fi
+
+# Schema v2 (sealed-dataset.md): missing values, categorical columns, regression labels.
+printf 'age,colour,smoker,y\n37.5,red,yes,a\nNA,blue,,b\n?,red,no,a\n41,green,yes,b\n' >v2.csv
+v2=(seal --suite aes-256-gcm --dataset-id v2 "${ks[@]}")
+check "seal v2" 0 "$bin" "${v2[@]}" --csv v2.csv --label y --missing '?' --out v2.sealed --json 3<pass
+if /usr/bin/python3 - <<'PY'
+import json
+s = json.load(open("out.txt"))["schema"]
+cols = {c["name"]: c for c in s["columns"]}
+assert s["version"] == 2 and s["task"] == "classification", s
+assert cols["age"] == {"name": "age", "kind": "numeric", "missing_allowed": True}, cols
+assert cols["colour"]["kind"] == "categorical" and cols["colour"]["categories"] == 3, cols
+assert cols["smoker"]["kind"] == "yes/no" and cols["smoker"]["missing_allowed"], cols
+PY
+then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL seal v2 --json schema"; fi
+check "inspect v2" 0 "$bin" inspect v2.sealed
+if grep -q "^schema       v2, classification" out.txt && grep -q "colour .*categorical, 3 categories" out.txt &&
+   grep -q "age .*numeric, missing values allowed" out.txt; then
+  passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL inspect v2 text"; cat out.txt; fi
+check "verify v2" 0 "$bin" verify v2.sealed "${ks[@]}" 3<pass
+check "open v2" 0 "$bin" open v2.sealed "${ks[@]}" --out v2-open.csv 3<pass
+if [ "$(cat v2-open.csv)" = "$(printf 'age,colour,smoker,y\n37.5,red,yes,a\n,blue,,b\n,red,no,a\n41,green,yes,b')" ]; then
+  passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL open v2"; cat v2-open.csv; fi
+check "seal --categorical twice" 0 "$bin" "${v2[@]}" --csv v2.csv --label y --missing '?' --categorical age \
+  --categorical smoker --out v2c.sealed --json --force 3<pass
+if /usr/bin/python3 -c 'import json; c={x["name"]: x for x in json.load(open("out.txt"))["schema"]["columns"]}; assert c["age"]["categories"] == 2 and c["smoker"]["categories"] == 2, c'; then
+  passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL --categorical repeated"; fi
+check "seal --no-default-missing" 3 "$bin" "${v2[@]}" --csv v2.csv --label y --missing '?' --no-default-missing \
+  --out nd.sealed 3<pass
+expect_stderr "v2.csv:3: column 'smoker': empty cell"
+expect_absent nd.sealed
+printf 'x,y\n1,a\n2,NA\n' >nalabel.csv
+check "seal missing label" 3 "$bin" "${v2[@]}" --csv nalabel.csv --label y --out nl.sealed 3<pass
+expect_stderr "nalabel.csv:3: column 'y': missing label"
+expect_absent nl.sealed
+# A continuous label: refused with a hint, sealed with --task regression.
+check "seal continuous label" 3 "$bin" "${v2[@]}" --csv "$samples/credit_card_applications.csv" --label income \
+  --out inc.sealed 3<pass
+expect_stderr "label column 'income' looks continuous (the non-integer value '4.52' on line 2); seal it with --task regression"
+expect_absent inc.sealed
+check "seal regression" 0 "$bin" "${v2[@]}" --csv "$samples/credit_card_applications.csv" --label income \
+  --task regression --out inc.sealed 3<pass
+check "inspect regression" 0 "$bin" inspect inc.sealed --json
+if /usr/bin/python3 -c 'import json; s=json.load(open("out.txt"))["schema"]; assert s["task"] == "regression" and s["classes"] == [] and s["version"] == 2, s'; then
+  passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL inspect regression"; fi
+check "open regression" 0 "$bin" open inc.sealed "${ks[@]}" --out inc.csv 3<pass
+if cmp -s inc.csv "$samples/credit_card_applications.csv"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL regression round trip"; fi
+check "seal bad task" 3 "$bin" "${v2[@]}" --csv v2.csv --label y --task clustering --out tk.sealed 3<pass
+expect_stderr "--task must be classification or regression"
+check "seal regression --positive" 3 "$bin" "${v2[@]}" --csv v2.csv --label y --task regression --positive a \
+  --out tk.sealed 3<pass
+check "seal --label twice" 2 "$bin" "${v2[@]}" --csv v2.csv --label y --label y --out tk.sealed 3<pass
+expect_absent tk.sealed
 
 # Exported models (docs/formats/model-export.md): export keys, the public key file,
 # seal-to (no keystore), open-model (owner side), inspect/verify of content type 2.
