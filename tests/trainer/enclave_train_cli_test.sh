@@ -78,6 +78,47 @@ grep -v WARNING "$T/err" | grep -q '^enclave-train run: error: failed preconditi
 [ "$(grep -vc WARNING "$T/err")" = 1 ] || fail "memlock error is not one line"
 [ -z "$(find "$T/out-lowmem" -type f 2>/dev/null)" ] || fail "a run without lockable memory wrote files"
 
+# Schema v2 features (missing values, categorical columns, regression) are not trained on
+# yet (issue 18 §3/§4): refused before training with exit 9 and one line naming the dataset
+# and its first unsupported feature, no output written.
+v2_job() {  # v2_job PATH [csv]: the credit card job on PATH
+  if [ "${2:-}" = csv ]; then
+    sed -e "s#^path = .*#path = \"$1\"#; s#\.\./out/[a-z0-9-]*#$T/out-v2#; s/epochs = 200/epochs = 1/" \
+      "$EXAMPLES/credit_card_logreg.toml"
+  else
+    sed -e "s#^path = .*#path = \"$1\"#; /^format = /d; /^label = /d; /^positive = /d" \
+        -e "s#\.\./out/[a-z0-9-]*#$T/out-v2#; s/epochs = 200/epochs = 1/" "$EXAMPLES/credit_card_logreg.toml"
+  fi
+}
+expect_unsupported() {  # expect_unsupported WHAT MESSAGE -- command...
+  local what=$1 msg=$2; shift 2
+  expect_rc 9 "$what" "$@"
+  grep -v WARNING "$T/err" | grep -qF -- "$msg" || { cat "$T/err" >&2; fail "$what: no '$msg'"; }
+  [ "$(grep -vc WARNING "$T/err")" = 1 ] || { cat "$T/err" >&2; fail "$what: error is not one line"; }
+  [ -z "$(find "$T/out-v2" -type f 2>/dev/null)" ] || fail "$what: output written"
+}
+pass; expect_rc 0 "seal categorical" -- "$DATA" seal --csv "$SAMPLES/credit_card_applications.csv" --label card \
+  --positive yes --categorical dependents --suite aes-256-gcm --dataset-id credit-card --keystore "$T/ks" \
+  --out "$T/cc-cat.sealed" --passphrase-fd 3
+v2_job "$T/cc-cat.sealed" > "$T/v2-cat.toml"
+pass; expect_unsupported "categorical" \
+  "dataset 'credit-card' ($T/cc-cat.sealed): categorical column 'dependents'; the trainer does not support that yet" \
+  -- "$TRAIN" run --job "$T/v2-cat.toml" --keystore "$T/ks" --passphrase-fd 3 --device cpu
+{ cat "$T/v2-cat.toml"; printf '[streaming]\nblock_rows = 32\nwindow_blocks = 3\n'; } > "$T/v2-cat-stream.toml"
+pass; expect_unsupported "categorical, streamed" "dataset 'credit-card' ($T/cc-cat.sealed): categorical column" \
+  -- "$TRAIN" run --job "$T/v2-cat-stream.toml" --keystore "$T/ks" --passphrase-fd 3 --device cpu
+pass; expect_rc 0 "seal regression" -- "$DATA" seal --csv "$SAMPLES/credit_card_applications.csv" --label income \
+  --task regression --suite aes-256-gcm --dataset-id credit-card --keystore "$T/ks" --out "$T/cc-reg.sealed" \
+  --passphrase-fd 3
+v2_job "$T/cc-reg.sealed" > "$T/v2-reg.toml"
+pass; expect_unsupported "regression" "dataset 'credit-card' ($T/cc-reg.sealed): regression label" \
+  -- "$TRAIN" cv --job "$T/v2-reg.toml" --folds 3 --keystore "$T/ks" --passphrase-fd 3 --device cpu
+sed -e '2s/^yes,0,37.66667,4.52,/yes,0,37.66667,NA,/' "$SAMPLES/credit_card_applications.csv" > "$T/cc-missing.csv"
+grep -q '^yes,0,37.66667,NA,' "$T/cc-missing.csv" || fail "no missing cell in the CSV"
+v2_job "$T/cc-missing.csv" csv > "$T/v2-missing.toml"
+expect_unsupported "missing values" "dataset 'credit-card' ($T/cc-missing.csv): column 'income' allows missing values" \
+  -- "$TRAIN" run --job "$T/v2-missing.toml" --device cpu
+
 # The model leaves only sealed: the tenant opens it and predicts; the predictions and the
 # accuracy on the training CSV are the trainer's own.
 [ -f "$T/out-sealed/model.sealed" ] || fail "no model.sealed"

@@ -127,6 +127,17 @@ Status CheckRecords(const DatasetSchema& schema, const std::string& path, const 
   return OkStatus();
 }
 
+Status RequireTrainerSupport(const DatasetSchema& schema, const std::string& dataset_id, const std::string& path) {
+  const std::string which = "dataset '" + dataset_id + "' (" + path + "): ";
+  const std::string later = "; the trainer does not support that yet";
+  if (schema.task == dataset::Task::kRegression) return Unsupported(which + "regression label" + later);
+  for (const dataset::Column& col : schema.columns) {
+    if (col.kind == ColumnKind::kCategorical) return Unsupported(which + "categorical column '" + col.name + "'" + later);
+    if (col.missing_allowed) return Unsupported(which + "column '" + col.name + "' allows missing values" + later);
+  }
+  return OkStatus();
+}
+
 namespace {
 
 bool SameSchema(const DatasetSchema& a, const DatasetSchema& b) {
@@ -141,6 +152,7 @@ bool SameSchema(const DatasetSchema& a, const DatasetSchema& b) {
 // have the same; the rows of all must stay below 2^31.
 Status AcceptDataset(const DatasetSpec& spec, const std::string& first_id, bool first, const DatasetSchema& s,
                      uint64_t n, LoadedData* out) {
+  RETURN_IF_ERROR(RequireTrainerSupport(s, spec.id, spec.path));
   if (!first && !SameSchema(s, out->schema)) {
     return InvalidInput(spec.path + ": schema (columns, kinds, classes) differs from dataset '" + first_id + "'");
   }
@@ -170,7 +182,11 @@ Status ReadDatasetRecords(const DatasetSpec& spec, const crypto::Keystore* keyst
     RETURN_IF_ERROR(CheckRecords(*schema, spec.path, records, first, count));
     return fn(records, first, count);
   };
-  if (spec.format == DatasetFormat::kCsv) return ReadCsvRecords(spec, schema, rows, begin, checked);
+  auto supported_begin = [&](const DatasetSchema& s, uint64_t n) -> Status {
+    RETURN_IF_ERROR(RequireTrainerSupport(s, spec.id, spec.path));
+    return begin(s, n);
+  };
+  if (spec.format == DatasetFormat::kCsv) return ReadCsvRecords(spec, schema, rows, supported_begin, checked);
   if (keystore == nullptr) return FailedPrecondition(spec.path + ": a sealed dataset needs a keystore");
   ASSIGN_OR_RETURN(dataset::SealedDatasetReader reader, dataset::SealedDatasetReader::Open(spec.path, *keystore));
   RETURN_IF_ERROR(SameAsHashed(spec, reader.header().header_digest, hashed_header));
@@ -181,7 +197,7 @@ Status ReadDatasetRecords(const DatasetSpec& spec, const crypto::Keystore* keyst
   }
   *schema = reader.schema();
   *rows = reader.rows();
-  RETURN_IF_ERROR(begin(*schema, *rows));
+  RETURN_IF_ERROR(supported_begin(*schema, *rows));
   return reader.ForEachChunk([&](std::span<const float> records, uint64_t first, uint64_t count) {
     return checked(records.data(), first, count);
   });

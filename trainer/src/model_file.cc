@@ -137,6 +137,12 @@ Result<ModelFile> ParseModelFile(ByteSpan bytes) {
   RETURN_IF_ERROR(b.U32("schema_length", &schema_len).Annotate("model file"));
   RETURN_IF_ERROR(b.Bytes("schema", schema_len, &schema).Annotate("model file"));
   ASSIGN_OR_RETURN(m.schema, dataset::DecodeSchema(schema));
+  // The trainer trains on schema v1 data only (data.h, RequireTrainerSupport): a model of
+  // categorical, missing or regression data would be read with the wrong rules.
+  if (m.schema.NeedsV2()) {
+    return Unsupported("model file: its dataset schema is v2 (regression, categorical columns or missing values), "
+                       "which this trainer does not support yet");
+  }
   if (m.schema.feature_count() != s.inputs) {
     return InvalidInput("model file: the schema has " + std::to_string(m.schema.feature_count()) +
                         " feature columns, the model " + std::to_string(s.inputs) + " inputs");

@@ -40,6 +40,14 @@ Status ReadDatasetRecords(const DatasetSpec& spec, const crypto::Keystore* keyst
                           uint64_t* rows, const std::function<Status(const dataset::DatasetSchema&, uint64_t rows)>& begin,
                           const RecordFn& fn, const crypto::Digest256* hashed_header = nullptr);
 
+// The trainer reads classification datasets of numeric and yes/no features with nothing
+// missing (what schema v1 holds). A schema with a regression label, a categorical column
+// or a column that allows missing values (schema v2; issue 18 §3/§4 will train on them) is
+// refused as unsupported (exit 9), naming the dataset and its first unsupported feature,
+// before any record is read. Every loader below checks it.
+Status RequireTrainerSupport(const dataset::DatasetSchema& schema, const std::string& dataset_id,
+                             const std::string& path);
+
 // The record check ReadDatasetRecords applies (exposed for benchmarks' clear baselines).
 Status CheckRecords(const dataset::DatasetSchema& schema, const std::string& path, const float* records,
                     uint64_t first_row, uint64_t count);
