@@ -240,6 +240,8 @@ Result<std::unique_ptr<kernels::GpuSealedStream>> OpenSealedForDevice(const Data
   }
   *schema = reader.schema();
   *rows = reader.rows();
+  // Before any device memory is touched.
+  RETURN_IF_ERROR(RequireTrainerSupport(*schema, spec.id, spec.path));
   ASSIGN_OR_RETURN(crypto::SecretBytes dek, keystore->GetDataKey(h.params.object_id, h.params.key_id));
   ASSIGN_OR_RETURN(std::unique_ptr<kernels::GpuSealedStream> stream,
                    kernels::GpuSealedStream::Open(spec.path, dek, options));
