@@ -14,6 +14,9 @@ tests/interop/CMakeLists.txt; each subcommand is one test:
            with 1024 bytes, with text after the LF: the same exit code from both; a CSV
            whose names are not UTF-8: the same CSV and the same inspect --json from both
   docs     every value quoted in the documents' worked examples matches the fixture
+  v2       schema v2 (missing values, categorical columns, regression): sealed by
+           enclave-data, decoded byte for byte; changed records and schemas under the
+           file's own key: the same exit code from both
   model    exported models (docs/formats/model-export.md): export key and public key file,
            seal-to with enclave-data and open in Python and vice versa, byte for byte;
            header bit flips, chunk flips, truncation, extension, swapped recipient blocks,
