@@ -328,8 +328,9 @@ void BM_Mlp1mOurs(benchmark::State& state) {
   const JobSpec job = MlpJob();
   auto be = MakeCpuBackend();
   dataset::DatasetSchema schema;
-  for (uint32_t i = 0; i < kBigFeatures; ++i) schema.columns.push_back({"f" + std::to_string(i), dataset::ColumnKind::kNumeric});
-  schema.columns.push_back({"y", dataset::ColumnKind::kLabel});
+  schema.columns.resize(kBigFeatures + 1);
+  for (uint32_t i = 0; i < kBigFeatures; ++i) schema.columns[i].name = "f" + std::to_string(i);
+  schema.columns[kBigFeatures] = {"y", dataset::ColumnKind::kLabel, false, {}};
   schema.classes = {"0", "1"};
   auto data = LoadClearRecords(*be, fx.big_records, schema);
   Check(data.status(), "1M records");

@@ -55,22 +55,30 @@ void WriteFile(const fs::path& path, ByteSpan bytes) {
 
 // --- sealed files ----------------------------------------------------------------------
 
+// A column as schema v1 knows it (no missing values, no categories).
+dataset::Column V1Column(std::string name, dataset::ColumnKind kind) {
+  dataset::Column c;
+  c.name = std::move(name);
+  c.kind = kind;
+  return c;
+}
+
 dataset::DatasetSchema SmallSchema() {
   dataset::DatasetSchema s;
-  s.columns = {{"income", dataset::ColumnKind::kNumeric},
-               {"owner", dataset::ColumnKind::kYesNo},
-               {"card", dataset::ColumnKind::kLabel}};
+  s.columns = {V1Column("income", dataset::ColumnKind::kNumeric),
+               V1Column("owner", dataset::ColumnKind::kYesNo),
+               V1Column("card", dataset::ColumnKind::kLabel)};
   s.classes = {"no", "yes"};
   return s;
 }
 
 dataset::DatasetSchema MultiClassSchema() {
   dataset::DatasetSchema s;
-  s.columns = {{"a", dataset::ColumnKind::kNumeric},
-               {"species", dataset::ColumnKind::kLabel},
-               {"b", dataset::ColumnKind::kNumeric},
-               {"flag", dataset::ColumnKind::kYesNo},
-               {"c \"quoted\", name", dataset::ColumnKind::kNumeric}};
+  s.columns = {V1Column("a", dataset::ColumnKind::kNumeric),
+               V1Column("species", dataset::ColumnKind::kLabel),
+               V1Column("b", dataset::ColumnKind::kNumeric),
+               V1Column("flag", dataset::ColumnKind::kYesNo),
+               V1Column("c \"quoted\", name", dataset::ColumnKind::kNumeric)};
   s.classes = {"setosa", "versicolor", "virginica", "other"};
   return s;
 }
