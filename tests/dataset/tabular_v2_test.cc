@@ -527,6 +527,52 @@ TEST_F(TabularV2Test, RealFinancialSampleAsCategoricalAndRegression) {
   EXPECT_EQ(Opened(o), testing::ReadFile(o.csv_path));
 }
 
+// The real medical sample with cells knocked out (every 7th row's mean_texture as NA,
+// every 11th row's area_error empty): those columns allow missing values, every other
+// cell is sealed as before, and open writes the holes back as empty fields.
+TEST_F(TabularV2Test, RealMedicalSampleWithMissingCells) {
+  const std::string original = testing::ReadFile(std::string(ENCLAVE_SAMPLE_DATA) + "/breast_cancer_wisconsin.csv");
+  std::string holed, expected;
+  size_t line = 0, holes = 0;
+  for (size_t at = 0; at < original.size();) {
+    const size_t end = original.find('\n', at);
+    std::vector<std::string> fields;
+    for (size_t f = at;;) {
+      const size_t comma = original.find(',', f);
+      if (comma == std::string::npos || comma > end) {
+        fields.push_back(original.substr(f, end - f));
+        break;
+      }
+      fields.push_back(original.substr(f, comma - f));
+      f = comma + 1;
+    }
+    std::vector<std::string> want = fields;
+    if (line > 0 && line % 7 == 0) fields[1] = "NA", want[1] = "", ++holes;
+    if (line > 0 && line % 11 == 0) fields[13] = "", want[13] = "", ++holes;
+    for (size_t i = 0; i < fields.size(); ++i) {
+      holed += (i ? "," : "") + fields[i];
+      expected += (i ? "," : "") + want[i];
+    }
+    holed += "\n";
+    expected += "\n";
+    at = end + 1;
+    ++line;
+  }
+  ASSERT_EQ(line, 570u);
+  ASSERT_GT(holes, 100u);
+  SealOptions o = Options(holed, "diagnosis");
+  o.label.positive = "malignant";
+  DatasetSchema schema;
+  std::vector<float> rec = SealRecords(o, &schema);
+  ASSERT_EQ(rec.size(), 569u * 31);
+  for (const Column& c : schema.columns) {
+    EXPECT_EQ(c.missing_allowed, c.name == "mean_texture" || c.name == "area_error") << c.name;
+    EXPECT_EQ(c.kind, c.name == "diagnosis" ? ColumnKind::kLabel : ColumnKind::kNumeric) << c.name;
+  }
+  EXPECT_TRUE(IsMissing(rec[31 * 6 + 1]));  // data row 7 (line 8): mean_texture
+  EXPECT_EQ(Opened(o), expected);
+}
+
 // Records that another implementation might seal, authentic but invalid: verify and open
 // refuse them with invalid input, and open leaves no output.
 class TamperedV2Test : public TabularV2Test {
