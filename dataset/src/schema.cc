@@ -32,9 +32,13 @@ Status ValidateNames(const std::vector<std::string>& names, const char* what, si
 Status ValidateColumn(const Column& c) {
   if (c.name.empty() || c.name.size() > kMaxNameBytes) return InvalidInput("column name must be 1..1024 bytes");
   if (static_cast<uint8_t>(c.kind) > 3) return InvalidInput("unknown column kind");
-  if (c.kind == ColumnKind::kLabel && c.missing_allowed) return InvalidInput("the label column cannot allow missing values");
+  if (c.kind == ColumnKind::kLabel && c.missing_allowed) {
+    return InvalidInput("the label column cannot allow missing values");
+  }
   if (c.kind != ColumnKind::kCategorical) {
-    if (!c.categories.empty()) return InvalidInput("column " + Quoted(c.name) + " has categories but is not categorical");
+    if (!c.categories.empty()) {
+      return InvalidInput("column " + Quoted(c.name) + " has categories but is not categorical");
+    }
     return OkStatus();
   }
   RETURN_IF_ERROR(ValidateNames(c.categories, "category", 1, kMaxCategories).Annotate("column " + Quoted(c.name)));
@@ -127,7 +131,9 @@ Status DecodeV2Column(ByteReader& r, Column* c) {
   if (kind > 3) return Unsupported("unknown column kind " + std::to_string(kind) + " in schema v2");
   c->kind = static_cast<ColumnKind>(kind);
   RETURN_IF_ERROR(r.U8("schema.column.flags", &flags));
-  if (flags & ~kFlagMissingAllowed) return Unsupported("unknown column flags " + std::to_string(flags) + " in schema v2");
+  if (flags & ~kFlagMissingAllowed) {
+    return Unsupported("unknown column flags " + std::to_string(flags) + " in schema v2");
+  }
   c->missing_allowed = (flags & kFlagMissingAllowed) != 0;
   RETURN_IF_ERROR(GetName(r, "schema.column.name", &c->name));
   if (c->kind != ColumnKind::kCategorical) return OkStatus();
@@ -142,7 +148,9 @@ Result<DatasetSchema> DecodeV2(ByteReader& r) {
   RETURN_IF_ERROR(r.Bytes("schema.magic", 4, &magic));
   uint16_t version = 0;
   RETURN_IF_ERROR(r.U16("schema.version", &version));
-  if (version != kSchemaV2) return Unsupported("schema version " + std::to_string(version) + " (this reader knows 1 and 2)");
+  if (version != kSchemaV2) {
+    return Unsupported("schema version " + std::to_string(version) + " (this reader knows 1 and 2)");
+  }
   DatasetSchema s;
   uint8_t task = 0;
   RETURN_IF_ERROR(r.U8("schema.task", &task));
@@ -178,6 +186,15 @@ bool ValidValue(const Column& col, float v) {
     default:
       return std::isfinite(v);
   }
+}
+
+// What is wrong with a value ValidValue refused.
+const char* WhyInvalid(const Column& col, float v) {
+  if (IsMissing(v)) return "a missing value in a column that does not allow them";
+  if (std::isnan(v)) return col.missing_allowed ? "a NaN other than the missing value 0x7fc00000" : "a NaN";
+  if (col.kind == ColumnKind::kCategorical) return "not a category index";
+  if (col.kind == ColumnKind::kYesNo) return "not 0 or 1";
+  return "not finite";
 }
 
 }  // namespace
@@ -246,12 +263,7 @@ Status CheckRecord(const DatasetSchema& schema, const float* record, uint64_t ro
     if (col.kind == ColumnKind::kLabel) continue;
     const float v = record[f++];
     if (ValidValue(col, v)) continue;
-    const char* why = std::isnan(v)                             ? (col.missing_allowed ? "a NaN other than the missing value 0x7fc00000"
-                                                                                       : "a missing value in a column that does not allow them")
-                      : col.kind == ColumnKind::kCategorical ? "not a category index"
-                      : col.kind == ColumnKind::kYesNo       ? "not 0 or 1"
-                                                             : "not finite";
-    return InvalidInput(Row(row) + ": invalid value in column " + Quoted(col.name) + " (" + why + ")");
+    return InvalidInput(Row(row) + ": invalid value in column " + Quoted(col.name) + " (" + WhyInvalid(col, v) + ")");
   }
   const float label = record[schema.feature_count()];
   if (schema.task == Task::kRegression) {

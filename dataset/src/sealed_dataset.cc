@@ -81,7 +81,10 @@ class CellRules {
 Status CheckCellSpec(const CellSpec& spec) {
   for (const std::string& t : spec.missing) {
     if (t.size() > kMaxNameBytes) return InvalidInput("--missing token longer than 1024 bytes");
-    if (Trim(t) != t) return InvalidInput("--missing '" + t + "': cells are trimmed, so a token with leading or trailing spaces or tabs never matches");
+    if (Trim(t) != t) {
+      return InvalidInput("--missing '" + t +
+                          "': cells are trimmed, so a token with leading or trailing spaces or tabs never matches");
+    }
   }
   return OkStatus();
 }
@@ -149,7 +152,9 @@ Status EncodeCell(const CsvReader& csv, const Column& col, const CellRules& rule
     }
     case ColumnKind::kCategorical: {
       auto it = std::lower_bound(col.categories.begin(), col.categories.end(), t);
-      if (it == col.categories.end() || *it != t) return InvalidInput(CellError(csv, col.name, "unknown category", cell));
+      if (it == col.categories.end() || *it != t) {
+        return InvalidInput(CellError(csv, col.name, "unknown category", cell));
+      }
       *out = static_cast<float>(it - col.categories.begin());
       return OkStatus();
     }
@@ -209,7 +214,8 @@ Status ScanCell(const CsvReader& csv, const std::string& column, const CellRules
   float x = 0;
   if (!ParseFloat(t, &x)) {
     if (LooksNumeric(t)) {
-      return InvalidInput(CellError(csv, column, "not a valid float32 number (out of range, not finite or malformed)", cell));
+      return InvalidInput(
+          CellError(csv, column, "not a valid float32 number (out of range, not finite or malformed)", cell));
     }
     c->all_numbers = false;
   }
@@ -295,11 +301,15 @@ class LabelScan {
 
   Status Add(const CsvReader& csv, const std::string& cell) {
     const std::string value = Trim(cell);
-    if (rules_.IsMissing(value)) return InvalidInput(CellError(csv, spec_.column, "missing label (labels may not be missing)", cell));
+    if (rules_.IsMissing(value)) {
+      return InvalidInput(CellError(csv, spec_.column, "missing label (labels may not be missing)", cell));
+    }
     if (value.empty()) return InvalidInput(CellError(csv, spec_.column, "empty label", cell));
     if (spec_.task == Task::kRegression) {
       float x = 0;
-      if (!ParseFloat(value, &x)) return InvalidInput(CellError(csv, spec_.column, "label is not a number (--task regression)", cell));
+      if (!ParseFloat(value, &x)) {
+        return InvalidInput(CellError(csv, spec_.column, "label is not a number (--task regression)", cell));
+      }
       return OkStatus();
     }
     if (!spec_.classes.empty()) {
@@ -309,7 +319,8 @@ class LabelScan {
     if (!values_.insert(value).second) return OkStatus();
     NoteNumber(csv, value);
     if (spec_.positive && values_.size() > 2) {
-      return InvalidInput(CellError(csv, spec_.column, "unknown label value (a binary label with --positive has two values)", cell));
+      return InvalidInput(CellError(csv, spec_.column,
+                                    "unknown label value (a binary label with --positive has two values)", cell));
     }
     if (values_.size() > kMaxAutoClasses) {
       if (all_numbers_) return Continuous(csv.path(), "more than 1000 distinct numbers");
@@ -337,7 +348,8 @@ class LabelScan {
     // The looks-continuous rule (sealed-dataset.md, "Labels"): all values numbers, and more
     // than 100 distinct ones or any that is not an integer.
     if (all_numbers_ && !non_integer_.empty()) {
-      return Continuous(path, "the non-integer value '" + non_integer_ + "' on line " + std::to_string(non_integer_line_));
+      return Continuous(path,
+                        "the non-integer value '" + non_integer_ + "' on line " + std::to_string(non_integer_line_));
     }
     if (all_numbers_ && values_.size() > kMaxNumericClasses) {
       return Continuous(path, std::to_string(values_.size()) + " distinct numbers, more than 100");
@@ -393,10 +405,14 @@ Status CollectCategories(const std::string& path, const CellRules& rules, const 
       if (col.kind != ColumnKind::kCategorical) continue;
       std::string t = Trim(row[i]);
       if (rules.IsMissing(t)) continue;
-      if (t.size() > kMaxNameBytes) return InvalidInput(CellError(csv, col.name, "category name longer than 1024 bytes", row[i]));
+      if (t.size() > kMaxNameBytes) {
+        return InvalidInput(CellError(csv, col.name, "category name longer than 1024 bytes", row[i]));
+      }
       const size_t len = t.size();
       if (!dict[i].insert(std::move(t)).second) continue;
-      if (dict[i].size() > kMaxCategories) return InvalidInput(CellError(csv, col.name, "more than 65536 categories", row[i]));
+      if (dict[i].size() > kMaxCategories) {
+        return InvalidInput(CellError(csv, col.name, "more than 65536 categories", row[i]));
+      }
       if ((bytes += len + 2) > crypto::kMaxMetadataBytes) {
         return InvalidInput(CellError(csv, col.name, "category names exceed the 16 MiB a schema may hold", row[i]));
       }
@@ -409,7 +425,9 @@ Status CollectCategories(const std::string& path, const CellRules& rules, const 
   for (size_t i = 0; i < dict.size(); ++i) {
     Column& col = schema->columns[i];
     if (col.kind != ColumnKind::kCategorical) continue;
-    if (dict[i].empty()) return InvalidInput(path + ": --categorical column '" + col.name + "' has no value that is not missing");
+    if (dict[i].empty()) {
+      return InvalidInput(path + ": --categorical column '" + col.name + "' has no value that is not missing");
+    }
     col.categories.assign(dict[i].begin(), dict[i].end());  // std::set<std::string>: byte order
   }
   return OkStatus();
