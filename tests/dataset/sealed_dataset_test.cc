@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "seal_fixture.h"
 #include "test_files.h"
 
 namespace enclave::dataset {
@@ -15,28 +16,10 @@ namespace fs = std::filesystem;
 using crypto::Keystore;
 using crypto::SecretBytes;
 
-SecretBytes Passphrase() { return *SecretBytes::CopyFrom(AsBytes("correct horse battery staple")); }
+using testing::Passphrase;
 
-class SealedDatasetTest : public ::testing::Test {
+class SealedDatasetTest : public testing::SealFixture {
  protected:
-  void SetUp() override {
-    dir_ = testing::TestDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
-    keystore_path_ = (dir_ / "keystore.json").string();
-    ASSERT_TRUE(Keystore::Init(keystore_path_, Passphrase(), {2, 19ull << 20}).ok());
-    auto ks = Keystore::Unlock(keystore_path_, Passphrase());
-    ASSERT_TRUE(ks.ok()) << ks.status().ToString();
-    keystore_ = std::make_unique<Keystore>(std::move(ks).value());
-  }
-
-  SealOptions Options(const std::string& csv_text, const std::string& label) {
-    SealOptions o;
-    o.csv_path = testing::WriteFile(dir_ / "in.csv", csv_text);
-    o.out_path = (dir_ / "out.sealed").string();
-    o.label.column = label;
-    o.dataset_id = "test-ds";
-    return o;
-  }
-
   // Seals, expects failure with kInvalidInput naming `where`, and no output file.
   void ExpectRejected(SealOptions o, const std::string& where) {
     auto r = SealCsv(o, *keystore_);
@@ -49,9 +32,6 @@ class SealedDatasetTest : public ::testing::Test {
     }
   }
 
-  fs::path dir_;
-  std::string keystore_path_;
-  std::unique_ptr<Keystore> keystore_;
 };
 
 TEST_F(SealedDatasetTest, MedicalSampleRoundTripsByteForByte) {

@@ -11,6 +11,7 @@
 #include "enclave/crypto/sealed_file.h"
 #include "enclave/dataset/csv.h"
 #include "enclave/dataset/sealed_dataset.h"
+#include "seal_fixture.h"
 #include "test_files.h"
 
 namespace enclave::dataset {
@@ -20,7 +21,7 @@ namespace fs = std::filesystem;
 using crypto::Keystore;
 using crypto::SecretBytes;
 
-SecretBytes Passphrase() { return *SecretBytes::CopyFrom(AsBytes("correct horse battery staple")); }
+using testing::Passphrase;
 
 float Bits(uint32_t b) { return std::bit_cast<float>(b); }
 
@@ -220,23 +221,10 @@ TEST(CheckRecordV2, RegressionLabelsAreFiniteNumbers) {
 
 // --- sealing CSV ---------------------------------------------------------------------
 
-class TabularV2Test : public ::testing::Test {
+class TabularV2Test : public testing::SealFixture {
  protected:
-  void SetUp() override {
-    dir_ = testing::TestDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
-    keystore_path_ = (dir_ / "keystore.json").string();
-    ASSERT_TRUE(Keystore::Init(keystore_path_, Passphrase(), {2, 19ull << 20}).ok());
-    auto ks = Keystore::Unlock(keystore_path_, Passphrase());
-    ASSERT_TRUE(ks.ok()) << ks.status().ToString();
-    keystore_ = std::make_unique<Keystore>(std::move(ks).value());
-  }
-
   SealOptions Options(const std::string& csv_text, const std::string& label) {
-    SealOptions o;
-    o.csv_path = testing::WriteFile(dir_ / "in.csv", csv_text);
-    o.out_path = (dir_ / "out.sealed").string();
-    o.label.column = label;
-    o.dataset_id = "test-ds";
+    SealOptions o = SealFixture::Options(csv_text, label);
     o.overwrite = true;
     return o;
   }
@@ -294,9 +282,6 @@ class TabularV2Test : public ::testing::Test {
     return s.columns[0];
   }
 
-  fs::path dir_;
-  std::string keystore_path_;
-  std::unique_ptr<Keystore> keystore_;
 };
 
 TEST_F(TabularV2Test, DefaultMissingTokensAnyCase) {
