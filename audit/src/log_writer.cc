@@ -289,7 +289,7 @@ Result<uint64_t> LogWriter::Append(Event event, std::vector<uint8_t>* entry_byte
   queue_.push_back(&p);
   while (!p.done) {
     if (flushing_) {
-      cv_.wait(lk);
+      p.wake.wait(lk);
       continue;
     }
     flushing_ = true;
@@ -316,9 +316,11 @@ Result<uint64_t> LogWriter::Append(Event event, std::vector<uint8_t>* entry_byte
       if (!s.ok()) b->status = s;
       else if (b->status.ok()) stats_.appended += 1;
       b->done = true;
+      if (b != &p) b->wake.notify_one();
     }
     flushing_ = false;
-    cv_.notify_all();
+    // The first appender still queued flushes the next batch (it takes the others along).
+    if (!queue_.empty()) queue_.front()->wake.notify_one();
   }
   if (!p.status.ok()) return p.status;
   if (entry_bytes != nullptr) *entry_bytes = std::move(p.bytes);

@@ -95,6 +95,9 @@ class LogWriter {
     Hash leaf{};
     bool done = false;
     Status status;
+    // Its appender waits here: woken when its batch is done, or to flush the next one
+    // (one wake-up each, not every appender on every batch).
+    std::condition_variable wake;
   };
   LogWriter(std::string dir, int fd, LogSigningKey key, WriterOptions options)
       : dir_(dir), path_(dir + "/" + kLogFileName), fd_(fd), key_(std::move(key)), options_(std::move(options)) {}
@@ -112,7 +115,6 @@ class LogWriter {
   RecoveryReport recovery_;
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;
   std::deque<Pending*> queue_;
   bool flushing_ = false;
   Status failed_;  // set after an I/O failure: no more appends until reopened
