@@ -5,7 +5,9 @@
 
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "enclave/crypto/keystore.h"
 #include "enclave/dataset/sealed_dataset.h"
@@ -36,6 +38,22 @@ class SealFixture : public ::testing::Test {
     o.label.column = label;
     o.dataset_id = "test-ds";
     return o;
+  }
+
+  // Every record of a sealed file, decrypted with the fixture's keystore (features then
+  // the label, as stored).
+  std::vector<float> Records(const std::string& sealed_path) {
+    auto reader = dataset::SealedDatasetReader::Open(sealed_path, *keystore_);
+    EXPECT_TRUE(reader.ok()) << reader.status().ToString();
+    std::vector<float> all;
+    if (!reader.ok()) return all;
+    EXPECT_TRUE(reader
+                    ->ForEachChunk([&](std::span<const float> rec, uint64_t, uint64_t) {
+                      all.insert(all.end(), rec.begin(), rec.end());
+                      return OkStatus();
+                    })
+                    .ok());
+    return all;
   }
 
   std::filesystem::path dir_;

@@ -90,15 +90,7 @@ TEST_F(SealedDatasetTest, RecordsHoldFeaturesThenClassIndex) {
   ASSERT_TRUE(info.ok()) << info.status().ToString();
   EXPECT_EQ(info->header.chunk_count, 2u);
   EXPECT_EQ(info->schema.classes, (std::vector<std::string>{"a", "b", "c"}));
-  auto reader = SealedDatasetReader::Open(o.out_path, *keystore_);
-  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
-  std::vector<float> all;
-  ASSERT_TRUE(reader
-                  ->ForEachChunk([&](std::span<const float> rec, uint64_t, uint64_t) {
-                    all.insert(all.end(), rec.begin(), rec.end());
-                    return OkStatus();
-                  })
-                  .ok());
+  const std::vector<float> all = Records(o.out_path);
   // Per record: x, flag (features in column order), then the label's class index.
   EXPECT_EQ(all, (std::vector<float>{1.5f, 1.0f, 1.0f, -2.0f, 0.0f, 0.0f, 300.0f, 1.0f, 2.0f}));
 }

@@ -236,16 +236,7 @@ class TabularV2Test : public testing::SealFixture {
     if (!info.ok()) return {};
     EXPECT_TRUE(VerifySealed(o.out_path, *keystore_).ok());
     if (schema) *schema = info->schema;
-    auto reader = SealedDatasetReader::Open(o.out_path, *keystore_);
-    EXPECT_TRUE(reader.ok()) << reader.status().ToString();
-    std::vector<float> all;
-    EXPECT_TRUE(reader
-                    ->ForEachChunk([&](std::span<const float> rec, uint64_t, uint64_t) {
-                      all.insert(all.end(), rec.begin(), rec.end());
-                      return OkStatus();
-                    })
-                    .ok());
-    return all;
+    return Records(o.out_path);
   }
 
   std::string Opened(const SealOptions& o) {
@@ -281,7 +272,6 @@ class TabularV2Test : public testing::SealFixture {
     ADD_FAILURE() << "no column " << name;
     return s.columns[0];
   }
-
 };
 
 TEST_F(TabularV2Test, DefaultMissingTokensAnyCase) {
