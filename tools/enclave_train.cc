@@ -101,6 +101,12 @@ json EpochJson(const EpochMetrics& m, uint32_t metrics) {
     j["train_loss"] = Num(m.train_loss);
     j["val_loss"] = Num(m.val_loss);
   }
+  if (!std::isnan(m.val_rmse)) {  // regression, with validation rows
+    j["val_rmse"] = Num(m.val_rmse);
+    j["val_mae"] = Num(m.val_mae);
+    j["val_r2"] = Num(m.val_r2);
+    return j;
+  }
   if (metrics & kMetricAccuracy) j["val_accuracy"] = Num(m.val_accuracy);
   if (metrics & kMetricRocAuc) j["val_roc_auc"] = Num(m.val_auc);
   return j;
@@ -110,8 +116,29 @@ json JobJson(const std::string& path, const JobSpec& job) {
   return {{"file", path}, {"name", job.name}, {"sha256", HexEncode(job.digest)}, {"seed", job.seed}};
 }
 
+// What the inputs were made of (the plan, not the fitted fills: those are statistics of
+// the training rows and travel only in the sealed model).
+json PreprocessingJson(const Preprocessing& p) {
+  if (p.identity()) return nullptr;
+  static const char* const kImpute[] = {"median", "mean", "most_frequent", "keep_missing"};
+  size_t indicators = 0, one_hot = 0, categorical = 0;
+  for (const ColumnPlan& c : p.columns) {
+    indicators += c.indicator ? 1 : 0;
+    if (c.kind == dataset::ColumnKind::kCategorical) {
+      ++categorical;
+      one_hot += c.categories + 1;
+    }
+  }
+  return {{"impute", kImpute[static_cast<int>(p.impute)]},
+          {"raw_features", p.raw_features()},
+          {"indicator_columns", indicators},
+          {"categorical_columns", categorical},
+          {"one_hot_columns", one_hot}};
+}
+
 json ModelJson(const TrainResult& r) {
-  return {{"inputs", r.shape.inputs},
+  return {{"preprocessing", PreprocessingJson(r.preprocessing)},
+          {"inputs", r.shape.inputs},
           {"hidden", r.shape.hidden},
           {"activation", ActivationName(r.shape.activation)},
           {"classes", r.shape.classes},
@@ -144,6 +171,11 @@ class EpochLine {
   }
   void Epoch(const EpochMetrics& m) {
     if (!enabled_) return;
+    if (!std::isnan(m.val_rmse)) {
+      std::fprintf(stderr, "\r%sepoch %u/%u loss %.4f val_loss %.4f val_rmse %.4g val_r2 %.4f lr %.3g  \n",
+                   prefix_.c_str(), m.epoch, epochs_, m.train_loss, m.val_loss, m.val_rmse, m.val_r2, m.lr);
+      return;
+    }
     std::fprintf(stderr, "\r%sepoch %u/%u loss %.4f val_loss %.4f val_acc %.4f val_auc %.4f lr %.3g  \n",
                  prefix_.c_str(), m.epoch, epochs_, m.train_loss, m.val_loss, m.val_accuracy, m.val_auc, m.lr);
   }
@@ -626,7 +658,19 @@ Status Run(const Args& args) {
     return OkStatus();
   }
 
-  ASSIGN_OR_RETURN(double all_rows_accuracy, AllRowsAccuracy(*s.backend, r.Resident(), s.data));
+  json all_rows = {{"rows", s.data.rows}};
+  if (r.shape.regression()) {  // loaded data only: regression is not streamed
+    ASSIGN_OR_RETURN(LockedArray<float> pred, PredictResident(*s.backend, r.Resident(), s.data.x, s.data.rows));
+    double sse = 0;
+    for (size_t i = 0; i < s.data.rows; ++i) {
+      const double d = static_cast<double>(pred[i]) - s.data.labels[i];
+      sse += d * d;
+    }
+    all_rows["rmse"] = Num(std::sqrt(sse / static_cast<double>(s.data.rows)));
+  } else {
+    ASSIGN_OR_RETURN(double all_rows_accuracy, AllRowsAccuracy(*s.backend, r.Resident(), s.data));
+    all_rows["accuracy"] = Num(all_rows_accuracy);
+  }
   json report = ReportHeader(args, s, "run");
   report["model"] = ModelJson(r);
   report["train_rows"] = r.train_rows;
@@ -644,7 +688,7 @@ Status Run(const Args& args) {
   for (const EpochMetrics& m : r.epochs) epochs.push_back(EpochJson(m, s.job.metrics));
   report["epochs"] = epochs;
   report["final"] = EpochJson(r.epochs.back(), s.job.metrics);
-  report["all_rows"] = {{"rows", s.data.rows}, {"accuracy", Num(all_rows_accuracy)}};
+  report["all_rows"] = all_rows;
   report["parameters_sha256"] = params_digest;
   report["checkpoints"] = {{"every_steps", s.job.checkpoint.every_steps},
                            {"dir", ckpt_key ? json(ckpt_dir) : json(nullptr)},
@@ -660,14 +704,14 @@ Status Run(const Args& args) {
   json exported = nullptr;
   if (export_key) {
     crypto::ModelSealOptions opt;
-    opt.info.format_id = kModelFormatId;
+    opt.info.format_id = ModelFormatIdFor(r.preprocessing, r.shape);
     opt.info.job_digest = s.job.digest;
     ASSIGN_OR_RETURN(const SealedModel sealed,
                      SealResidentModel(*s.backend, r.Resident(), s.data.schema, *export_key, opt, model_path, force));
     const crypto::ModelExportInfo& info = sealed.info;
     exported = {{"file", model_path},
                 {"sha256", HexEncode(info.file_digest)},
-                {"format_id", kModelFormatId},
+                {"format_id", opt.info.format_id},
                 {"plaintext_bytes", sealed.plaintext_bytes},
                 {"plaintext_sha256", HexEncode(sealed.plaintext_sha256)},
                 {"sealed_on", s.backend->kind()},
@@ -725,10 +769,14 @@ Status Run(const Args& args) {
     EmitLine(done);
   } else {
     const EpochMetrics& f = r.epochs.back();
-    std::printf("trained %s on %zu rows (%zu validation) for %u epochs on %s\n"
-                "validation accuracy %.4f, ROC AUC %.4f, loss %.4f\nparameters sha256 %s\n",
-                s.job.name.c_str(), r.train_rows, r.val_rows, s.job.epochs, s.backend->Describe().c_str(),
-                f.val_accuracy, f.val_auc, f.val_loss, params_digest.c_str());
+    std::printf("trained %s on %zu rows (%zu validation) for %u epochs on %s\n", s.job.name.c_str(), r.train_rows,
+                r.val_rows, s.job.epochs, s.backend->Describe().c_str());
+    if (r.shape.regression()) {
+      std::printf("validation RMSE %.4g, MAE %.4g, R^2 %.4f\n", f.val_rmse, f.val_mae, f.val_r2);
+    } else {
+      std::printf("validation accuracy %.4f, ROC AUC %.4f, loss %.4f\n", f.val_accuracy, f.val_auc, f.val_loss);
+    }
+    std::printf("parameters sha256 %s\n", params_digest.c_str());
     if (export_key) {
       std::printf("model: %s (sealed to export key '%s', sha256 %s)\n", model_path.c_str(), export_key->name.c_str(),
                   exported["sha256"].get<std::string>().c_str());
@@ -753,8 +801,9 @@ Status Predict(const Args& args) {
     crypto::ModelExportInfo info;
     ASSIGN_OR_RETURN(bytes, crypto::OpenModelToMemory(model_path, ks, kMaxModelBytes, &info));
     format_id = info.metadata.info.format_id;
-    if (format_id != kModelFormatId) {
-      return Unsupported(model_path + ": model format '" + format_id + "', this build reads '" + kModelFormatId + "'");
+    if (format_id != kModelFormatId && format_id != kModelFormatIdV2) {
+      return Unsupported(model_path + ": model format '" + format_id + "', this build reads '" + kModelFormatId +
+                         "' and '" + kModelFormatIdV2 + "'");
     }
   } else {
     // Straight into locked memory: the weights derive from the tenant's data.
@@ -770,7 +819,7 @@ Status Predict(const Args& args) {
   Result<ModelFile> parsed = ParseModelFile(bytes.ExposeSecret());
   if (!parsed.ok()) return parsed.status().Annotate(model_path);
   const ModelFile& model = *parsed;
-  ASSIGN_OR_RETURN(FeatureTable t, ReadFeatureCsv(args.Get("csv"), model.schema));
+  ASSIGN_OR_RETURN(FeatureTable t, ReadFeatureCsv(args.Get("csv"), model.schema, &model.preprocessing));
   Device device = Device::kCpu;
   if (args.Has("device")) {
     const std::string d = args.Get("device");
@@ -782,12 +831,18 @@ Status Predict(const Args& args) {
   ASSIGN_OR_RETURN(LockedArray<float> probs, PredictProbabilities(*backend, model, t.x.data(), t.rows));
   const uint32_t C = model.shape.classes;
 
-  // The predictions: row (1-based data row), predicted class name, one probability per class.
+  // The predictions: row (1-based data row), predicted class name, one probability per
+  // class; regression: row, predicted value.
   std::string text = "row,predicted";
   for (const std::string& c : model.schema.classes) text += "," + dataset::CsvEscape("p_" + c);
   text += "\n";
   char num[32];
-  for (size_t r = 0; r < t.rows; ++r) {
+  const bool regression = model.shape.regression();
+  for (size_t r = 0; r < t.rows && regression; ++r) {
+    std::snprintf(num, sizeof(num), ",%.9g\n", static_cast<double>(probs[r]));
+    text += std::to_string(r + 1) + num;
+  }
+  for (size_t r = 0; r < t.rows && !regression; ++r) {
     text += std::to_string(r + 1) + "," + dataset::CsvEscape(model.schema.classes[PredictedClass(probs.data(), r, C)]);
     for (uint32_t c = 0; c < C; ++c) {
       const float p = C == 2 ? (c == 1 ? probs[r] : 1.0f - probs[r]) : probs[r * C + c];
@@ -796,7 +851,13 @@ Status Predict(const Args& args) {
     }
     text += "\n";
   }
-  const double accuracy = t.has_labels ? Accuracy(probs.data(), t.labels.data(), t.rows, C) : 0.0;
+  const double accuracy = t.has_labels && !regression ? Accuracy(probs.data(), t.labels.data(), t.rows, C) : 0.0;
+  double rmse = 0;
+  for (size_t r = 0; r < t.rows && t.has_labels && regression; ++r) {
+    const double d = static_cast<double>(probs[r]) - t.labels[r];
+    rmse += d * d / static_cast<double>(t.rows);
+  }
+  rmse = std::sqrt(rmse);
   if (args.Has("out")) {
     ASSIGN_OR_RETURN(AtomicOutputFile out, AtomicOutputFile::Create(args.Get("out"), args.Has("force")));
     RETURN_IF_ERROR(out.Write(text.data(), text.size()));
@@ -810,13 +871,18 @@ Status Predict(const Args& args) {
                     {"model_format", format_id},
                     {"rows", t.rows},
                     {"classes", model.schema.classes},
-                    {"accuracy", t.has_labels ? json(accuracy) : json(nullptr)},
+                    {"accuracy", t.has_labels && !regression ? json(accuracy) : json(nullptr)},
+                    {"rmse", t.has_labels && regression ? json(rmse) : json(nullptr)},
                     {"out", args.Has("out") ? json(args.Get("out")) : json(nullptr)}});
   } else if (args.Has("out")) {
     std::printf("%zu predictions written to %s\n", t.rows, args.Get("out").c_str());
   }
   if (!args.json() && t.has_labels) {
-    std::fprintf(stderr, "accuracy %.17g (%zu rows with labels)\n", accuracy, t.rows);
+    if (regression) {
+      std::fprintf(stderr, "rmse %.4g (%zu rows with targets)\n", rmse, t.rows);
+    } else {
+      std::fprintf(stderr, "accuracy %.17g (%zu rows with labels)\n", accuracy, t.rows);
+    }
   }
   return OkStatus();
 }
@@ -876,6 +942,9 @@ Status Cv(const Args& args) {
   report["mean_accuracy"] = Num(cv.mean_accuracy);
   report["std_accuracy"] = Num(std::sqrt(acc_sq / static_cast<double>(cv.folds.size())));
   report["mean_roc_auc"] = Num(cv.mean_auc);
+  const bool regression = cv.folds[0].shape.regression();
+  report["mean_rmse"] = regression ? Num(cv.mean_rmse) : json(nullptr);
+  report["mean_r2"] = regression ? Num(cv.mean_r2) : json(nullptr);
   const std::string path = (std::filesystem::path(s.job.output_dir) / "cv_metrics.json").string();
   report["signature"] = s.Attested() ? json(path + ".sig") : json(nullptr);
 #ifdef ENCLAVE_HAVE_ATTESTED_MODE
@@ -892,7 +961,12 @@ Status Cv(const Args& args) {
   RETURN_IF_ERROR(WriteReport(out, report));
   if (args.json()) {
     EmitLine({{"event", "done"}, {"ok", true}, {"metrics_file", path}, {"folds", folds},
-              {"mean_accuracy", report["mean_accuracy"]}, {"mean_roc_auc", report["mean_roc_auc"]}});
+              {"mean_accuracy", report["mean_accuracy"]}, {"mean_roc_auc", report["mean_roc_auc"]},
+              {"mean_rmse", report["mean_rmse"]}, {"mean_r2", report["mean_r2"]}});
+  } else if (regression) {
+    std::printf("%llu-fold cross-validation of %s on %zu rows (%s)\nmean RMSE %.4g, mean R^2 %.4f\nmetrics: %s\n",
+                static_cast<unsigned long long>(folds), s.job.name.c_str(), s.data.rows, s.backend->Describe().c_str(),
+                cv.mean_rmse, cv.mean_r2, path.c_str());
   } else {
     std::printf("%llu-fold cross-validation of %s on %zu rows (%s)\nmean accuracy %.4f (std %.4f), mean ROC AUC %.4f\n"
                 "metrics: %s\n",

@@ -11,8 +11,10 @@
 
 #include "enclave/common/status.h"
 #include "enclave/crypto/hash.h"
+#include "enclave/dataset/schema.h"
 #include "enclave/kernels/nn_math.h"
 #include "enclave/trainer/backend.h"
+#include "enclave/trainer/preprocess.h"
 
 namespace enclave::trainer {
 
@@ -27,6 +29,7 @@ struct DatasetSpec {
   std::string label;
   std::optional<std::string> positive;
   std::vector<std::string> classes;
+  dataset::Task task = dataset::Task::kClassification;  // as `enclave-data seal --task`
 };
 
 struct ModelSpec {
@@ -90,6 +93,7 @@ struct JobSpec {
   CheckpointSpec checkpoint;
   StreamingSpec streaming;
   std::vector<DatasetSpec> datasets;
+  PreprocessSpec preprocess;  // [preprocess]: missing values and categorical columns
   ModelSpec model;
   OptimizerSpec optimizer;
   ScheduleSpec schedule;
