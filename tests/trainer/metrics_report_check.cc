@@ -1,7 +1,8 @@
 // For sklearn_metrics_check.py: reads raw little-endian float32 arrays, prints the metrics
 // report with exact doubles (and, for binary, the chosen thresholds) as one JSON object.
-//   metrics_report_check binary|multiclass ROWS CLASSES PROBS.f32 LABELS.f32 THRESHOLD BINS
-//   metrics_report_check regression ROWS 0 PREDICTIONS.f32 TARGETS.f32
+//   metrics_report_check binary|multiclass ROWS CLASSES PROBS.f32 LABELS.f32 THRESHOLD BINS [RESAMPLES SEED]
+//   metrics_report_check regression ROWS 0 PREDICTIONS.f32 TARGETS.f32 [RESAMPLES SEED]
+// Without RESAMPLES, no bootstrap.
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -34,14 +35,19 @@ int Fail(const enclave::Status& s) {
 int main(int argc, char** argv) {
   using namespace enclave::trainer;
   if (argc < 6) {
-    std::fprintf(stderr, "usage: %s binary|multiclass|regression ROWS CLASSES A.f32 B.f32 [THRESHOLD BINS]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s binary|multiclass|regression ROWS CLASSES A.f32 B.f32 [THRESHOLD BINS] [RESAMPLES SEED]\n", argv[0]);
     return 2;
   }
   const std::string task = argv[1];
   const size_t rows = std::strtoull(argv[2], nullptr, 10);
   const uint32_t classes = static_cast<uint32_t>(std::strtoul(argv[3], nullptr, 10));
   EvalOptions opt;
-  opt.bootstrap_resamples = 0;  // sklearn has no bootstrap to compare with
+  opt.bootstrap_resamples = 0;
+  const int boot_arg = task == "regression" ? 6 : 8;
+  if (argc >= boot_arg + 2) {
+    opt.bootstrap_resamples = static_cast<uint32_t>(std::strtoul(argv[boot_arg], nullptr, 10));
+    opt.seed = std::strtoull(argv[boot_arg + 1], nullptr, 10);
+  }
   nlohmann::json out;
   if (task == "regression") {
     const std::vector<float> pred = ReadFloats(argv[4], rows), y = ReadFloats(argv[5], rows);
