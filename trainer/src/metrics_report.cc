@@ -27,63 +27,72 @@ double Ratio(uint64_t num, uint64_t den) {
   return den == 0 ? kNaN : static_cast<double>(num) / static_cast<double>(den);
 }
 
-// Row indices sorted by scores[i * stride] ascending, ties by row (no unlocked scratch:
-// std::sort, not std::stable_sort).
-Status SortedOrder(const float* scores, size_t stride, size_t rows, uint32_t* order) {
+// Rows sorted by one score column ascending (ties by row; std::sort, since std::stable_sort
+// would take an unlocked scratch buffer), with per position whether the row is a positive
+// and whether it opens a tie group. Sorted once; a resample walks it touching only weights.
+enum : uint8_t { kPositive = 1, kGroupStart = 2 };
+struct Ranking {
+  LockedArray<uint32_t> order;
+  LockedArray<uint8_t> flags;
+};
+
+Result<Ranking> MakeRanking(const float* scores, size_t stride, const float* labels, float positive, size_t rows) {
+  Ranking r;
+  ASSIGN_OR_RETURN(r.order, LockedArray<uint32_t>::Create(rows));
+  ASSIGN_OR_RETURN(r.flags, LockedArray<uint8_t>::Create(rows));
+  uint32_t* order = r.order.data();
   std::iota(order, order + rows, 0u);
   std::sort(order, order + rows, [&](uint32_t a, uint32_t b) {
     const float sa = scores[a * stride], sb = scores[b * stride];
     return sa < sb || (sa == sb && a < b);
   });
-  return OkStatus();
+  for (size_t j = 0; j < rows; ++j) {
+    const bool starts = j == 0 || scores[order[j] * stride] != scores[order[j - 1] * stride];
+    r.flags[j] = static_cast<uint8_t>((labels[order[j]] == positive ? kPositive : 0) | (starts ? kGroupStart : 0));
+  }
+  return r;
 }
 
-// Mann-Whitney AUC with tie groups at half credit, weighted: sum over groups of
+// Mann-Whitney AUC with tie groups at half credit, weighted: sum over groups (ascending) of
 // pos_g * (2 * neg_below + neg_g), over 2 * P * N. Integer sums, so exact until the division.
-double WeightedAuc(const float* scores, size_t stride, const uint32_t* order, const float* labels,
-                   float positive, size_t rows, const uint32_t* w) {
-  uint64_t pos_total = 0, neg_total = 0, neg_below = 0;
+double WeightedAuc(const Ranking& r, size_t rows, const uint32_t* w) {
+  uint64_t pos_total = 0, neg_total = 0, gp = 0, gn = 0;
   U128 acc = 0;
-  for (size_t i = 0; i < rows;) {
-    const float s = scores[static_cast<size_t>(order[i]) * stride];
-    uint64_t gp = 0, gn = 0;
-    size_t j = i;
-    for (; j < rows && scores[static_cast<size_t>(order[j]) * stride] == s; ++j) {
-      const uint64_t wi = w == nullptr ? 1 : w[order[j]];
-      (labels[order[j]] == positive ? gp : gn) += wi;
-    }
-    acc += static_cast<U128>(gp) * (2 * neg_below + gn);
-    neg_below += gn;
+  const auto close_group = [&] {
+    acc += static_cast<U128>(gp) * (2 * neg_total + gn);
     pos_total += gp;
     neg_total += gn;
-    i = j;
+    gp = gn = 0;
+  };
+  for (size_t j = 0; j < rows; ++j) {
+    if (r.flags[j] & kGroupStart) close_group();
+    const uint64_t wi = w == nullptr ? 1 : w[r.order[j]];
+    (r.flags[j] & kPositive ? gp : gn) += wi;
   }
+  close_group();
   if (pos_total == 0 || neg_total == 0) return kNaN;
   return static_cast<double>(acc) / (2.0 * static_cast<double>(pos_total) * static_cast<double>(neg_total));
 }
 
 // Average precision, step-wise (scikit-learn's average_precision_score): thresholds at the
-// distinct scores from the largest down; AP = sum (R_k - R_{k-1}) * P_k.
-double WeightedAveragePrecision(const float* p, const uint32_t* order, const float* labels, size_t rows,
-                                const uint32_t* w) {
-  uint64_t pos_total = 0;
-  for (size_t i = 0; i < rows; ++i) pos_total += labels[i] == 1.0f ? (w == nullptr ? 1 : w[i]) : 0;
+// distinct scores from the largest down; AP = sum (R_k - R_{k-1}) * P_k. `pos_total`: the
+// weighted positives.
+double WeightedAveragePrecision(const Ranking& r, size_t rows, const uint32_t* w, uint64_t pos_total) {
   if (pos_total == 0) return kNaN;
-  uint64_t tp = 0, fp = 0;
+  uint64_t tp = 0, fp = 0, gp = 0, gn = 0;
   double ap = 0;
-  for (size_t i = rows; i > 0;) {
-    const float s = p[order[i - 1]];
-    uint64_t gp = 0, gn = 0;
-    for (; i > 0 && p[order[i - 1]] == s; --i) {
-      const uint64_t wi = w == nullptr ? 1 : w[order[i - 1]];
-      (labels[order[i - 1]] == 1.0f ? gp : gn) += wi;
-    }
+  for (size_t i = rows; i > 0; --i) {
+    const size_t j = i - 1;
+    const uint64_t wi = w == nullptr ? 1 : w[r.order[j]];
+    (r.flags[j] & kPositive ? gp : gn) += wi;
+    if (!(r.flags[j] & kGroupStart)) continue;  // the group goes on below j
     tp += gp;
     fp += gn;
     if (gp > 0) {
       ap += static_cast<double>(gp) / static_cast<double>(pos_total) * static_cast<double>(tp) /
             static_cast<double>(tp + fp);
     }
+    gp = gn = 0;
   }
   return ap;
 }
@@ -163,8 +172,8 @@ struct BinaryData {
   size_t rows;
   double threshold;
   uint32_t bins;
-  LockedArray<uint32_t> order;  // ascending p
-  LockedArray<uint32_t> bin;    // reliability bin per row
+  Ranking ranking;            // by p
+  LockedArray<uint32_t> bin;  // reliability bin per row
 };
 
 void BinaryScalars(const BinaryData& d, const uint32_t* w, double* out, BinaryConfusion* confusion,
@@ -194,8 +203,8 @@ void BinaryScalars(const BinaryData& d, const uint32_t* w, double* out, BinaryCo
   out[kNpv] = Ratio(cm.tn, cm.tn + cm.fn);
   out[kF1] = Ratio(2 * cm.tp, 2 * cm.tp + cm.fp + cm.fn);
   out[kAcc] = Ratio(cm.tp + cm.tn, total);
-  out[kAuc] = WeightedAuc(d.p, 1, d.order.data(), d.y, 1.0f, d.rows, w);
-  out[kAp] = WeightedAveragePrecision(d.p, d.order.data(), d.y, d.rows, w);
+  out[kAuc] = WeightedAuc(d.ranking, d.rows, w);
+  out[kAp] = WeightedAveragePrecision(d.ranking, d.rows, w, cm.tp + cm.fn);
   out[kBrier] = brier / static_cast<double>(total);
   double ece = 0;
   for (uint32_t k = 0; k < d.bins; ++k) {
@@ -223,9 +232,8 @@ void BinaryScalars(const BinaryData& d, const uint32_t* w, double* out, BinaryCo
 Status EvaluateBinary(const float* probs, const float* labels, size_t rows, const EvalOptions& opt,
                       BinaryMetrics* m) {
   BinaryData d{probs, labels, rows, opt.threshold, opt.calibration_bins, {}, {}};
-  ASSIGN_OR_RETURN(d.order, LockedArray<uint32_t>::Create(rows));
+  ASSIGN_OR_RETURN(d.ranking, MakeRanking(probs, 1, labels, 1.0f, rows));
   ASSIGN_OR_RETURN(d.bin, LockedArray<uint32_t>::Create(rows));
-  RETURN_IF_ERROR(SortedOrder(probs, 1, rows, d.order.data()));
   for (size_t i = 0; i < rows; ++i) d.bin[i] = BinOf(probs[i], d.bins);
 
   m->threshold = opt.threshold;
@@ -248,7 +256,7 @@ struct MulticlassData {
   uint32_t classes;
   LockedArray<uint32_t> pred;    // argmax per row
   LockedArray<double> brier;     // sum_c (p_c - [y == c])^2 per row
-  LockedArray<uint32_t> orders;  // classes x rows: ascending p[:, c]
+  std::vector<Ranking> rankings;  // per class c: by p[:, c], positive = class c
   std::vector<bool> f1_in_macro, auc_in_mean;  // decided by the full sample
 };
 
@@ -295,8 +303,7 @@ void MulticlassScalars(const MulticlassData& d, const uint32_t* w, double* out, 
   bool auc_ok = true;
   for (uint32_t c = 0; c < C && auc_ok; ++c) {
     if (!d.auc_in_mean.empty() && !d.auc_in_mean[c]) continue;
-    const double a = WeightedAuc(d.p + c, C, d.orders.data() + static_cast<size_t>(c) * d.rows, d.y,
-                                 static_cast<float>(c), d.rows, w);
+    const double a = WeightedAuc(d.rankings[c], d.rows, w);
     if (std::isnan(a)) {
       if (!d.auc_in_mean.empty()) auc_ok = false;  // a class of the full-sample mean vanished
       continue;
@@ -314,7 +321,6 @@ Status EvaluateMulticlass(const float* probs, const float* labels, size_t rows, 
   MulticlassData d{probs, labels, rows, C, {}, {}, {}, {}, {}};
   ASSIGN_OR_RETURN(d.pred, LockedArray<uint32_t>::Create(rows));
   ASSIGN_OR_RETURN(d.brier, LockedArray<double>::Create(rows));
-  ASSIGN_OR_RETURN(d.orders, LockedArray<uint32_t>::Create(rows * C));
   for (size_t i = 0; i < rows; ++i) {
     const float* p = probs + i * C;
     uint32_t best = 0;
@@ -328,7 +334,8 @@ Status EvaluateMulticlass(const float* probs, const float* labels, size_t rows, 
     d.brier[i] = b;
   }
   for (uint32_t c = 0; c < C; ++c) {
-    RETURN_IF_ERROR(SortedOrder(probs + c, C, rows, d.orders.data() + static_cast<size_t>(c) * rows));
+    ASSIGN_OR_RETURN(Ranking rk, MakeRanking(probs + c, C, labels, static_cast<float>(c), rows));
+    d.rankings.push_back(std::move(rk));
   }
   const size_t k = 3 * static_cast<size_t>(C) + 4;
   ASSIGN_OR_RETURN(LockedArray<double> point, LockedArray<double>::Create(k));
@@ -492,14 +499,15 @@ Result<ThresholdChoice> WalkThresholds(const float* probs, const float* labels, 
   const uint64_t neg = rows - pos;
   if (pos == 0) return FailedPrecondition("threshold: no positive rows");
   if (need_negatives && neg == 0) return FailedPrecondition("threshold: no negative rows");
-  ASSIGN_OR_RETURN(LockedArray<uint32_t> order, LockedArray<uint32_t>::Create(rows));
-  RETURN_IF_ERROR(SortedOrder(probs, 1, rows, order.data()));
+  ASSIGN_OR_RETURN(const Ranking r, MakeRanking(probs, 1, labels, 1.0f, rows));
   uint64_t tp = 0, fp = 0;
   bool have = false;
   ThresholdChoice best;
-  for (size_t i = rows; i > 0;) {
-    const float s = probs[order[i - 1]];
-    for (; i > 0 && probs[order[i - 1]] == s; --i) (labels[order[i - 1]] == 1.0f ? tp : fp) += 1;
+  for (size_t i = rows; i > 0; --i) {  // from the largest value down, a tie group at a time
+    const size_t j = i - 1;
+    (r.flags[j] & kPositive ? tp : fp) += 1;
+    if (!(r.flags[j] & kGroupStart)) continue;
+    const float s = probs[r.order[j]];
     bool stop = false;
     if (pick(tp, fp, pos, neg, have, &stop)) {
       best.threshold = s;

@@ -20,10 +20,10 @@
 namespace enclave::trainer {
 
 struct EvalOptions {
-  double threshold = 0.5;            // binary: predicted positive when p >= threshold
-  uint32_t calibration_bins = 10;    // equal-width bins on [0, 1] for the reliability curve
-  uint32_t bootstrap_resamples = 1000;  // 0: no intervals
-  uint64_t seed = 0;                 // with kStreamBootstrap (rng.h)
+  double threshold = 0.5;               // binary only: predicted positive when p >= threshold
+  uint32_t calibration_bins = 10;       // binary only: equal-width bins on [0, 1] (reliability, ECE)
+  uint32_t bootstrap_resamples = 1000;  // 0: no intervals. Cost ~ resamples x rows x classes
+  uint64_t seed = 0;                    // with kStreamBootstrap (rng.h)
 };
 
 // A scalar metric with its percentile bootstrap interval. NaN where undefined (JSON null).
