@@ -34,6 +34,7 @@
 #include "enclave/trainer/data.h"
 #include "enclave/trainer/job.h"
 #include "enclave/trainer/metrics.h"
+#include "enclave/trainer/metrics_report.h"
 #include "enclave/trainer/model_file.h"
 #include "enclave/trainer/model_seal.h"
 #include "enclave/trainer/nccl_collective.h"
@@ -143,6 +144,39 @@ json ModelJson(const TrainResult& r) {
           {"activation", ActivationName(r.shape.activation)},
           {"classes", r.shape.classes},
           {"parameters", r.shape.parameter_count()}};
+}
+
+// The validation board's metrics (metrics_report.h) of predictions `pred` (rows x 1, or
+// rows x classes) against `labels`, with bootstrap intervals; a binary model's threshold by
+// the job's rule ([evaluation]: fixed, or chosen on these same rows, which the JSON says).
+Result<json> BoardMetrics(const JobSpec& job, const float* pred, const float* labels, size_t rows, uint32_t classes) {
+  EvalOptions opt;
+  opt.bootstrap_resamples = job.evaluation.bootstrap_resamples;
+  opt.calibration_bins = job.evaluation.calibration_bins;
+  opt.seed = job.seed;
+  if (classes == 0) {
+    ASSIGN_OR_RETURN(RegressionReport rr, EvaluateRegression(pred, labels, rows, opt));
+    return json{{"rows", rows}, {"metrics", ToJson(rr)}};
+  }
+  json threshold = nullptr;
+  if (classes == 2) {
+    opt.threshold = job.evaluation.threshold;
+    threshold = {{"rule", "fixed"}, {"value", opt.threshold}};
+    if (job.evaluation.rule != ThresholdRule::kFixed) {
+      const bool youden = job.evaluation.rule == ThresholdRule::kYouden;
+      ASSIGN_OR_RETURN(ThresholdChoice choice,
+                       youden ? ChooseThresholdYouden(pred, labels, rows)
+                              : ChooseThresholdForSensitivity(pred, labels, rows, job.evaluation.target_sensitivity));
+      opt.threshold = choice.threshold;
+      threshold = {{"rule", youden ? "youden" : "target_sensitivity"},
+                   {"value", choice.threshold},
+                   {"chosen_on", "these rows (the metrics at it are optimistic for new data)"},
+                   {"choice", ToJson(choice)}};
+      if (!youden) threshold["target_sensitivity"] = job.evaluation.target_sensitivity;
+    }
+  }
+  ASSIGN_OR_RETURN(ClassificationReport cr, EvaluateClassification(pred, labels, rows, classes, opt));
+  return json{{"rows", rows}, {"threshold", threshold}, {"metrics", ToJson(cr)}};
 }
 
 json SourcesJson(const LoadedData& data) {
@@ -688,6 +722,14 @@ Status Run(const Args& args) {
   for (const EpochMetrics& m : r.epochs) epochs.push_back(EpochJson(m, s.job.metrics));
   report["epochs"] = epochs;
   report["final"] = EpochJson(r.epochs.back(), s.job.metrics);
+  if (r.val_rows > 0) {
+    ASSIGN_OR_RETURN(LockedArray<float> val_labels, LockedArray<float>::Create(r.val_rows));
+    for (size_t i = 0; i < r.val_rows; ++i) val_labels[i] = s.data.labels[split.val[i]];
+    ASSIGN_OR_RETURN(report["validation_metrics"], BoardMetrics(s.job, r.val_predictions.data(), val_labels.data(),
+                                                                r.val_rows, r.shape.classes));
+  } else {
+    report["validation_metrics"] = nullptr;
+  }
   report["all_rows"] = all_rows;
   report["parameters_sha256"] = params_digest;
   report["checkpoints"] = {{"every_steps", s.job.checkpoint.every_steps},
@@ -939,6 +981,9 @@ Status Cv(const Args& args) {
     fj.push_back(j);
   }
   report["folds"] = fj;
+  // Pooled over the folds: every row predicted once, by the model that did not see it.
+  ASSIGN_OR_RETURN(report["out_of_fold_metrics"], BoardMetrics(s.job, cv.out_of_fold.data(), s.data.labels.data(),
+                                                                s.data.rows, cv.folds[0].shape.classes));
   report["mean_accuracy"] = Num(cv.mean_accuracy);
   report["std_accuracy"] = Num(std::sqrt(acc_sq / static_cast<double>(cv.folds.size())));
   report["mean_roc_auc"] = Num(cv.mean_auc);

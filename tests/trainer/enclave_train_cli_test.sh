@@ -48,6 +48,23 @@ grep -q "$digest" "$T/out" || fail "a second run gave another model"
 expect_rc 0 "cv" -- "$TRAIN" cv --job "$T/clear.toml" --folds 3 --device cpu
 grep -q "3-fold cross-validation" "$T/out" || fail "cv summary"
 [ -f "$T/out-clear/cv_metrics.json" ] || fail "no cv_metrics.json"
+python3 - "$T/out-clear/cv_metrics.json" <<'PY' || fail "cv: pooled out-of-fold metrics"
+import json, sys
+r = json.load(open(sys.argv[1]))
+o = r["out_of_fold_metrics"]
+m = o["metrics"]
+c = m["confusion"]
+assert o["rows"] == 569 and c["tp"] + c["fp"] + c["tn"] + c["fn"] == 569, o
+assert c["tp"] + c["fn"] == 212, c  # every malignant row predicted once, out of its fold
+assert o["threshold"] == {"rule": "fixed", "value": 0.5}, o["threshold"]
+for k in ("sensitivity", "specificity", "ppv", "npv", "f1", "accuracy", "roc_auc", "average_precision", "brier"):
+    e = m[k]
+    assert e["ci95"][0] <= e["value"] <= e["ci95"][1], (k, e)
+# The pooled accuracy is the folds' accuracies weighted by their rows.
+folds = r["folds"]
+pooled = sum(f["val_accuracy"] * f["val_rows"] for f in folds) / 569
+assert abs(pooled - m["accuracy"]["value"]) < 6e-4, (pooled, m["accuracy"])
+PY
 
 # Sealed: keystore and seal with enclave-data, then train with --keystore.
 pass; expect_rc 0 "keystore init" -- "$DATA" keystore init --keystore "$T/ks" --passphrase-fd 3 \
@@ -150,6 +167,24 @@ r = json.load(open(sys.argv[1]))
 # income from the other columns (share = expenditure / income among them): a clear signal.
 assert r["mean_accuracy"] is None and r["mean_rmse"] > 0 and r["mean_r2"] > 0.3, r
 assert all("val_rmse" in f and "val_r2" in f and "val_accuracy" not in f for f in r["folds"]), r["folds"]
+o = r["out_of_fold_metrics"]["metrics"]
+assert r["out_of_fold_metrics"]["rows"] == 1319 and o["rmse"]["ci95"][0] <= o["rmse"]["value"] <= o["rmse"]["ci95"][1], o
+PY
+# A threshold chosen by Youden's J on the validation rows, said to be chosen there.
+sed -e 's/^\[training\]/[evaluation]\nthreshold = "youden"\nbootstrap_resamples = 100\n\n[training]/' "$T/v2-cat.toml" \
+  > "$T/v2-youden.toml"
+rm -rf "$T/out-v2"
+pass; expect_rc 0 "run, Youden threshold" -- "$TRAIN" run --job "$T/v2-youden.toml" --keystore "$T/ks" \
+  --passphrase-fd 3 --device cpu
+python3 - "$T/out-v2/report.json" <<'PY' || fail "report: Youden threshold"
+import json, sys
+v = json.load(open(sys.argv[1]))["validation_metrics"]
+t = v["threshold"]
+assert t["rule"] == "youden" and "optimistic" in t["chosen_on"] and 0 < t["value"] < 1, t
+b = v["metrics"]
+assert b["threshold"] == t["value"] and v["metrics"]["bootstrap"]["resamples"] == 100, v["metrics"]
+j = t["choice"]["youden_j"]
+assert abs(j - (b["sensitivity"]["value"] + b["specificity"]["value"] - 1)) < 1e-3, (j, b)
 PY
 { cat "$T/v2-reg.toml"; printf '[streaming]\nblock_rows = 32\nwindow_blocks = 3\n'; } > "$T/v2-reg-stream.toml"
 pass; expect_unsupported "regression, streamed" \
@@ -190,6 +225,12 @@ assert len(r["epochs"]) == 5 and r["final"]["val_accuracy"] > 0.9 and 0.9 < r["a
 assert r["job"]["sha256"] and all(len(d["sha256"]) == 64 for d in r["datasets"])
 assert r["signature"] is None and "broker" in r["signature_note"]
 assert r["checkpoints"]["written"] > 0, r["checkpoints"]
+v = r["validation_metrics"]
+b = v["metrics"]
+assert v["rows"] == r["val_rows"] == sum(b["confusion"].values()), v
+assert abs(b["accuracy"]["value"] - r["final"]["val_accuracy"]) < 6e-4, (b["accuracy"], r["final"])
+assert abs(b["roc_auc"]["value"] - r["final"]["val_roc_auc"]) < 6e-4, (b["roc_auc"], r["final"])
+assert len(b["reliability"]) == 10 and sum(x["count"] for x in b["reliability"]) == v["rows"], b["reliability"]
 PY
 "$DATA" inspect "$T/out-sealed/model.sealed" --json > "$T/inspect.json" 2>"$T/err" || fail "inspect model"
 grep -q '"model_format": "enclave-train-mlp/1"' "$T/inspect.json" || { cat "$T/inspect.json"; fail "format id in the envelope"; }

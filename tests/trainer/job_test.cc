@@ -118,6 +118,32 @@ TEST(Job, BrokerTable) {
   ExpectError(b + "requester = \"r\"\njob_id = \"a b\"\n", "'broker.job_id'");
 }
 
+TEST(Job, PreprocessAndEvaluationTables) {
+  auto job = ParseJob(std::string(kMinimal) + "[preprocess]\nimpute = \"mean\"\nindicators = false\n[evaluation]\n"
+                      "target_sensitivity = 0.95\nbootstrap_resamples = 50\n", "job.toml", "/base");
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  EXPECT_EQ(job->preprocess.impute, Impute::kMean);
+  EXPECT_FALSE(job->preprocess.indicators);
+  EXPECT_EQ(job->evaluation.rule, ThresholdRule::kTargetSensitivity);
+  EXPECT_EQ(job->evaluation.target_sensitivity, 0.95);
+  EXPECT_EQ(job->evaluation.bootstrap_resamples, 50u);
+  auto defaults = ParseJob(kMinimal, "job.toml", "/base");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->preprocess.impute, Impute::kMedian);
+  EXPECT_TRUE(defaults->preprocess.indicators);
+  EXPECT_EQ(defaults->evaluation.rule, ThresholdRule::kFixed);
+  EXPECT_EQ(defaults->evaluation.threshold, 0.5);
+  EXPECT_EQ(defaults->evaluation.bootstrap_resamples, 1000u);
+  ExpectError(std::string(kMinimal) + "[preprocess]\nimpute = \"zero\"\n",
+              "job.toml:6: 'preprocess.impute' must be one of mean, median, most_frequent, got 'zero'");
+  ExpectError(std::string(kMinimal) + "[preprocess]\nindicators = 1\n", "'preprocess.indicators' must be true or false");
+  ExpectError(std::string(kMinimal) + "[evaluation]\nthreshold = \"best\"\n",
+              "'evaluation.threshold' must be a number in [0, 1] or \"youden\", got 'best'");
+  ExpectError(std::string(kMinimal) + "[evaluation]\nthreshold = 1.5\n", "'evaluation.threshold' must be in [0, 1]");
+  ExpectError(std::string(kMinimal) + "[evaluation]\nthreshold = 0.4\ntarget_sensitivity = 0.9\n",
+              "'evaluation.target_sensitivity' and 'threshold' exclude each other");
+}
+
 TEST(Job, DigestIsOfTheBytes) {
   auto a = Parse(kMinimal), b = Parse(std::string(kMinimal) + "\n");
   ASSERT_TRUE(a.ok() && b.ok());

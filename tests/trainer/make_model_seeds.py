@@ -24,23 +24,26 @@ def schema(features, label, classes):
 
 
 def schema_v2(features, label, classes):
-    """features: (name, kind, missing_allowed, categories) in column order, label last."""
-    out = b"ESCH" + struct.pack("<HBI", 2, 0, len(features) + 1)
+    """features: (name, kind, missing_allowed, categories) in column order, label last;
+    classes None: a regression target (task 1, no class list)."""
+    out = b"ESCH" + struct.pack("<HBI", 2, 0 if classes is not None else 1, len(features) + 1)
     for name, kind, missing, cats in features:
         out += struct.pack("<BBH", kind, 1 if missing else 0, len(name)) + name.encode()
         if kind == 3:
             out += struct.pack("<I", len(cats)) + b"".join(struct.pack("<H", len(c)) + c.encode() for c in cats)
     out += struct.pack("<BBH", 2, 0, len(label)) + label.encode()
-    out += struct.pack("<I", len(classes)) + b"".join(struct.pack("<H", len(c)) + c.encode() for c in classes)
+    if classes is not None:
+        out += struct.pack("<I", len(classes)) + b"".join(struct.pack("<H", len(c)) + c.encode() for c in classes)
     return out
 
 
-def model_v2(features, label, classes, hidden, activation, fills, indicators, impute=0, digest=True):
+def model_v2(features, label, classes, hidden, activation, fills, indicators, impute=0, digest=True,
+             target=(0.0, 1.0)):
     """Version 2: the inputs are the expanded row (one column per numeric or yes/no
     feature, k + 1 per categorical one, then an indicator where flagged)."""
     f = sum((len(c) + 1 if kind == 3 else 1) + ind for (_, kind, _, c), ind in zip(features, indicators))
-    k = len(classes)
-    outputs = 1 if k == 2 else k
+    k = len(classes) if classes is not None else 0  # 0: regression
+    outputs = 1 if k <= 2 else k
     sizes = [f] + hidden + [outputs]
     params = sum(sizes[i] * sizes[i + 1] + sizes[i + 1] for i in range(len(sizes) - 1))
     s = schema_v2(features, label, classes)
@@ -48,6 +51,8 @@ def model_v2(features, label, classes, hidden, activation, fills, indicators, im
     body += b"".join(struct.pack("<I", h) for h in hidden)
     body += struct.pack("<I", len(s)) + s
     body += struct.pack("<%df" % len(fills), *fills) + bytes(indicators)
+    if classes is None:
+        body += struct.pack("<ff", *target)  # label_mean, label_scale
     body += struct.pack("<%df" % f, *[0.5 * i for i in range(f)])            # mean
     body += struct.pack("<%df" % f, *[1.0 + 0.25 * i for i in range(f)])     # inv_std
     body += struct.pack("<%df" % params, *[((i % 5) - 2) / 10 for i in range(params)])
@@ -92,6 +97,11 @@ def main(out):
                                                                    [1.0, 0.0, 0.0], [1, 1, 1])
     seeds["invalid-v2-keep-missing-network.model"] = model_v2(clinic, "y", ["no", "yes"], [], 1, [1.0, 0.0, 0.0],
                                                               [0, 0, 0], impute=3)
+    plain = [("age", 0, False, []), ("dose", 0, False, [])]
+    seeds["valid-v2-regression.model"] = model_v2(plain, "length_of_stay", None, [4], 2, [50.0, 2.5], [0, 0],
+                                                  target=(6.5, 3.25))
+    seeds["invalid-v2-regression-zero-scale.model"] = model_v2(plain, "length_of_stay", None, [], 1, [50.0, 2.5],
+                                                               [0, 0], target=(6.5, 0.0))
     good = seeds["valid-logreg.model"]
     seeds["invalid-truncated.model"] = good[:-1]
     body = bytearray(good[:-32])

@@ -160,8 +160,11 @@ TEST_F(Outputs, ModelFileReaderIsStrict) {
     EXPECT_EQ(r.status().code(), code) << what << ": " << r.status().ToString();
   };
   std::vector<uint8_t> b = good;
-  b[8] = 2;
-  expect_code(b, Code::kUnsupported, "version 2");
+  b[8] = 3;
+  expect_code(b, Code::kUnsupported, "version 3");
+  b = good;
+  b[8] = 2;  // a known version, but this model (plain data, classification) has only version 1
+  expect_code(b, Code::kInvalidInput, "version 2");
   b = good;
   b[10] = 1;
   expect_code(b, Code::kInvalidInput, "flags");

@@ -538,6 +538,29 @@ Result<JobSpec> ParseJob(std::string_view text, const std::string& source, const
     RETURN_IF_ERROR(t.Bool("indicators", &job.preprocess.indicators));
     RETURN_IF_ERROR(t.Finish());
   }
+  // [evaluation]
+  ASSIGN_OR_RETURN(const toml::table* eval, SubTable(top, "evaluation"));
+  if (eval != nullptr) {
+    Table t(*eval, "evaluation", source);
+    const toml::node* th = t.Get("threshold");
+    const toml::node* sens = t.Get("target_sensitivity");
+    if (th != nullptr && sens != nullptr) return t.Error(*sens, "target_sensitivity", "and 'threshold' exclude each other");
+    if (th != nullptr && th->is_string()) {
+      if (th->as_string()->get() != "youden") {
+        return t.Error(*th, "threshold", "must be a number in [0, 1] or \"youden\", got '" + th->as_string()->get() + "'");
+      }
+      job.evaluation.rule = ThresholdRule::kYouden;
+    } else {
+      RETURN_IF_ERROR(t.Number("threshold", 0, 1, false, false, &job.evaluation.threshold));
+    }
+    if (sens != nullptr) {
+      job.evaluation.rule = ThresholdRule::kTargetSensitivity;
+      RETURN_IF_ERROR(t.Number("target_sensitivity", 0, 1, true, false, &job.evaluation.target_sensitivity));
+    }
+    RETURN_IF_ERROR(t.UInt("bootstrap_resamples", 0, 100000, &job.evaluation.bootstrap_resamples));
+    RETURN_IF_ERROR(t.UInt("calibration_bins", 2, 100, &job.evaluation.calibration_bins));
+    RETURN_IF_ERROR(t.Finish());
+  }
   if (job.schedule.kind == kernels::kLrCosine && job.schedule.min_lr > job.optimizer.lr) {
     return InvalidInput(source + ": 'schedule.min_lr' is above 'optimizer.lr'");
   }

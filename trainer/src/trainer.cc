@@ -69,8 +69,11 @@ Status UploadScaledTargets(Backend& backend, const LockedArray<float>& labels, c
 }
 
 // Validation loss, accuracy and AUC (regression: RMSE, MAE, R^2) over the rows of xv / yv.
+// With `keep`, the predictions (probabilities; regression: values in the target's units)
+// are moved there.
 Status Evaluate(Backend& backend, Mlp& model, const Buffer& xv, const Buffer& yv, size_t rows, size_t features,
-                const LockedArray<float>& labels, const TargetScale& targets, EpochMetrics* m) {
+                const LockedArray<float>& labels, const TargetScale& targets, EpochMetrics* m,
+                LockedArray<float>* keep = nullptr) {
   if (rows == 0) {
     m->val_loss = m->val_accuracy = m->val_auc = kNaN;
     m->val_rmse = m->val_mae = m->val_r2 = kNaN;
@@ -95,11 +98,12 @@ Status Evaluate(Backend& backend, Mlp& model, const Buffer& xv, const Buffer& yv
     for (float& v : host) v = v * targets.scale + targets.mean;  // back to the target's units
     RegressionErrors(host.data(), labels.data(), rows, m);
     m->val_accuracy = m->val_auc = kNaN;
-    return OkStatus();
+  } else {
+    m->val_accuracy = Accuracy(host.data(), labels.data(), rows, shape.classes);
+    m->val_auc = RocAuc(host.data(), labels.data(), rows, shape.classes);
+    m->val_rmse = m->val_mae = m->val_r2 = kNaN;
   }
-  m->val_accuracy = Accuracy(host.data(), labels.data(), rows, shape.classes);
-  m->val_auc = RocAuc(host.data(), labels.data(), rows, shape.classes);
-  m->val_rmse = m->val_mae = m->val_r2 = kNaN;
+  if (keep != nullptr) *keep = std::move(host);
   return OkStatus();
 }
 
@@ -520,7 +524,8 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
     if (!std::isfinite(m.train_loss)) {
       return InvalidInput("training diverged at epoch " + std::to_string(epoch) + " (loss is not finite): lower optimizer.lr");
     }
-    RETURN_IF_ERROR(Evaluate(backend, model, xva, yva, nva, F, val_labels, targets, &m));
+    RETURN_IF_ERROR(Evaluate(backend, model, xva, yva, nva, F, val_labels, targets, &m,
+                             epoch == job.epochs ? &result.val_predictions : nullptr));
     m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     result.epochs.push_back(m);
     if (callbacks.on_epoch) callbacks.on_epoch(m);
@@ -534,6 +539,8 @@ Result<CvResult> CrossValidate(Backend& backend, const JobSpec& job, const Loade
                                const TrainCallbacks& callbacks, const std::function<void(uint32_t, uint32_t)>& on_fold) {
   ASSIGN_OR_RETURN(std::vector<Split> splits, StratifiedKFold(data.labels, data.classes, folds, job.seed));
   CvResult cv;
+  cv.width = data.classes > 2 ? data.classes : 1;
+  ASSIGN_OR_RETURN(cv.out_of_fold, LockedArray<float>::Create(data.rows * cv.width));
   double acc = 0, auc = 0, rmse = 0, r2 = 0;
   for (uint32_t f = 0; f < folds; ++f) {
     if (on_fold) on_fold(f + 1, folds);
@@ -544,6 +551,13 @@ Result<CvResult> CrossValidate(Backend& backend, const JobSpec& job, const Loade
     auc += last.val_auc;
     rmse += last.val_rmse;
     r2 += last.val_r2;
+    // Every row is in exactly one fold's validation rows: its prediction by that fold's model.
+    const LockedArray<uint32_t>& val = splits[f].val;
+    if (r.val_predictions.size() != val.size() * cv.width) return Internal("fold predictions do not match its rows");
+    for (size_t i = 0; i < val.size(); ++i) {
+      std::copy(r.val_predictions.data() + i * cv.width, r.val_predictions.data() + (i + 1) * cv.width,
+                cv.out_of_fold.data() + size_t{val[i]} * cv.width);
+    }
     cv.folds.push_back(std::move(r));
   }
   cv.mean_accuracy = acc / folds;

@@ -81,6 +81,17 @@ struct BrokerSpec {
   std::string witness_policy;
 };
 
+// [evaluation]: the final model's metrics on the validation rows (run) or the pooled
+// out-of-fold predictions (cv), with bootstrap intervals (metrics_report.h).
+enum class ThresholdRule { kFixed, kYouden, kTargetSensitivity };
+struct EvaluationSpec {
+  ThresholdRule rule = ThresholdRule::kFixed;
+  double threshold = 0.5;           // kFixed: binary, predicted positive when p >= threshold
+  double target_sensitivity = 0.9;  // kTargetSensitivity: the largest threshold reaching it
+  uint32_t bootstrap_resamples = 1000;
+  uint32_t calibration_bins = 10;
+};
+
 enum Metric : uint32_t { kMetricLoss = 1, kMetricAccuracy = 2, kMetricRocAuc = 4 };
 
 struct JobSpec {
@@ -94,6 +105,7 @@ struct JobSpec {
   StreamingSpec streaming;
   std::vector<DatasetSpec> datasets;
   PreprocessSpec preprocess;  // [preprocess]: missing values and categorical columns
+  EvaluationSpec evaluation;  // [evaluation]
   ModelSpec model;
   OptimizerSpec optimizer;
   ScheduleSpec schedule;

@@ -84,6 +84,9 @@ struct TrainResult {
   // Regression: the network predicts (target - label_mean) / label_scale, from the training
   // rows' targets (mean; population standard deviation, 1 when they are all equal).
   float label_mean = 0, label_scale = 1;
+  // The final model's predictions of the validation rows, in split.val order: rows x 1
+  // (binary P(class 1); regression values, in the target's units) or rows x classes.
+  LockedArray<float> val_predictions;
   uint64_t steps = 0;
   size_t train_rows = 0, val_rows = 0;
   bool stopped = false;  // should_stop said so: params etc. are those of the stop, epochs unfinished
@@ -119,6 +122,10 @@ struct CvResult {
   std::vector<TrainResult> folds;
   double mean_accuracy = 0, mean_auc = 0;  // final-epoch metrics, mean over folds (regression: NaN)
   double mean_rmse = 0, mean_r2 = 0;       // regression: the same; classification: NaN
+  // Out-of-fold predictions, by data row (rows x width): each row predicted by the model of
+  // the fold that held it out. What pooled metrics are computed on.
+  size_t width = 1;
+  LockedArray<float> out_of_fold;
 };
 
 // Stratified k-fold cross-validation: one full training run per fold (same job and seed),
