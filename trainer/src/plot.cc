@@ -52,7 +52,8 @@ double NiceStep(double range, int n) {
   return 10 * mag;
 }
 
-// `note`: instead of series, the panel says this (no validation split).
+// `note`: instead of a frame with axes and series, the panel is its title and this text
+// (no validation split).
 void Panel(std::string& out, const std::vector<EpochMetrics>& epochs, const std::vector<Series>& series,
            double top, const char* title, bool unit_range, const std::string& note = "") {
   const double w = kWidth - kLeft - kRight, h = kPanelHeight;
@@ -60,9 +61,7 @@ void Panel(std::string& out, const std::vector<EpochMetrics>& epochs, const std:
     out += "<g class=\"panel\">\n";
     out += "<text x=\"" + Fmt(kLeft) + "\" y=\"" + Fmt(top - 10) + "\" font-size=\"14\" font-weight=\"bold\">" +
            std::string(title) + "</text>\n";
-    out += "<rect x=\"" + Fmt(kLeft) + "\" y=\"" + Fmt(top) + "\" width=\"" + Fmt(w) + "\" height=\"" + Fmt(h) +
-           "\" fill=\"none\" stroke=\"#444\"/>\n";
-    out += "<text id=\"panel-note\" x=\"" + Fmt(kLeft + w / 2) + "\" y=\"" + Fmt(top + h / 2) +
+    out += "<text id=\"panel-note\" x=\"" + Fmt(kLeft + w / 2) + "\" y=\"" + Fmt(top + 30) +
            "\" font-size=\"14\" fill=\"#666\" text-anchor=\"middle\">" + Escape(note) + "</text>\n";
     out += "</g>\n";
     return;
