@@ -140,9 +140,13 @@ cmp -s "$T/pred1.csv" "$T/pred3.csv" || fail "predict --json --out: another CSV"
 }
 
 item_path_errors() {
-# §7.5: an existing --out names --force.
-expect_rc 7 "predict: --out exists" -- "$TRAIN" predict --model "$T/model.bin" --csv "$CSV" --out "$T/pred3.csv"
-grep -q "^enclave-train predict: error: already exists: $T/pred3.csv exists (use --force to overwrite)$" "$T/err" ||
+# §7.5: "exists" errors name --force (run's outputs, predict's --out).
+expect_rc 7 "run: report.json exists" -- "$TRAIN" run --job "$T/clear.toml" --device cpu
+grep -q "^enclave-train run: error: already exists: $T/out-clear/report.json exists (use --force to overwrite)$" "$T/err" ||
+  { cat "$T/err" >&2; fail "run: the 'exists' error does not name --force"; }
+: > "$T/exists.csv"
+expect_rc 7 "predict: --out exists" -- "$TRAIN" predict --model "$T/model.bin" --csv "$CSV" --out "$T/exists.csv"
+grep -q "^enclave-train predict: error: already exists: $T/exists.csv exists (use --force to overwrite)$" "$T/err" ||
   { cat "$T/err" >&2; fail "predict: the 'exists' error does not name --force"; }
 
 # §7.5: path errors name the job key and its line.
