@@ -228,6 +228,11 @@ Result<Session> Prepare(const Args& args, bool checkpoints, const std::string& k
   bool sealed = false;
   for (const DatasetSpec& d : s.job.datasets) sealed = sealed || d.format == DatasetFormat::kSealed;
   if (!s.job.broker.url.empty() && !args.Has("keystore")) {
+    // The broker's files too, named by key and line, before this host attests.
+    RETURN_IF_ERROR(CheckInputFile(JobPathAt(s.job, "broker.ca"), s.job.broker.ca));
+    if (!s.job.broker.witness_policy.empty()) {
+      RETURN_IF_ERROR(CheckInputFile(JobPathAt(s.job, "broker.witness_policy"), s.job.broker.witness_policy));
+    }
 #ifdef ENCLAVE_HAVE_ATTESTED_MODE
     AttestedJob::Options o;
     o.tcti = args.Get("tcti");

@@ -610,6 +610,13 @@ TEST(Plot, HeaderNamesDataRowsFinalMetricsAndMode) {
   EXPECT_NE(none.find("final (epoch 2): training loss 0.06173, no validation split<"), std::string::npos);
   EXPECT_EQ(none.find("series-val_"), std::string::npos);
   EXPECT_EQ(none.find("nan"), std::string::npos);
+
+  // Names need not be UTF-8: the SVG stays well-formed, each bad byte U+FFFD.
+  info.title = "a\xff\xc3\xa9";
+  info.datasets = {{"d", "f\xc3(.csv", 1}};
+  const std::string bad = TrainingCurveSvg(e, kMetricLoss, info);
+  EXPECT_NE(bad.find("<title>a\xef\xbf\xbd\xc3\xa9</title>"), std::string::npos);
+  EXPECT_NE(bad.find("(f\xef\xbf\xbd(.csv, 1 rows)"), std::string::npos);
 }
 
 TEST(Plot, HumanMetricHasFourSignificantDigits) {

@@ -18,18 +18,53 @@ std::string Fmt(double v, const char* f = "%.2f") {
   return b;
 }
 
+// The length of the well-formed UTF-8 sequence at s[i] (1..4), or 0 when it is not one
+// (overlong, surrogate, above U+10FFFF, truncated).
+size_t Utf8Length(const std::string& s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  if (c < 0x80) return 1;
+  size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
+  if (c >= 0xC2 && c <= 0xDF) n = 2;
+  else if (c == 0xE0) n = 3, lo = 0xA0;
+  else if (c == 0xED) n = 3, hi = 0x9F;
+  else if (c >= 0xE1 && c <= 0xEF) n = 3;
+  else if (c == 0xF0) n = 4, lo = 0x90;
+  else if (c == 0xF4) n = 4, hi = 0x8F;
+  else if (c >= 0xF1 && c <= 0xF3) n = 4;
+  else return 0;
+  if (i + n > s.size() || b(i + 1) < lo || b(i + 1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k) {
+    if (b(i + k) < 0x80 || b(i + k) > 0xBF) return 0;
+  }
+  return n;
+}
+
+// XML text: the five specials escaped, control characters dropped (not allowed in XML
+// 1.0), and bytes that are not UTF-8 (a job name, a file name) as U+FFFD, so that the
+// SVG stays well-formed.
 std::string Escape(const std::string& s) {
   std::string o;
-  for (char c : s) {
+  for (size_t i = 0; i < s.size();) {
+    const char c = s[i];
     switch (c) {
       case '&': o += "&amp;"; break;
       case '<': o += "&lt;"; break;
       case '>': o += "&gt;"; break;
       case '"': o += "&quot;"; break;
-      default:
-        // Control characters are not allowed in XML 1.0 text.
-        if (static_cast<unsigned char>(c) >= 0x20 || c == '\t') o += c;
+      default: {
+        const size_t n = Utf8Length(s, i);
+        if (n == 0) {
+          o += "\xEF\xBF\xBD";
+        } else if (n > 1 || static_cast<unsigned char>(c) >= 0x20 || c == '\t') {
+          o.append(s, i, n);
+        }
+        i += n == 0 ? 1 : n;
+        continue;
+      }
     }
+    ++i;
   }
   return o;
 }
