@@ -36,16 +36,23 @@ pass; expect_rc 0 "open-model" -- "$DATA" open-model --keystore "$T/ks" --passph
   --in "$T/out-clear/model.sealed" --out "$T/model.bin"
 expect_rc 0 "predict --out" -- "$TRAIN" predict --model "$T/model.bin" --csv "$CSV" --out "$T/pred1.csv"
 
-sig4() {  # sig4 WHAT FILE: every metric after accuracy/AUC/loss/std in FILE has 4 significant digits
+sig4() {  # sig4 WHAT FILE: every metric after accuracy/AUC/loss/std/val_acc/val_auc in FILE has 4 significant digits
   python3 - "$1" "$2" <<'PY' || fail "$1: metrics not printed to 4 significant digits"
 import re, sys
 what, text = sys.argv[1], open(sys.argv[2]).read()
-nums = re.findall(r"(?:accuracy|AUC|loss|std) ([-+0-9.e]+)", text)
+nums = re.findall(r"(?:accuracy|AUC|loss|std|val_acc|val_auc) ([-+0-9.e]+)", text)
 assert nums, (what, text)
 for n in nums:
     mant = n.split("e")[0].lstrip("-+").replace(".", "").lstrip("0")
     assert len(mant) == 4 or re.fullmatch(r"0\.000", n), (what, n, text)
 PY
+}
+# on_tty FILE -- command...: runs the command with stderr on a terminal (the per-epoch
+# progress lines), its output in FILE, one line per carriage return; 1 without script(1).
+on_tty() {
+  local file=$1; shift 2
+  command -v script >/dev/null 2>&1 || return 1
+  script -qec "$(printf '%q ' "$@")" /dev/null 2>&1 | tr '\r' '\n' | grep -a . > "$file"
 }
 
 item_plot_header() {
@@ -76,6 +83,10 @@ expect_rc 0 "run, validation_fraction = 0" -- "$TRAIN" run --job "$T/noval.toml"
 grep -q "no validation split (validation_fraction = 0)" "$T/out" || { cat "$T/out" >&2; fail "console: no 'no validation split'"; }
 ! grep -qiw "nan" "$T/out" "$T/err" || { cat "$T/out" "$T/err" >&2; fail "console prints nan"; }
 sig4 "run summary without validation" "$T/out"
+if on_tty "$T/tty" -- "$TRAIN" run --job "$T/noval.toml" --device cpu --force; then
+  grep -q "^epoch 5/5 loss [0-9.]* (no validation split) lr " "$T/tty" || { cat "$T/tty" >&2; fail "progress line: no 'no validation split'"; }
+  ! grep -qiw "nan" "$T/tty" || { cat "$T/tty" >&2; fail "progress lines print nan"; }
+fi
 expect_rc 0 "run --json, validation_fraction = 0" -- "$TRAIN" run --job "$T/noval.toml" --device cpu --json --force
 python3 - "$T/out" "$T/out-noval/report.json" "$T/out-noval/training-curve.svg" <<'PY' || fail "validation_fraction = 0"
 import json, sys, xml.etree.ElementTree as ET
@@ -213,6 +224,11 @@ sed -e "s#$T/out-clear\"#$T/out-ux\"#" "$T/clear.toml" > "$T/ux.toml"
 expect_rc 0 "run (console summary)" -- "$TRAIN" run --job "$T/ux.toml" --device cpu
 grep -q "validation accuracy" "$T/out" || fail "run summary: no validation accuracy"
 sig4 "run summary" "$T/out"
+if on_tty "$T/tty" -- "$TRAIN" run --job "$T/ux.toml" --device cpu --force; then
+  grep "^epoch [0-9]/5 loss " "$T/tty" > "$T/epochs" || { cat "$T/tty" >&2; fail "no progress lines on a terminal"; }
+  [ "$(wc -l < "$T/epochs")" = 5 ] || { cat "$T/tty" >&2; fail "want 5 progress lines"; }
+  sig4 "progress lines" "$T/epochs"
+fi
 expect_rc 0 "cv (console summary)" -- "$TRAIN" cv --job "$T/ux.toml" --folds 3 --device cpu
 sig4 "cv summary" "$T/out"
 }
