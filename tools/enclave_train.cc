@@ -105,13 +105,20 @@ Result<std::string> ParamsDigest(Backend& backend, const TrainResult& r) {
 
 // One epoch's metrics at full precision (the shortest text that reads back as the same
 // double). Without a validation split (`validation` false) every val_* key the job asks
-// for is null, as is a metric that cannot be computed.
-json EpochJson(const EpochMetrics& m, uint32_t metrics, bool validation = true) {
+// for is null, as is a metric that cannot be computed. Regression (`regression`, or
+// validation RMSE present): val_rmse, val_mae, val_r2 instead of accuracy and AUC.
+json EpochJson(const EpochMetrics& m, uint32_t metrics, bool validation = true, bool regression = false) {
   auto val = [validation](double v) { return validation ? Num(v) : json(nullptr); };
   json j = {{"epoch", m.epoch}, {"lr", m.lr}, {"seconds", m.seconds}};
   if (metrics & kMetricLoss) {
     j["train_loss"] = Num(m.train_loss);
     j["val_loss"] = val(m.val_loss);
+  }
+  if (regression || !std::isnan(m.val_rmse)) {  // regression: its own validation metrics
+    j["val_rmse"] = val(m.val_rmse);
+    j["val_mae"] = val(m.val_mae);
+    j["val_r2"] = val(m.val_r2);
+    return j;
   }
   if (metrics & kMetricAccuracy) j["val_accuracy"] = val(m.val_accuracy);
   if (metrics & kMetricRocAuc) j["val_roc_auc"] = val(m.val_auc);
@@ -130,8 +137,29 @@ json JobJson(const std::string& path, const JobSpec& job) {
   return {{"file", path}, {"name", job.name}, {"sha256", HexEncode(job.digest)}, {"seed", job.seed}};
 }
 
+// What the inputs were made of (the plan, not the fitted fills: those are statistics of
+// the training rows and travel only in the sealed model).
+json PreprocessingJson(const Preprocessing& p) {
+  if (p.identity()) return nullptr;
+  static const char* const kImpute[] = {"median", "mean", "most_frequent", "keep_missing"};
+  size_t indicators = 0, one_hot = 0, categorical = 0;
+  for (const ColumnPlan& c : p.columns) {
+    indicators += c.indicator ? 1 : 0;
+    if (c.kind == dataset::ColumnKind::kCategorical) {
+      ++categorical;
+      one_hot += c.categories + 1;
+    }
+  }
+  return {{"impute", kImpute[static_cast<int>(p.impute)]},
+          {"raw_features", p.raw_features()},
+          {"indicator_columns", indicators},
+          {"categorical_columns", categorical},
+          {"one_hot_columns", one_hot}};
+}
+
 json ModelJson(const TrainResult& r) {
-  return {{"inputs", r.shape.inputs},
+  return {{"preprocessing", PreprocessingJson(r.preprocessing)},
+          {"inputs", r.shape.inputs},
           {"hidden", r.shape.hidden},
           {"activation", ActivationName(r.shape.activation)},
           {"classes", r.shape.classes},
@@ -164,13 +192,17 @@ class EpochLine {
   }
   void Epoch(const EpochMetrics& m) {
     if (!enabled_) return;
-    if (validation_) {
+    if (!validation_) {
+      std::fprintf(stderr, "\r%sepoch %u/%u loss %s (no validation split) lr %.4g  \n", prefix_.c_str(), m.epoch,
+                   epochs_, HumanMetric(m.train_loss).c_str(), m.lr);
+    } else if (!std::isnan(m.val_rmse)) {
+      std::fprintf(stderr, "\r%sepoch %u/%u loss %s val_loss %s val_rmse %s val_r2 %s lr %.4g  \n", prefix_.c_str(),
+                   m.epoch, epochs_, HumanMetric(m.train_loss).c_str(), HumanMetric(m.val_loss).c_str(),
+                   HumanMetric(m.val_rmse).c_str(), HumanMetric(m.val_r2).c_str(), m.lr);
+    } else {
       std::fprintf(stderr, "\r%sepoch %u/%u loss %s val_loss %s val_acc %s val_auc %s lr %.4g  \n", prefix_.c_str(),
                    m.epoch, epochs_, HumanMetric(m.train_loss).c_str(), HumanMetric(m.val_loss).c_str(),
                    HumanMetric(m.val_accuracy).c_str(), HumanMetric(m.val_auc).c_str(), m.lr);
-    } else {
-      std::fprintf(stderr, "\r%sepoch %u/%u loss %s (no validation split) lr %.4g  \n", prefix_.c_str(), m.epoch,
-                   epochs_, HumanMetric(m.train_loss).c_str(), m.lr);
     }
   }
   void set_prefix(std::string p) { prefix_ = std::move(p); }
@@ -368,15 +400,15 @@ Status WriteReport(AtomicOutputFile& out, const json& report) {
 }
 
 TrainCallbacks Callbacks(const Args& args, const JobSpec& job, EpochLine* line, const json& extra,
-                         uint32_t* current_epoch, bool validation = true) {
+                         uint32_t* current_epoch, bool validation = true, bool regression = false) {
   TrainCallbacks cb;
   cb.on_step = [line, current_epoch](uint64_t done, uint64_t total) { line->Step(*current_epoch, done, total); };
-  cb.on_epoch = [&args, &job, line, extra, current_epoch, validation](const EpochMetrics& m) {
+  cb.on_epoch = [&args, &job, line, extra, current_epoch, validation, regression](const EpochMetrics& m) {
     ++*current_epoch;
     if (args.json()) {
       json j = {{"event", "epoch"}};
       j.update(extra);
-      j.update(EpochJson(m, job.metrics, validation));
+      j.update(EpochJson(m, job.metrics, validation, regression));
       EmitLine(j);
     } else {
       line->Epoch(m);
@@ -602,11 +634,12 @@ Status Run(const Args& args) {
   // validation_fraction = 0 (or one too small for any row): no validation metrics; the
   // console, the JSON lines, the report and the plot say so instead of printing NaN.
   const bool validation = !split.val.empty();
+  const bool regression = s.data.classes == 0;
   if (!validation && !args.json()) std::fprintf(stderr, "enclave-train: %s\n", NoValidationSplit(s.job).c_str());
   EpochLine line(!args.json(), s.job.epochs);
   line.set_validation(validation);
   uint32_t epoch = resume ? resume->epoch : 1;
-  TrainCallbacks cb = Callbacks(args, s.job, &line, json::object(), &epoch, validation);
+  TrainCallbacks cb = Callbacks(args, s.job, &line, json::object(), &epoch, validation, regression);
   cb.model_stays_on_backend = true;  // sealed where it is (on the GPU backend: on the device)
   uint64_t written = 0;
   std::string last_checkpoint;
@@ -678,19 +711,34 @@ Status Run(const Args& args) {
     if (args.json()) {
       EmitLine({{"event", "done"}, {"ok", true}, {"rank", dist.rank}, {"world_size", dist.world_size},
                 {"validation_split", validation},
-                {"final", EpochJson(f, s.job.metrics, validation)}, {"parameters_sha256", params_digest},
+                {"final", EpochJson(f, s.job.metrics, validation, regression)}, {"parameters_sha256", params_digest},
                 {"ring_bytes_sent", ring != nullptr ? json(ring->bytes_sent()) : json(nullptr)}});
     } else {
       std::printf("rank %u of %u: trained %s for %u epochs, %s\nparameters sha256 %s\n", dist.rank, dist.world_size,
                   s.job.name.c_str(), s.job.epochs,
-                  validation ? ("validation accuracy " + HumanMetric(f.val_accuracy)).c_str()
-                             : NoValidationSplit(s.job).c_str(),
+                  !validation  ? NoValidationSplit(s.job).c_str()
+                  : regression ? ("validation RMSE " + HumanMetric(f.val_rmse)).c_str()
+                               : ("validation accuracy " + HumanMetric(f.val_accuracy)).c_str(),
                   params_digest.c_str());
     }
     return OkStatus();
   }
 
-  ASSIGN_OR_RETURN(double all_rows_accuracy, AllRowsAccuracy(*s.backend, r.Resident(), s.data));
+  json all_rows = {{"rows", s.data.rows}};
+  double all_rows_metric = 0;  // RMSE (regression) or accuracy over every row
+  if (r.shape.regression()) {  // loaded data only: regression is not streamed
+    ASSIGN_OR_RETURN(LockedArray<float> pred, PredictResident(*s.backend, r.Resident(), s.data.x, s.data.rows));
+    double sse = 0;
+    for (size_t i = 0; i < s.data.rows; ++i) {
+      const double d = static_cast<double>(pred[i]) - s.data.labels[i];
+      sse += d * d;
+    }
+    all_rows_metric = std::sqrt(sse / static_cast<double>(s.data.rows));
+    all_rows["rmse"] = Num(all_rows_metric);
+  } else {
+    ASSIGN_OR_RETURN(all_rows_metric, AllRowsAccuracy(*s.backend, r.Resident(), s.data));
+    all_rows["accuracy"] = Num(all_rows_metric);
+  }
   json report = ReportHeader(args, s, "run");
   report["model"] = ModelJson(r);
   report["train_rows"] = r.train_rows;
@@ -707,10 +755,10 @@ Status Run(const Args& args) {
                                      {"ring_bytes_sent", ring != nullptr ? json(ring->bytes_sent()) : json(nullptr)}}
                               : json(nullptr);
   json epochs = json::array();
-  for (const EpochMetrics& m : r.epochs) epochs.push_back(EpochJson(m, s.job.metrics, validation));
+  for (const EpochMetrics& m : r.epochs) epochs.push_back(EpochJson(m, s.job.metrics, validation, regression));
   report["epochs"] = epochs;
-  report["final"] = EpochJson(r.epochs.back(), s.job.metrics, validation);
-  report["all_rows"] = {{"rows", s.data.rows}, {"accuracy", Num(all_rows_accuracy)}};
+  report["final"] = EpochJson(r.epochs.back(), s.job.metrics, validation, regression);
+  report["all_rows"] = all_rows;
   report["parameters_sha256"] = params_digest;
   report["checkpoints"] = {{"every_steps", s.job.checkpoint.every_steps},
                            {"dir", ckpt_key ? json(ckpt_dir) : json(nullptr)},
@@ -726,14 +774,14 @@ Status Run(const Args& args) {
   json exported = nullptr;
   if (export_key) {
     crypto::ModelSealOptions opt;
-    opt.info.format_id = kModelFormatId;
+    opt.info.format_id = ModelFormatIdFor(r.preprocessing, r.shape);
     opt.info.job_digest = s.job.digest;
     ASSIGN_OR_RETURN(const SealedModel sealed,
                      SealResidentModel(*s.backend, r.Resident(), s.data.schema, *export_key, opt, model_path, force));
     const crypto::ModelExportInfo& info = sealed.info;
     exported = {{"file", model_path},
                 {"sha256", HexEncode(info.file_digest)},
-                {"format_id", kModelFormatId},
+                {"format_id", opt.info.format_id},
                 {"plaintext_bytes", sealed.plaintext_bytes},
                 {"plaintext_sha256", HexEncode(sealed.plaintext_sha256)},
                 {"sealed_on", s.backend->kind()},
@@ -757,6 +805,7 @@ Status Run(const Args& args) {
   plot.val_rows = r.val_rows;
   plot.validation_fraction = s.job.validation_fraction;
   plot.development_mode = !s.Attested();
+  plot.regression = regression;
   const std::string svg = TrainingCurveSvg(r.epochs, s.job.metrics, plot);
   RETURN_IF_ERROR(plot_out->Write(svg.data(), svg.size()));
   RETURN_IF_ERROR(plot_out->Commit());
@@ -801,19 +850,28 @@ Status Run(const Args& args) {
     EmitLine(done);
   } else {
     const EpochMetrics& f = r.epochs.back();
-    if (validation) {
-      std::printf("trained %s on %zu rows (%zu validation) for %u epochs on %s\n"
-                  "validation accuracy %s, ROC AUC %s, loss %s (training loss %s)\n",
-                  s.job.name.c_str(), r.train_rows, r.val_rows, s.job.epochs, s.backend->Describe().c_str(),
-                  HumanMetric(f.val_accuracy).c_str(), HumanMetric(f.val_auc).c_str(), HumanMetric(f.val_loss).c_str(),
-                  HumanMetric(f.train_loss).c_str());
-    } else {
+    if (!validation) {
       std::printf("trained %s on %zu rows for %u epochs on %s\n%s; training loss %s\n", s.job.name.c_str(),
                   r.train_rows, s.job.epochs, s.backend->Describe().c_str(), NoValidationSplit(s.job).c_str(),
                   HumanMetric(f.train_loss).c_str());
+    } else {
+      std::printf("trained %s on %zu rows (%zu validation) for %u epochs on %s\n", s.job.name.c_str(), r.train_rows,
+                  r.val_rows, s.job.epochs, s.backend->Describe().c_str());
+      if (regression) {
+        std::printf("validation RMSE %s, MAE %s, R^2 %s\n", HumanMetric(f.val_rmse).c_str(),
+                    HumanMetric(f.val_mae).c_str(), HumanMetric(f.val_r2).c_str());
+      } else {
+        std::printf("validation accuracy %s, ROC AUC %s, loss %s (training loss %s)\n",
+                    HumanMetric(f.val_accuracy).c_str(), HumanMetric(f.val_auc).c_str(),
+                    HumanMetric(f.val_loss).c_str(), HumanMetric(f.train_loss).c_str());
+      }
     }
-    std::printf("accuracy over all %zu rows %s\nparameters sha256 %s\n", s.data.rows,
-                HumanMetric(all_rows_accuracy).c_str(), params_digest.c_str());
+    if (regression) {
+      std::printf("RMSE over all %zu rows %s\n", s.data.rows, HumanMetric(all_rows_metric).c_str());
+    } else {
+      std::printf("accuracy over all %zu rows %s\n", s.data.rows, HumanMetric(all_rows_metric).c_str());
+    }
+    std::printf("parameters sha256 %s\n", params_digest.c_str());
     if (export_key) {
       std::printf("model: %s (sealed to export key '%s', sha256 %s)\n", model_path.c_str(), export_key->name.c_str(),
                   exported["sha256"].get<std::string>().c_str());
@@ -842,8 +900,9 @@ Status Predict(const Args& args) {
     crypto::ModelExportInfo info;
     ASSIGN_OR_RETURN(bytes, crypto::OpenModelToMemory(model_path, ks, kMaxModelBytes, &info));
     format_id = info.metadata.info.format_id;
-    if (format_id != kModelFormatId) {
-      return Unsupported(model_path + ": model format '" + format_id + "', this build reads '" + kModelFormatId + "'");
+    if (format_id != kModelFormatId && format_id != kModelFormatIdV2) {
+      return Unsupported(model_path + ": model format '" + format_id + "', this build reads '" + kModelFormatId +
+                         "' and '" + kModelFormatIdV2 + "'");
     }
   } else {
     // Straight into locked memory: the weights derive from the tenant's data.
@@ -859,7 +918,7 @@ Status Predict(const Args& args) {
   Result<ModelFile> parsed = ParseModelFile(bytes.ExposeSecret());
   if (!parsed.ok()) return parsed.status().Annotate(model_path);
   const ModelFile& model = *parsed;
-  ASSIGN_OR_RETURN(FeatureTable t, ReadFeatureCsv(args.Get("csv"), model.schema));
+  ASSIGN_OR_RETURN(FeatureTable t, ReadFeatureCsv(args.Get("csv"), model.schema, &model.preprocessing));
   Device device = Device::kCpu;
   if (args.Has("device")) {
     const std::string d = args.Get("device");
@@ -872,15 +931,25 @@ Status Predict(const Args& args) {
   const uint32_t C = model.shape.classes;
 
   // The predictions: row (1-based data row), predicted class name, one probability per
-  // class (9 significant digits: a float32 exactly). As CSV text (--out, or stdout), or
-  // with --json and no --out in the JSON document, the same numbers.
+  // class, or for regression the predicted value (9 significant digits: a float32
+  // exactly). As CSV text (--out, or stdout), or with --json and no --out in the JSON
+  // document, the same numbers.
   const bool in_json = args.json() && !out;
+  const bool regression = model.shape.regression();
   std::string text = "row,predicted";
   for (const std::string& c : model.schema.classes) text += "," + dataset::CsvEscape("p_" + c);
   text += "\n";
   json predictions = json::array();
   char num[32];
-  for (size_t r = 0; r < t.rows; ++r) {
+  for (size_t r = 0; r < t.rows && regression; ++r) {
+    std::snprintf(num, sizeof(num), "%.9g", static_cast<double>(probs[r]));
+    if (in_json) {
+      predictions.push_back({{"row", r + 1}, {"predicted", std::strtod(num, nullptr)}});
+    } else {
+      text += std::to_string(r + 1) + "," + num + "\n";
+    }
+  }
+  for (size_t r = 0; r < t.rows && !regression; ++r) {
     const std::string& predicted = model.schema.classes[PredictedClass(probs.data(), r, C)];
     json p_json = json::array();
     if (!in_json) text += std::to_string(r + 1) + "," + dataset::CsvEscape(predicted);
@@ -900,7 +969,13 @@ Status Predict(const Args& args) {
       text += "\n";
     }
   }
-  const double accuracy = t.has_labels ? Accuracy(probs.data(), t.labels.data(), t.rows, C) : 0.0;
+  const double accuracy = t.has_labels && !regression ? Accuracy(probs.data(), t.labels.data(), t.rows, C) : 0.0;
+  double rmse = 0;
+  for (size_t r = 0; r < t.rows && t.has_labels && regression; ++r) {
+    const double d = static_cast<double>(probs[r]) - t.labels[r];
+    rmse += d * d / static_cast<double>(t.rows);
+  }
+  rmse = std::sqrt(rmse);
   if (out) {
     RETURN_IF_ERROR(out->Write(text.data(), text.size()));
     RETURN_IF_ERROR(out->Commit());
@@ -913,7 +988,8 @@ Status Predict(const Args& args) {
                 {"model_format", format_id},
                 {"rows", t.rows},
                 {"classes", model.schema.classes},
-                {"accuracy", t.has_labels ? json(accuracy) : json(nullptr)},
+                {"accuracy", t.has_labels && !regression ? json(accuracy) : json(nullptr)},
+                {"rmse", t.has_labels && regression ? json(rmse) : json(nullptr)},
                 {"out", out ? json(args.Get("out")) : json(nullptr)}};
     if (in_json) doc["predictions"] = std::move(predictions);
     cli::PrintJson(doc);
@@ -921,7 +997,11 @@ Status Predict(const Args& args) {
     std::printf("%zu predictions written to %s\n", t.rows, args.Get("out").c_str());
   }
   if (!args.json() && t.has_labels) {
-    std::fprintf(stderr, "accuracy %s (%zu rows with labels)\n", HumanMetric(accuracy).c_str(), t.rows);
+    if (regression) {
+      std::fprintf(stderr, "rmse %s (%zu rows with targets)\n", HumanMetric(rmse).c_str(), t.rows);
+    } else {
+      std::fprintf(stderr, "accuracy %s (%zu rows with labels)\n", HumanMetric(accuracy).c_str(), t.rows);
+    }
   }
   return OkStatus();
 }
@@ -981,6 +1061,9 @@ Status Cv(const Args& args) {
   report["mean_accuracy"] = Num(cv.mean_accuracy);
   report["std_accuracy"] = Num(std::sqrt(acc_sq / static_cast<double>(cv.folds.size())));
   report["mean_roc_auc"] = Num(cv.mean_auc);
+  const bool regression = cv.folds[0].shape.regression();
+  report["mean_rmse"] = regression ? Num(cv.mean_rmse) : json(nullptr);
+  report["mean_r2"] = regression ? Num(cv.mean_r2) : json(nullptr);
   const std::string path = (std::filesystem::path(s.job.output_dir) / "cv_metrics.json").string();
   report["signature"] = s.Attested() ? json(path + ".sig") : json(nullptr);
 #ifdef ENCLAVE_HAVE_ATTESTED_MODE
@@ -997,7 +1080,12 @@ Status Cv(const Args& args) {
   RETURN_IF_ERROR(WriteReport(out, report));
   if (args.json()) {
     EmitLine({{"event", "done"}, {"ok", true}, {"metrics_file", path}, {"folds", folds},
-              {"mean_accuracy", report["mean_accuracy"]}, {"mean_roc_auc", report["mean_roc_auc"]}});
+              {"mean_accuracy", report["mean_accuracy"]}, {"mean_roc_auc", report["mean_roc_auc"]},
+              {"mean_rmse", report["mean_rmse"]}, {"mean_r2", report["mean_r2"]}});
+  } else if (regression) {
+    std::printf("%llu-fold cross-validation of %s on %zu rows (%s)\nmean RMSE %s, mean R^2 %s\nmetrics: %s\n",
+                static_cast<unsigned long long>(folds), s.job.name.c_str(), s.data.rows, s.backend->Describe().c_str(),
+                HumanMetric(cv.mean_rmse).c_str(), HumanMetric(cv.mean_r2).c_str(), path.c_str());
   } else {
     std::printf("%llu-fold cross-validation of %s on %zu rows (%s)\nmean accuracy %s (std %s), mean ROC AUC %s\n"
                 "metrics: %s\n",

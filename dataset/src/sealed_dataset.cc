@@ -722,4 +722,21 @@ Status OpenSealedToCsv(const std::string& path, const crypto::Keystore& keystore
   return out.Commit();
 }
 
+struct CsvRowEncoder::Impl {
+  DatasetSchema schema;
+  CellRules rules;
+  std::map<std::string, uint32_t> classes;
+};
+
+CsvRowEncoder::CsvRowEncoder(DatasetSchema schema, CellSpec cells)
+    : impl_(std::make_unique<Impl>(Impl{std::move(schema), CellRules(cells), {}})) {
+  impl_->classes = IndexOf(impl_->schema.classes);
+}
+CsvRowEncoder::~CsvRowEncoder() = default;
+CsvRowEncoder::CsvRowEncoder(CsvRowEncoder&&) noexcept = default;
+
+Status CsvRowEncoder::Encode(const CsvReader& csv, const std::vector<std::string>& row, float* record) const {
+  return EncodeRow(csv, impl_->schema, impl_->rules, impl_->classes, row, record);
+}
+
 }  // namespace enclave::dataset

@@ -23,6 +23,37 @@ def schema(features, label, classes):
     return out
 
 
+def schema_v2(features, label, classes):
+    """features: (name, kind, missing_allowed, categories) in column order, label last."""
+    out = b"ESCH" + struct.pack("<HBI", 2, 0, len(features) + 1)
+    for name, kind, missing, cats in features:
+        out += struct.pack("<BBH", kind, 1 if missing else 0, len(name)) + name.encode()
+        if kind == 3:
+            out += struct.pack("<I", len(cats)) + b"".join(struct.pack("<H", len(c)) + c.encode() for c in cats)
+    out += struct.pack("<BBH", 2, 0, len(label)) + label.encode()
+    out += struct.pack("<I", len(classes)) + b"".join(struct.pack("<H", len(c)) + c.encode() for c in classes)
+    return out
+
+
+def model_v2(features, label, classes, hidden, activation, fills, indicators, impute=0, digest=True):
+    """Version 2: the inputs are the expanded row (one column per numeric or yes/no
+    feature, k + 1 per categorical one, then an indicator where flagged)."""
+    f = sum((len(c) + 1 if kind == 3 else 1) + ind for (_, kind, _, c), ind in zip(features, indicators))
+    k = len(classes)
+    outputs = 1 if k == 2 else k
+    sizes = [f] + hidden + [outputs]
+    params = sum(sizes[i] * sizes[i + 1] + sizes[i + 1] for i in range(len(sizes) - 1))
+    s = schema_v2(features, label, classes)
+    body = b"ENCLMODL" + struct.pack("<HHIIBBBB", 2, 0, f, k, activation, len(hidden), 0, impute)
+    body += b"".join(struct.pack("<I", h) for h in hidden)
+    body += struct.pack("<I", len(s)) + s
+    body += struct.pack("<%df" % len(fills), *fills) + bytes(indicators)
+    body += struct.pack("<%df" % f, *[0.5 * i for i in range(f)])            # mean
+    body += struct.pack("<%df" % f, *[1.0 + 0.25 * i for i in range(f)])     # inv_std
+    body += struct.pack("<%df" % params, *[((i % 5) - 2) / 10 for i in range(params)])
+    return body + (hashlib.sha256(body).digest() if digest else b"\0" * 32)
+
+
 def model(features, label, classes, hidden, activation, seed=1.0, version=1, digest=True):
     f, k = len(features), len(classes)
     outputs = 1 if k == 2 else k
@@ -46,9 +77,21 @@ def main(out):
         "valid-mlp-2-layers-tanh.model": model(two, "y", ["neg", "pos"], [4, 3], 2),
         "valid-softmax-3-classes.model": model([("a", 0), ("b", 0)], "species", ["r", "g", "b"], [5], 3),
         "invalid-digest.model": model(two, "y", ["no", "yes"], [], 1, digest=False),
-        "invalid-version.model": model(two, "y", ["no", "yes"], [], 1, version=2),
+        "invalid-version.model": model(two, "y", ["no", "yes"], [], 1, version=3),
+        # version 2 of a schema that needs no preprocessing: that model is version 1
+        "invalid-version-2-of-plain-data.model": model(two, "y", ["no", "yes"], [], 1, version=2),
         "invalid-activation.model": model(two, "y", ["no", "yes"], [2], 0),
     }
+    clinic = [("age", 0, True, []), ("smoker", 1, False, []), ("ward", 3, True, ["A", "B", "C"])]
+    seeds["valid-v2-impute-one-hot.model"] = model_v2(clinic, "y", ["no", "yes"], [3], 1, [42.5, 0.5, 2.0], [1, 0, 1])
+    seeds["valid-v2-mean-no-indicators.model"] = model_v2(clinic, "y", ["a", "b", "c"], [], 1, [40.0, 0.0, 0.0],
+                                                          [0, 0, 0], impute=1)
+    seeds["invalid-v2-fill-not-a-category.model"] = model_v2(clinic, "y", ["no", "yes"], [], 1, [1.0, 0.0, 3.0],
+                                                             [1, 0, 1])
+    seeds["invalid-v2-indicator-without-missing.model"] = model_v2(clinic, "y", ["no", "yes"], [], 1,
+                                                                   [1.0, 0.0, 0.0], [1, 1, 1])
+    seeds["invalid-v2-keep-missing-network.model"] = model_v2(clinic, "y", ["no", "yes"], [], 1, [1.0, 0.0, 0.0],
+                                                              [0, 0, 0], impute=3)
     good = seeds["valid-logreg.model"]
     seeds["invalid-truncated.model"] = good[:-1]
     body = bytearray(good[:-32])

@@ -50,6 +50,16 @@ TEST(NnMath, DerivativesFromOutputMatchFiniteDifferences) {
   }
 }
 
+TEST(NnMath, HalfSquaredError) {
+  for (float z : kXs) {
+    for (float y : {-3.5f, 0.0f, 2.25f}) {
+      const double d = static_cast<double>(z) - y;
+      Near(HalfSquaredError(z, y), 0.5 * d * d, 1e-7, 1e-6);
+      Near(HalfSquaredErrorGrad(z, y), d, 1e-7, 1e-6);
+    }
+  }
+}
+
 TEST(NnMath, BinaryCrossEntropyIsStable) {
   for (float z : kXs) {
     for (float y : {0.0f, 1.0f}) {

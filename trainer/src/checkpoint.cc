@@ -170,7 +170,7 @@ Result<TrainState> DecodeTrainState(ByteSpan bytes) {
   RETURN_IF_ERROR(r.U8("hidden_count", &nh));
   RETURN_IF_ERROR(r.U8("optimizer", &opt));
   RETURN_IF_ERROR(r.U8("has_moment2", &has_m2));
-  if (st.shape.inputs < 1 || st.shape.inputs > (1u << 20) || st.shape.classes < 2 || st.shape.classes > (1u << 16) ||
+  if (st.shape.inputs < 1 || st.shape.inputs > (1u << 20) || st.shape.classes == 1 || st.shape.classes > (1u << 16) ||
       act < kernels::kActRelu || act > kernels::kActSigmoid || nh > 16 || opt > 1 || has_m2 != opt) {
     return InvalidInput("checkpoint state: bad shape or optimizer fields");
   }

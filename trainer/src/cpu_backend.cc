@@ -247,7 +247,7 @@ Status CpuBackend::ColumnSums(Buffer m, size_t rows, size_t cols, Buffer out) {
 
 Status CpuBackend::LossAndGrad(LossKind kind, Buffer logits, Buffer labels, size_t rows, size_t classes,
                                float grad_scale, Buffer grad, double* loss_sum) {
-  const size_t width = kind == LossKind::kBinaryLogistic ? 1 : classes;
+  const size_t width = kind == LossKind::kSoftmax ? classes : 1;
   RETURN_IF_ERROR(Fits("LossAndGrad logits", logits, rows * width));
   RETURN_IF_ERROR(Fits("LossAndGrad labels", labels, rows));
   const bool want_grad = !grad.empty();
@@ -259,6 +259,12 @@ Status CpuBackend::LossAndGrad(LossKind kind, Buffer logits, Buffer labels, size
       const float z = logits.data[r];
       total += kernels::BceWithLogits(z, y);
       if (want_grad) grad.data[r] = kernels::BceWithLogitsGrad(z, y) * grad_scale;
+      continue;
+    }
+    if (kind == LossKind::kSquaredError) {
+      const float z = logits.data[r];
+      total += kernels::HalfSquaredError(z, y);
+      if (want_grad) grad.data[r] = kernels::HalfSquaredErrorGrad(z, y) * grad_scale;
       continue;
     }
     const float* z = logits.data + r * width;
@@ -280,7 +286,7 @@ Status CpuBackend::LossAndGrad(LossKind kind, Buffer logits, Buffer labels, size
 }
 
 Status CpuBackend::Probabilities(LossKind kind, Buffer logits, size_t rows, size_t classes, Buffer probs) {
-  const size_t width = kind == LossKind::kBinaryLogistic ? 1 : classes;
+  const size_t width = kind == LossKind::kSoftmax ? classes : 1;
   RETURN_IF_ERROR(Fits("Probabilities logits", logits, rows * width));
   RETURN_IF_ERROR(Fits("Probabilities probs", probs, rows * width));
   for (size_t r = 0; r < rows; ++r) {
@@ -288,6 +294,10 @@ Status CpuBackend::Probabilities(LossKind kind, Buffer logits, size_t rows, size
     float* p = probs.data + r * width;
     if (kind == LossKind::kBinaryLogistic) {
       p[0] = kernels::Sigmoid(z[0]);
+      continue;
+    }
+    if (kind == LossKind::kSquaredError) {
+      p[0] = z[0];
       continue;
     }
     float mx = z[0];

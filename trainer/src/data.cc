@@ -50,43 +50,24 @@ Status ReadCsvRecords(const DatasetSpec& spec, DatasetSchema* schema, uint64_t* 
   label.column = spec.label;
   label.positive = spec.positive;
   label.classes = spec.classes;
+  label.task = spec.task;
   ASSIGN_OR_RETURN(dataset::CsvScan scan, dataset::ScanCsv(spec.path, label));
   *schema = scan.schema;
   *rows = scan.rows;
   RETURN_IF_ERROR(begin(*schema, scan.rows));
-  std::map<std::string, uint32_t> classes;
-  for (uint32_t i = 0; i < schema->classes.size(); ++i) classes[schema->classes[i]] = i;
+  const dataset::CsvRowEncoder encoder(*schema, dataset::CellSpec{});
   const size_t width = schema->columns.size();
-  const uint32_t features = schema->feature_count();
   ASSIGN_OR_RETURN(LockedArray<float> batch, LockedArray<float>::Create(kCsvBatchRows * width));
   ASSIGN_OR_RETURN(dataset::CsvReader csv, dataset::CsvReader::Open(spec.path));
   std::vector<std::string> row;
   ASSIGN_OR_RETURN(bool have_header, csv.Next(&row));
   if (!have_header) return InvalidInput(spec.path + ": changed while reading");
   uint64_t done = 0, in_batch = 0;
-  auto where = [&] { return spec.path + ":" + std::to_string(csv.record_line()); };
   while (true) {
     ASSIGN_OR_RETURN(bool have, csv.Next(&row));
     if (!have) break;
     if (done + in_batch >= scan.rows) return InvalidInput(spec.path + ": changed while reading (more rows)");
-    if (row.size() != width) return InvalidInput(where() + ": wrong number of fields");
-    float* rec = batch.data() + in_batch * width;
-    size_t f = 0;
-    for (size_t i = 0; i < width; ++i) {
-      const dataset::Column& col = schema->columns[i];
-      if (col.kind == ColumnKind::kLabel) {
-        auto it = classes.find(Trim(row[i]));
-        if (it == classes.end()) return InvalidInput(where() + ": column '" + col.name + "': unknown label value");
-        rec[features] = static_cast<float>(it->second);
-      } else if (col.kind == ColumnKind::kYesNo) {
-        const int v = YesNo(row[i]);
-        if (v < 0) return InvalidInput(where() + ": column '" + col.name + "': expected yes or no");
-        rec[f++] = static_cast<float>(v);
-      } else {
-        if (!ParseFloat(row[i], &rec[f])) return InvalidInput(where() + ": column '" + col.name + "': bad number");
-        ++f;
-      }
-    }
+    RETURN_IF_ERROR(encoder.Encode(csv, row, batch.data() + in_batch * width));
     if (++in_batch == kCsvBatchRows) {
       RETURN_IF_ERROR(fn(batch.data(), done, in_batch));
       done += in_batch;
@@ -105,35 +86,28 @@ Status ReadCsvRecords(const DatasetSpec& spec, DatasetSchema* schema, uint64_t* 
 Status CheckRecords(const DatasetSchema& schema, const std::string& path, const float* records, uint64_t first_row,
                     uint64_t count) {
   const size_t width = schema.columns.size();
-  const uint32_t features = schema.feature_count();
-  const float classes = static_cast<float>(schema.classes.size());
   for (uint64_t r = 0; r < count; ++r) {
-    const float* rec = records + r * width;
-    size_t f = 0;
-    for (const dataset::Column& col : schema.columns) {
-      if (col.kind == ColumnKind::kLabel) continue;
-      const float v = rec[f++];
-      const bool ok = col.kind == ColumnKind::kYesNo ? (v == 0.0f || v == 1.0f) : std::isfinite(v);
-      if (!ok) {
-        return InvalidInput(path + ": record " + std::to_string(first_row + r) + ": invalid value in column '" +
-                            col.name + "'");
-      }
-    }
-    const float label = rec[features];
-    if (!(label >= 0.0f && label < classes && label == std::floor(label))) {
-      return InvalidInput(path + ": record " + std::to_string(first_row + r) + ": label is not a class index");
-    }
+    RETURN_IF_ERROR(dataset::CheckRecord(schema, records + r * width, first_row + r).Annotate(path));
   }
   return OkStatus();
 }
 
-Status RequireTrainerSupport(const DatasetSchema& schema, const std::string& dataset_id, const std::string& path) {
+// Categorical columns, missing values and regression labels are trained on the loaded
+// CPU path only (preprocess.h runs on the host; the GPU kernels and the streamed path know
+// classification of complete numeric records only): refused elsewhere before any record
+// is read.
+static Status RequireLoadedCpuPath(const DatasetSchema& schema, const std::string& dataset_id, const std::string& path,
+                                   const std::string& where) {
   const std::string which = "dataset '" + dataset_id + "' (" + path + "): ";
-  const std::string later = "; the trainer does not support that yet";
-  if (schema.task == dataset::Task::kRegression) return Unsupported(which + "regression label" + later);
+  const std::string cpu = " (the loaded CPU path does: device = \"cpu\", no [streaming])";
+  if (schema.task == dataset::Task::kRegression) {
+    return Unsupported(which + "regression label, which " + where + " does not support yet" + cpu);
+  }
   for (const dataset::Column& col : schema.columns) {
-    if (col.kind == ColumnKind::kCategorical) return Unsupported(which + "categorical column '" + col.name + "'" + later);
-    if (col.missing_allowed) return Unsupported(which + "column '" + col.name + "' allows missing values" + later);
+    if (col.kind != ColumnKind::kCategorical && !col.missing_allowed) continue;
+    return Unsupported(which + "column '" + col.name + "' is " +
+                       (col.kind == ColumnKind::kCategorical ? "categorical" : "allowed missing values") + ", which " +
+                       where + " does not support yet" + cpu);
   }
   return OkStatus();
 }
@@ -143,7 +117,11 @@ namespace {
 bool SameSchema(const DatasetSchema& a, const DatasetSchema& b) {
   if (a.columns.size() != b.columns.size() || a.classes != b.classes) return false;
   for (size_t i = 0; i < a.columns.size(); ++i) {
-    if (a.columns[i].name != b.columns[i].name || a.columns[i].kind != b.columns[i].kind) return false;
+    const dataset::Column &x = a.columns[i], &y = b.columns[i];
+    // Category indices mean the same only under the same dictionary.
+    if (x.name != y.name || x.kind != y.kind || x.missing_allowed != y.missing_allowed || x.categories != y.categories) {
+      return false;
+    }
   }
   return true;
 }
@@ -152,9 +130,9 @@ bool SameSchema(const DatasetSchema& a, const DatasetSchema& b) {
 // have the same; the rows of all must stay below 2^31.
 Status AcceptDataset(const DatasetSpec& spec, const std::string& first_id, bool first, const DatasetSchema& s,
                      uint64_t n, LoadedData* out) {
-  RETURN_IF_ERROR(RequireTrainerSupport(s, spec.id, spec.path));
   if (!first && !SameSchema(s, out->schema)) {
-    return InvalidInput(spec.path + ": schema (columns, kinds, classes) differs from dataset '" + first_id + "'");
+    return InvalidInput(spec.path + ": schema (columns, kinds, missing values, categories, classes) differs from dataset '" +
+                        first_id + "'");
   }
   if (first) out->schema = s;
   if (n == 0) return InvalidInput(spec.path + ": no rows");
@@ -182,11 +160,7 @@ Status ReadDatasetRecords(const DatasetSpec& spec, const crypto::Keystore* keyst
     RETURN_IF_ERROR(CheckRecords(*schema, spec.path, records, first, count));
     return fn(records, first, count);
   };
-  auto supported_begin = [&](const DatasetSchema& s, uint64_t n) -> Status {
-    RETURN_IF_ERROR(RequireTrainerSupport(s, spec.id, spec.path));
-    return begin(s, n);
-  };
-  if (spec.format == DatasetFormat::kCsv) return ReadCsvRecords(spec, schema, rows, supported_begin, checked);
+  if (spec.format == DatasetFormat::kCsv) return ReadCsvRecords(spec, schema, rows, begin, checked);
   if (keystore == nullptr) return FailedPrecondition(spec.path + ": a sealed dataset needs a keystore");
   ASSIGN_OR_RETURN(dataset::SealedDatasetReader reader, dataset::SealedDatasetReader::Open(spec.path, *keystore));
   RETURN_IF_ERROR(SameAsHashed(spec, reader.header().header_digest, hashed_header));
@@ -197,7 +171,7 @@ Status ReadDatasetRecords(const DatasetSpec& spec, const crypto::Keystore* keyst
   }
   *schema = reader.schema();
   *rows = reader.rows();
-  RETURN_IF_ERROR(supported_begin(*schema, *rows));
+  RETURN_IF_ERROR(begin(*schema, *rows));
   return reader.ForEachChunk([&](std::span<const float> records, uint64_t first, uint64_t count) {
     return checked(records.data(), first, count);
   });
@@ -241,7 +215,7 @@ Result<std::unique_ptr<kernels::GpuSealedStream>> OpenSealedForDevice(const Data
   *schema = reader.schema();
   *rows = reader.rows();
   // Before any device memory is touched.
-  RETURN_IF_ERROR(RequireTrainerSupport(*schema, spec.id, spec.path));
+  RETURN_IF_ERROR(RequireLoadedCpuPath(*schema, spec.id, spec.path, "the GPU backend"));
   ASSIGN_OR_RETURN(crypto::SecretBytes dek, keystore->GetDataKey(h.params.object_id, h.params.key_id));
   ASSIGN_OR_RETURN(std::unique_ptr<kernels::GpuSealedStream> stream,
                    kernels::GpuSealedStream::Open(spec.path, dek, options));
@@ -450,6 +424,7 @@ Result<LoadedData> OpenDatasetsForStreamingOnDevice(Backend& backend, const std:
     ASSIGN_OR_RETURN(SourceInfo info, DescribeSource(spec, &hashed_header));
     auto begin = [&](const DatasetSchema& s, uint64_t n) -> Status {
       RETURN_IF_ERROR(AcceptDataset(spec, specs[0].id, parts.empty(), s, n, &out));
+      RETURN_IF_ERROR(RequireLoadedCpuPath(s, spec.id, spec.path, "[streaming]"));
       if (spec.format == DatasetFormat::kCsv) {
         ASSIGN_OR_RETURN(part.clear, LockedArray<float>::Create(n * s.columns.size()));
       }
@@ -516,6 +491,7 @@ Result<LoadedData> OpenDatasetsForStreaming(const std::vector<DatasetSpec>& spec
     part.first = out.rows;
     auto begin = [&](const DatasetSchema& s, uint64_t n) -> Status {
       RETURN_IF_ERROR(AcceptDataset(spec, specs[0].id, parts.empty(), s, n, &out));
+      RETURN_IF_ERROR(RequireLoadedCpuPath(s, spec.id, spec.path, "[streaming]"));
       ASSIGN_OR_RETURN(part_labels, LockedArray<float>::Create(n));
       if (spec.format == DatasetFormat::kCsv) {
         ASSIGN_OR_RETURN(part.clear, LockedArray<float>::Create(n * s.columns.size()));
@@ -594,6 +570,7 @@ Result<LoadedData> LoadDatasets(Backend& backend, const std::vector<DatasetSpec>
     uint64_t rows = 0;
     auto begin = [&](const DatasetSchema& s, uint64_t n) -> Status {
       RETURN_IF_ERROR(AcceptDataset(spec, specs[0].id, parts.empty(), s, n, &out));
+      if (OnGpu(backend)) RETURN_IF_ERROR(RequireLoadedCpuPath(s, spec.id, spec.path, "the GPU backend"));
       ASSIGN_OR_RETURN(part.records, AllocOwned(backend, n * s.columns.size()));
       return OkStatus();
     };
@@ -635,8 +612,12 @@ Result<LoadedData> LoadDatasets(Backend& backend, const std::vector<DatasetSpec>
 
 Result<Split> StratifiedSplit(const LockedArray<float>& labels, uint32_t classes, double fraction, uint64_t seed) {
   const size_t n = labels.size();
+  // Regression (no classes): all rows are one stratum, so the split is a seeded random one.
+  const bool one_stratum = classes == 0;
+  if (one_stratum) classes = 1;
+  auto stratum = [&](size_t i) { return one_stratum ? 0u : static_cast<uint32_t>(labels[i]); };
   std::vector<size_t> per_class(classes, 0);
-  for (size_t i = 0; i < n; ++i) ++per_class[static_cast<size_t>(labels[i])];
+  for (size_t i = 0; i < n; ++i) ++per_class[stratum(i)];
   size_t val_total = 0;
   std::vector<size_t> val_count(classes);
   for (uint32_t c = 0; c < classes; ++c) {
@@ -653,7 +634,7 @@ Result<Split> StratifiedSplit(const LockedArray<float>& labels, uint32_t classes
   for (uint32_t c = 0; c < classes; ++c) {
     size_t m = 0;
     for (size_t i = 0; i < n; ++i) {
-      if (static_cast<uint32_t>(labels[i]) == c) members[m++] = static_cast<uint32_t>(i);
+      if (stratum(i) == c) members[m++] = static_cast<uint32_t>(i);
     }
     Shuffle(members.data(), m, rng);
     for (size_t i = 0; i < m; ++i) {
@@ -677,11 +658,13 @@ Result<std::vector<Split>> StratifiedKFold(const LockedArray<float>& labels, uin
   ASSIGN_OR_RETURN(LockedArray<uint32_t> fold_of, LockedArray<uint32_t>::Create(n));
   ASSIGN_OR_RETURN(LockedArray<uint32_t> members, LockedArray<uint32_t>::Create(n));
   Rng rng(seed, kStreamFolds);
+  const bool one_stratum = classes == 0;  // regression: shuffled rows dealt round-robin
+  if (one_stratum) classes = 1;
   size_t next = 0;
   for (uint32_t c = 0; c < classes; ++c) {
     size_t m = 0;
     for (size_t i = 0; i < n; ++i) {
-      if (static_cast<uint32_t>(labels[i]) == c) members[m++] = static_cast<uint32_t>(i);
+      if (one_stratum || static_cast<uint32_t>(labels[i]) == c) members[m++] = static_cast<uint32_t>(i);
     }
     Shuffle(members.data(), m, rng);
     for (size_t i = 0; i < m; ++i) fold_of[members[i]] = static_cast<uint32_t>(next++ % folds);

@@ -146,6 +146,12 @@ __global__ void LossKernel(int kind, const float* logits, const float* labels, s
       if (grad != nullptr) grad[r] = k::BceWithLogitsGrad(z, y) * grad_scale;
       continue;
     }
+    if (kind == static_cast<int>(LossKind::kSquaredError)) {
+      const float z = logits[r];
+      row_loss[r] = k::HalfSquaredError(z, y);
+      if (grad != nullptr) grad[r] = k::HalfSquaredErrorGrad(z, y) * grad_scale;
+      continue;
+    }
     const float* z = logits + r * classes;
     if (!(y >= 0.0f) || static_cast<size_t>(y) >= classes) {
       atomicExch(bad, 1);
@@ -170,6 +176,10 @@ __global__ void ProbabilitiesKernel(int kind, const float* logits, size_t rows, 
   GRID_STRIDE(r, rows) {
     if (kind == static_cast<int>(LossKind::kBinaryLogistic)) {
       probs[r] = k::Sigmoid(logits[r]);
+      continue;
+    }
+    if (kind == static_cast<int>(LossKind::kSquaredError)) {
+      probs[r] = logits[r];
       continue;
     }
     const float* z = logits + r * classes;
@@ -486,7 +496,7 @@ class GpuBackend final : public Backend {
 
   Status LossAndGrad(LossKind kind, Buffer logits, Buffer labels, size_t rows, size_t classes, float grad_scale,
                      Buffer grad, double* loss_sum) override {
-    const size_t width = kind == LossKind::kBinaryLogistic ? 1 : classes;
+    const size_t width = kind == LossKind::kSoftmax ? classes : 1;
     RETURN_IF_ERROR(Fits("LossAndGrad logits", logits, rows * width));
     RETURN_IF_ERROR(Fits("LossAndGrad labels", labels, rows));
     const bool want_grad = !grad.empty();
@@ -537,7 +547,7 @@ class GpuBackend final : public Backend {
   }
 
   Status Probabilities(LossKind kind, Buffer logits, size_t rows, size_t classes, Buffer probs) override {
-    const size_t width = kind == LossKind::kBinaryLogistic ? 1 : classes;
+    const size_t width = kind == LossKind::kSoftmax ? classes : 1;
     RETURN_IF_ERROR(Fits("Probabilities logits", logits, rows * width));
     RETURN_IF_ERROR(Fits("Probabilities probs", probs, rows * width));
     if (rows == 0 || width == 0) return OkStatus();

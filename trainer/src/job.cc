@@ -116,6 +116,14 @@ class Table {
     return OkStatus();
   }
 
+  Status Bool(std::string_view key, bool* out) {
+    const toml::node* n = Get(key);
+    if (n == nullptr) return OkStatus();
+    if (!n->is_boolean()) return Error(*n, key, "must be true or false");
+    *out = n->as_boolean()->get();
+    return OkStatus();
+  }
+
   Status StringArray(std::string_view key, std::vector<std::string>* out) {
     const toml::node* n = Get(key);
     if (n == nullptr) return OkStatus();
@@ -181,7 +189,7 @@ Status ParseDataset(const toml::table& t, const std::string& source, const std::
   RETURN_IF_ERROR(tab.Enum<DatasetFormat>("format", {{"sealed", DatasetFormat::kSealed}, {"csv", DatasetFormat::kCsv}},
                                           &d->format));
   const bool csv = d->format == DatasetFormat::kCsv;
-  for (const char* key : {"label", "positive", "classes"}) {
+  for (const char* key : {"label", "positive", "classes", "task"}) {
     const toml::node* n = t.get(key);
     if (n != nullptr && !csv) return tab.Error(*n, key, "is only for format = \"csv\" (a sealed file carries its schema)");
   }
@@ -195,6 +203,13 @@ Status ParseDataset(const toml::table& t, const std::string& source, const std::
     RETURN_IF_ERROR(tab.StringArray("classes", &d->classes));
     if (pos != nullptr && !d->classes.empty()) {
       return tab.Error(*pos, "positive", "and 'classes' exclude each other");
+    }
+    RETURN_IF_ERROR(tab.Enum<dataset::Task>(
+        "task", {{"classification", dataset::Task::kClassification}, {"regression", dataset::Task::kRegression}},
+        &d->task));
+    if (const toml::node* n = t.get("task"); n != nullptr && d->task == dataset::Task::kRegression &&
+                                            (pos != nullptr || !d->classes.empty())) {
+      return tab.Error(*n, "task", "regression takes no 'positive' or 'classes' (a regression label has no classes)");
     }
   }
   return tab.Finish();
@@ -543,6 +558,16 @@ Result<JobSpec> ParseJob(std::string_view text, const std::string& source, const
                           std::to_string(uint64_t{job.streaming.block_rows} * job.streaming.window_blocks) +
                           " rows) must be at least 'training.batch_size' (" + std::to_string(job.batch_size) + ")");
     }
+  }
+  // [preprocess]
+  ASSIGN_OR_RETURN(const toml::table* prep, SubTable(top, "preprocess"));
+  if (prep != nullptr) {
+    Table t(*prep, "preprocess", source);
+    RETURN_IF_ERROR(t.Enum<Impute>(
+        "impute", {{"median", Impute::kMedian}, {"mean", Impute::kMean}, {"most_frequent", Impute::kMostFrequent}},
+        &job.preprocess.impute));
+    RETURN_IF_ERROR(t.Bool("indicators", &job.preprocess.indicators));
+    RETURN_IF_ERROR(t.Finish());
   }
   if (job.schedule.kind == kernels::kLrCosine && job.schedule.min_lr > job.optimizer.lr) {
     return InvalidInput(source + ": 'schedule.min_lr' is above 'optimizer.lr'");

@@ -14,7 +14,7 @@ size_t ModelShape::weight_offset(size_t l) const {
 }
 
 Result<Mlp> Mlp::Create(Backend& backend, const ModelShape& shape, size_t max_batch, uint64_t seed) {
-  if (shape.inputs == 0 || shape.classes < 2 || max_batch == 0) return Internal("Mlp::Create: empty shape");
+  if (shape.inputs == 0 || shape.classes == 1 || max_batch == 0) return Internal("Mlp::Create: empty shape");
   for (uint32_t h : shape.hidden) {
     if (h == 0) return Internal("Mlp::Create: empty hidden layer");
   }

@@ -8,11 +8,42 @@
 #include "enclave/crypto/hash.h"
 #include "le_cursor.h"
 
+using enclave::dataset::ColumnKind;
+
 namespace enclave::trainer {
 namespace {
 
 constexpr size_t kFixedBytes = 24;  // magic .. reserved, before the hidden sizes
 constexpr size_t kDigestBytes = kModelDigestBytes;
+constexpr uint8_t kModelFamilyNetwork = 0;  // version 2's `family`: the network of this file
+
+// Version 2's preprocessing section (raw feature count known from the schema): a fill per
+// column, then an indicator flag per column; checked against the schema's columns.
+Status ReadPreprocessing(ByteReader& b, const dataset::DatasetSchema& schema, Impute impute, Preprocessing* out) {
+  *out = PlanPreprocessing(schema, {impute, false});
+  const size_t F = out->raw_features();
+  ByteSpan raw;
+  const size_t at = b.offset();
+  RETURN_IF_ERROR(b.Bytes("preprocessing", 5 * F, &raw).Annotate("model file"));
+  for (size_t j = 0; j < F; ++j) {
+    ColumnPlan& c = out->columns[j];
+    const float fill = LoadLe32As<float>(raw.data() + 4 * j);
+    const uint8_t ind = raw[4 * F + j];
+    const std::string where = "model file: feature " + std::to_string(j) + " ('" + schema.columns[j < schema.label_column() ? j : j + 1].name + "')";
+    if (!std::isfinite(fill)) return InvalidInput(where + ": fill at offset " + std::to_string(at + 4 * j) + " is not finite");
+    if (c.kind == ColumnKind::kCategorical &&
+        !(fill >= 0.0f && fill < static_cast<float>(c.categories) && fill == std::floor(fill))) {
+      return InvalidInput(where + ": fill at offset " + std::to_string(at + 4 * j) + " is not a category index");
+    }
+    if (ind > 1 || (ind == 1 && !c.missing_allowed)) {
+      return InvalidInput(where + ": indicator at offset " + std::to_string(at + 4 * F + j) +
+                          (ind > 1 ? " is not 0 or 1" : " is set for a column without missing values"));
+    }
+    c.fill = fill;
+    c.indicator = ind == 1;
+  }
+  return OkStatus();
+}
 
 Status ReadFloats(ByteReader& r, const char* field, size_t n, LockedArray<float>* out, bool positive) {
   ByteSpan raw;
@@ -32,24 +63,55 @@ Status ReadFloats(ByteReader& r, const char* field, size_t n, LockedArray<float>
 
 }  // namespace
 
-Result<std::vector<uint8_t>> EncodeModelHead(const ModelShape& s, const dataset::DatasetSchema& schema) {
-  if (s.hidden.size() > 16 || schema.feature_count() != s.inputs || schema.classes.size() != s.classes) {
-    return Internal("EncodeModelHead: shape and schema disagree");
+uint16_t ModelVersionFor(const Preprocessing& p, const ModelShape& s) {
+  return p.identity() && !s.regression() ? kModelVersion : kModelVersion2;
+}
+const char* ModelFormatIdFor(const Preprocessing& p, const ModelShape& s) {
+  return ModelVersionFor(p, s) == kModelVersion ? kModelFormatId : kModelFormatIdV2;
+}
+
+Result<std::vector<uint8_t>> EncodeModelHead(const ModelShape& s, const dataset::DatasetSchema& schema,
+                                             const Preprocessing* prep, float label_mean, float label_scale) {
+  const Preprocessing identity = PlanPreprocessing(schema, {});
+  const Preprocessing& p = prep != nullptr ? *prep : identity;
+  if (!p.identity() && p.impute == Impute::kKeepMissing) return Internal("EncodeModelHead: a network cannot keep missing values");
+  if (s.hidden.size() > 16 || schema.feature_count() != p.raw_features() || p.inputs() != s.inputs ||
+      schema.classes.size() != s.classes) {
+    return Internal("EncodeModelHead: shape, preprocessing and schema disagree");
   }
+  if (s.regression() != (schema.task == dataset::Task::kRegression) ||
+      (s.regression() && !(std::isfinite(label_mean) && std::isfinite(label_scale) && label_scale > 0))) {
+    return Internal("EncodeModelHead: regression shape, schema and target scale disagree");
+  }
+  const uint16_t version = ModelVersionFor(p, s);
   const std::vector<uint8_t> encoded = dataset::EncodeSchema(schema);
-  std::vector<uint8_t> head(kFixedBytes + 4 * s.hidden.size() + 4 + encoded.size());
+  const size_t prep_bytes = version == kModelVersion ? 0 : 5 * p.raw_features() + (s.regression() ? 8 : 0);
+  std::vector<uint8_t> head(kFixedBytes + 4 * s.hidden.size() + 4 + encoded.size() + prep_bytes);
   LeCursor c(head);
   c.Raw(kModelMagic, sizeof(kModelMagic));
-  c.Le(kModelVersion, 2);
+  c.Le(version, 2);
   c.Le(0, 2);  // flags
   c.Le(s.inputs, 4);
   c.Le(s.classes, 4);
   c.Le(static_cast<uint8_t>(s.activation), 1);
   c.Le(s.hidden.size(), 1);
-  c.Le(0, 2);  // reserved
+  if (version == kModelVersion) {
+    c.Le(0, 2);  // reserved
+  } else {
+    c.Le(kModelFamilyNetwork, 1);
+    c.Le(static_cast<uint8_t>(p.impute), 1);
+  }
   for (uint32_t h : s.hidden) c.Le(h, 4);
   c.Le(encoded.size(), 4);
   c.Raw(encoded.data(), encoded.size());
+  if (version == kModelVersion2) {
+    for (const ColumnPlan& col : p.columns) c.Array32(&col.fill, 1);
+    for (const ColumnPlan& col : p.columns) c.Le(col.indicator ? 1 : 0, 1);
+    if (s.regression()) {
+      c.Array32(&label_mean, 1);
+      c.Array32(&label_scale, 1);
+    }
+  }
   if (c.pos() != head.size()) return Internal("EncodeModelHead: size mismatch");
   return head;
 }
@@ -60,7 +122,8 @@ Result<crypto::SecretBytes> EncodeModelFile(const ModelFile& m) {
   if (m.mean.size() != F || m.inv_std.size() != F || m.params.size() != P) {
     return Internal("EncodeModelFile: array sizes do not match the shape");
   }
-  ASSIGN_OR_RETURN(const std::vector<uint8_t> head, EncodeModelHead(s, m.schema));
+  ASSIGN_OR_RETURN(const std::vector<uint8_t> head,
+                   EncodeModelHead(s, m.schema, &m.preprocessing, m.label_mean, m.label_scale));
   const size_t total = head.size() + 4 * (2 * F + P) + kDigestBytes;
   ASSIGN_OR_RETURN(crypto::SecretBytes out, crypto::SecretBytes::Create(total));
   LeCursor c(out.ExposeSecretMutable());
@@ -83,7 +146,9 @@ Result<ModelFile> ParseModelFile(ByteSpan bytes) {
   }
   uint16_t version = 0, flags = 0, reserved = 0;
   RETURN_IF_ERROR(r.U16("version", &version).Annotate("model file"));
-  if (version != kModelVersion) return Unsupported("model file version " + std::to_string(version) + " (this build reads 1)");
+  if (version != kModelVersion && version != kModelVersion2) {
+    return Unsupported("model file version " + std::to_string(version) + " (this build reads 1 and 2)");
+  }
   // Everything after the version is covered by the digest: check it before trusting any field.
   if (bytes.size() < kFixedBytes + 4 + kDigestBytes) {
     return InvalidInput("model file is truncated (" + std::to_string(bytes.size()) + " bytes)");
@@ -105,12 +170,19 @@ Result<ModelFile> ParseModelFile(ByteSpan bytes) {
   RETURN_IF_ERROR(b.U32("classes", &s.classes).Annotate("model file"));
   RETURN_IF_ERROR(b.U8("activation", &act).Annotate("model file"));
   RETURN_IF_ERROR(b.U8("hidden_count", &nh).Annotate("model file"));
-  RETURN_IF_ERROR(b.U16("reserved", &reserved).Annotate("model file"));
+  uint8_t family = 0, impute = 0;
+  if (version == kModelVersion) {
+    RETURN_IF_ERROR(b.U16("reserved", &reserved).Annotate("model file"));
+  } else {
+    RETURN_IF_ERROR(b.U8("family", &family).Annotate("model file"));
+    RETURN_IF_ERROR(b.U8("impute", &impute).Annotate("model file"));
+  }
   if (s.inputs < 1 || s.inputs > kMaxModelFeatures) {
     return InvalidInput("model file: inputs " + std::to_string(s.inputs) + " out of range 1..2^20");
   }
-  if (s.classes < 2 || s.classes > dataset::kMaxClasses) {
-    return InvalidInput("model file: classes " + std::to_string(s.classes) + " out of range 2..65536");
+  if ((s.classes < 2 && !(version == kModelVersion2 && s.classes == 0)) || s.classes > dataset::kMaxClasses) {
+    return InvalidInput("model file: classes " + std::to_string(s.classes) + " out of range 2..65536" +
+                        (version == kModelVersion2 ? " (or 0: regression)" : ""));
   }
   if (act < kernels::kActRelu || act > kernels::kActSigmoid) {
     return InvalidInput("model file: unknown activation " + std::to_string(act) + " at offset 20");
@@ -118,6 +190,10 @@ Result<ModelFile> ParseModelFile(ByteSpan bytes) {
   s.activation = static_cast<Activation>(act);
   if (nh > 16) return InvalidInput("model file: hidden_count " + std::to_string(nh) + " above 16");
   if (reserved != 0) return InvalidInput("model file: reserved bytes at offset 22 must be 0");
+  if (family != kModelFamilyNetwork) return Unsupported("model file: model family " + std::to_string(family) + " at offset 22");
+  if (impute > static_cast<uint8_t>(Impute::kMostFrequent)) {
+    return InvalidInput("model file: impute " + std::to_string(impute) + " at offset 23 is not 0, 1 or 2");
+  }
   for (uint8_t i = 0; i < nh; ++i) {
     uint32_t h = 0;
     RETURN_IF_ERROR(b.U32("hidden", &h).Annotate("model file"));
@@ -137,19 +213,40 @@ Result<ModelFile> ParseModelFile(ByteSpan bytes) {
   RETURN_IF_ERROR(b.U32("schema_length", &schema_len).Annotate("model file"));
   RETURN_IF_ERROR(b.Bytes("schema", schema_len, &schema).Annotate("model file"));
   ASSIGN_OR_RETURN(m.schema, dataset::DecodeSchema(schema));
-  // The trainer trains on schema v1 data only (data.h, RequireTrainerSupport): a model of
-  // categorical, missing or regression data would be read with the wrong rules.
-  if (m.schema.NeedsV2()) {
-    return Unsupported("model file: its dataset schema is v2 (regression, categorical columns or missing values), "
-                       "which this trainer does not support yet");
+  // Version 1 holds no preprocessing: its schema must need none (a v1 schema); version 2
+  // exists only for a schema that does (categorical columns or missing values).
+  const Preprocessing identity = PlanPreprocessing(m.schema, {});
+  const bool regression = m.schema.task == dataset::Task::kRegression;
+  if (version == kModelVersion) {
+    if (!identity.identity()) {
+      return InvalidInput("model file: version 1 with a schema that has categorical columns or missing values");
+    }
+    m.preprocessing = identity;
+  } else {
+    if (identity.identity() && !regression) {
+      return InvalidInput("model file: version 2 of a classification model with nothing to preprocess (that model is "
+                          "version 1)");
+    }
+    RETURN_IF_ERROR(ReadPreprocessing(b, m.schema, static_cast<Impute>(impute), &m.preprocessing));
+    if (regression) {
+      ByteSpan raw;
+      const size_t at = b.offset();
+      RETURN_IF_ERROR(b.Bytes("label_scale", 8, &raw).Annotate("model file"));
+      m.label_mean = LoadLe32As<float>(raw.data());
+      m.label_scale = LoadLe32As<float>(raw.data() + 4);
+      if (!std::isfinite(m.label_mean) || !std::isfinite(m.label_scale) || !(m.label_scale > 0.0f)) {
+        return InvalidInput("model file: label_mean and label_scale at offset " + std::to_string(at) +
+                            " must be finite and the scale positive");
+      }
+    }
   }
-  if (m.schema.feature_count() != s.inputs) {
-    return InvalidInput("model file: the schema has " + std::to_string(m.schema.feature_count()) +
-                        " feature columns, the model " + std::to_string(s.inputs) + " inputs");
+  if (m.preprocessing.inputs() != s.inputs) {
+    return InvalidInput("model file: the schema and preprocessing give " + std::to_string(m.preprocessing.inputs()) +
+                        " inputs, the model has " + std::to_string(s.inputs));
   }
   if (m.schema.classes.size() != s.classes) {
     return InvalidInput("model file: the schema has " + std::to_string(m.schema.classes.size()) +
-                        " classes, the model " + std::to_string(s.classes));
+                        " classes, the model " + std::to_string(s.classes) + (s.classes == 0 ? " (regression)" : ""));
   }
   const size_t expect = size_t{4} * (2 * size_t{s.inputs} + params);
   if (b.remaining() != expect) {
@@ -164,10 +261,11 @@ Result<ModelFile> ParseModelFile(ByteSpan bytes) {
 
 Result<ModelFile> MakeModelFile(const ModelShape& shape, const dataset::DatasetSchema& schema,
                                 const LockedArray<float>& mean, const LockedArray<float>& inv_std,
-                                const LockedArray<float>& params) {
+                                const LockedArray<float>& params, const Preprocessing* prep) {
   ModelFile m;
   m.shape = shape;
   m.schema = schema;
+  m.preprocessing = prep != nullptr ? *prep : PlanPreprocessing(schema, {});
   ASSIGN_OR_RETURN(m.mean, mean.Clone());
   ASSIGN_OR_RETURN(m.inv_std, inv_std.Clone());
   ASSIGN_OR_RETURN(m.params, params.Clone());

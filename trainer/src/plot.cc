@@ -229,6 +229,11 @@ std::string Svg(const std::vector<EpochMetrics>& epochs, uint32_t metrics, const
       if (metrics & kMetricLoss) m.push_back("training loss " + HumanMetric(f.train_loss));
       if (no_validation) {
         m.push_back("no validation split");
+      } else if (info->regression) {
+        if (metrics & kMetricLoss) m.push_back("validation loss " + HumanMetric(f.val_loss));
+        m.push_back("validation RMSE " + HumanMetric(f.val_rmse));
+        m.push_back("MAE " + HumanMetric(f.val_mae));
+        m.push_back("R^2 " + HumanMetric(f.val_r2));
       } else {
         if (metrics & kMetricLoss) m.push_back("validation loss " + HumanMetric(f.val_loss));
         if (metrics & kMetricAccuracy) m.push_back("validation accuracy " + HumanMetric(f.val_accuracy));
@@ -257,16 +262,23 @@ std::string Svg(const std::vector<EpochMetrics>& epochs, uint32_t metrics, const
     loss.push_back({"train_loss", "training loss", "#1f77b4", "", [](const EpochMetrics& m) { return m.train_loss; }});
     loss.push_back({"val_loss", "validation loss", "#ff7f0e", "6 3", [](const EpochMetrics& m) { return m.val_loss; }});
   }
-  if (metrics & kMetricAccuracy) {
+  const bool regression = info != nullptr && info->regression;
+  if (regression) {
+    quality.push_back({"val_rmse", "val. RMSE", "#2ca02c", "", [](const EpochMetrics& m) { return m.val_rmse; }});
+  }
+  if ((metrics & kMetricAccuracy) && !regression) {
     quality.push_back({"val_accuracy", "val. accuracy", "#2ca02c", "", [](const EpochMetrics& m) { return m.val_accuracy; }});
   }
-  if (metrics & kMetricRocAuc) {
+  if ((metrics & kMetricRocAuc) && !regression) {
     quality.push_back({"val_roc_auc", "val. ROC AUC", "#d62728", "6 3", [](const EpochMetrics& m) { return m.val_auc; }});
   }
   Panel(out, epochs, loss, top0 + 20, no_validation ? "training loss (mean cross-entropy)" : "loss (mean cross-entropy)",
         false);
-  Panel(out, epochs, quality, top0 + 20 + kPanelHeight + kGap, "validation accuracy and ROC AUC", true,
-        no_validation ? "no validation split: no validation accuracy or ROC AUC" : "");
+  Panel(out, epochs, quality, top0 + 20 + kPanelHeight + kGap,
+        regression ? "validation RMSE (target units)" : "validation accuracy and ROC AUC", !regression,
+        !no_validation ? ""
+        : regression   ? "no validation split: no validation RMSE"
+                       : "no validation split: no validation accuracy or ROC AUC");
   out += "</svg>\n";
   return out;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <string_view>
 #include <vector>
 
 #include "cells.h"
@@ -10,7 +11,21 @@
 
 namespace enclave::trainer {
 
-Result<FeatureTable> ReadFeatureCsv(const std::string& path, const dataset::DatasetSchema& schema) {
+namespace {
+
+// The missing-cell tokens `enclave-data seal` knows by default (trimmed, ASCII
+// case-insensitive): empty, NA, NaN, null.
+bool IsMissingCell(const std::string& trimmed) {
+  std::string l;
+  for (char c : trimmed) l += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  return l.empty() || l == "na" || l == "nan" || l == "null";
+}
+
+}  // namespace
+
+Result<FeatureTable> ReadFeatureCsv(const std::string& path, const dataset::DatasetSchema& schema,
+                                    const Preprocessing* prep) {
+  const bool accept_missing = prep != nullptr && !prep->identity();
   ASSIGN_OR_RETURN(dataset::CsvReader csv, dataset::CsvReader::Open(path));
   std::vector<std::string> row;
   ASSIGN_OR_RETURN(bool have_header, csv.Next(&row));
@@ -60,16 +75,32 @@ Result<FeatureTable> ReadFeatureCsv(const std::string& path, const dataset::Data
     }
     float* out = xs.back().data() + (rows % kChunkRows) * F;
     for (size_t f = 0; f < F; ++f) {
-      const std::string& cell = row[features[f].index];
-      if (features[f].column->kind == dataset::ColumnKind::kYesNo) {
+      const std::string cell = Trim(row[features[f].index]);
+      const dataset::Column& col = *features[f].column;
+      if (IsMissingCell(cell)) {
+        if (!accept_missing) {
+          return InvalidInput(where + ": column '" + col.name +
+                              "': missing value (this model was trained on data without missing values and cannot impute)");
+        }
+        out[f] = dataset::MissingValue();
+      } else if (col.kind == dataset::ColumnKind::kCategorical) {
+        // A category the dictionary lacks gets index k: the model's unseen-category input.
+        auto it = std::lower_bound(col.categories.begin(), col.categories.end(), cell);
+        out[f] = static_cast<float>(it != col.categories.end() && *it == cell ? it - col.categories.begin()
+                                                                                : col.categories.size());
+      } else if (col.kind == dataset::ColumnKind::kYesNo) {
         const int v = YesNo(cell);
-        if (v < 0) return InvalidInput(where + ": column '" + features[f].column->name + "': expected yes or no");
+        if (v < 0) return InvalidInput(where + ": column '" + col.name + "': expected yes or no");
         out[f] = static_cast<float>(v);
       } else if (!ParseFloat(cell, &out[f])) {
-        return InvalidInput(where + ": column '" + features[f].column->name + "': bad number");
+        return InvalidInput(where + ": column '" + col.name + "': bad number");
       }
     }
-    if (label_at >= 0) {
+    if (label_at >= 0 && schema.task == dataset::Task::kRegression) {
+      if (!ParseFloat(Trim(row[static_cast<size_t>(label_at)]), &ys.back()[rows % kChunkRows])) {
+        return InvalidInput(where + ": label value is not a number (a regression target)");
+      }
+    } else if (label_at >= 0) {
       auto it = classes.find(Trim(row[static_cast<size_t>(label_at)]));
       if (it == classes.end()) return InvalidInput(where + ": label value is not one of the model's classes");
       ys.back()[rows % kChunkRows] = static_cast<float>(it->second);
@@ -94,8 +125,13 @@ Result<FeatureTable> ReadFeatureCsv(const std::string& path, const dataset::Data
 Result<LockedArray<float>> PredictResident(Backend& backend, const ResidentModel& model, Buffer x, size_t rows) {
   const ModelShape& shape = model.shape;
   const size_t F = shape.inputs, width = shape.outputs();
+  const Preprocessing* prep = model.preprocessing != nullptr && !model.preprocessing->identity() ? model.preprocessing : nullptr;
+  const size_t raw = prep != nullptr ? prep->raw_features() : F;
   if (rows == 0) return InvalidInput("no rows to predict");
-  if (x.size < rows * F) return Internal("PredictResident: fewer rows in x than asked for");
+  if (x.size < rows * raw) return Internal("PredictResident: fewer rows in x than asked for");
+  if (prep != nullptr && (prep->inputs() != F || std::string_view(backend.kind()) != "cpu")) {
+    return Unsupported("PredictResident: preprocessing runs on the CPU backend only");
+  }
   ASSIGN_OR_RETURN(Mlp mlp, Mlp::Create(backend, shape, kEvalBatch, 0));
   RETURN_IF_ERROR(mlp.CopyParams(model.params));
   ASSIGN_OR_RETURN(OwnedBuffer batch, AllocOwned(backend, kEvalBatch * F));
@@ -103,13 +139,20 @@ Result<LockedArray<float>> PredictResident(Backend& backend, const ResidentModel
   for (size_t off = 0; off < rows; off += kEvalBatch) {
     const size_t n = std::min(kEvalBatch, rows - off);
     // Standardized per element: the same bits as standardizing every row first.
-    RETURN_IF_ERROR(backend.CopyToBytes(batch, 0, x.Slice(off * F, n * F), n * F));
+    if (prep != nullptr) {  // CPU backend: its buffers are host memory
+      RETURN_IF_ERROR(ApplyPreprocessing(*prep, x.data + off * raw, n, batch.get().data));
+    } else {
+      RETURN_IF_ERROR(backend.CopyToBytes(batch, 0, x.Slice(off * F, n * F), n * F));
+    }
     RETURN_IF_ERROR(backend.Standardize(batch, n, F, model.mean, model.inv_std));
     ASSIGN_OR_RETURN(Buffer logits, mlp.Forward(batch, n));
     RETURN_IF_ERROR(backend.Probabilities(shape.loss(), logits, n, shape.classes, probs.get().Slice(off * width, n * width)));
   }
   ASSIGN_OR_RETURN(LockedArray<float> host, LockedArray<float>::Create(rows * width));
   RETURN_IF_ERROR(backend.Download(host.data(), probs, rows * width));
+  if (shape.regression()) {
+    for (float& v : host) v = v * model.label_scale + model.label_mean;  // the target's units
+  }
   return host;
 }
 
@@ -124,10 +167,12 @@ Result<LockedArray<float>> PredictProbabilities(Backend& backend, const ModelFil
   RETURN_IF_ERROR(backend.Upload(numbers.get().Slice(0, F), model.mean.data(), F));
   RETURN_IF_ERROR(backend.Upload(numbers.get().Slice(F, F), model.inv_std.data(), F));
   RETURN_IF_ERROR(backend.Upload(numbers.get().Slice(2 * F, P), model.params.data(), P));
-  ASSIGN_OR_RETURN(OwnedBuffer xd, AllocOwned(backend, rows * F));
-  RETURN_IF_ERROR(backend.Upload(xd, x, rows * F));
+  const size_t raw = model.preprocessing.raw_features();
+  ASSIGN_OR_RETURN(OwnedBuffer xd, AllocOwned(backend, rows * raw));
+  RETURN_IF_ERROR(backend.Upload(xd, x, rows * raw));
   const ResidentModel resident{model.shape, numbers.get().Slice(0, F), numbers.get().Slice(F, F),
-                               numbers.get().Slice(2 * F, P)};
+                               numbers.get().Slice(2 * F, P), &model.preprocessing, model.label_mean,
+                               model.label_scale};
   return PredictResident(backend, resident, xd, rows);
 }
 

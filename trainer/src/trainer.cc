@@ -6,10 +6,12 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <string_view>
 
 #include "enclave/crypto/hash.h"
 #include "enclave/trainer/checkpoint.h"
 #include "enclave/trainer/metrics.h"
+#include "enclave/trainer/preprocess.h"
 #include "enclave/trainer/rng.h"
 #include "stream.h"
 
@@ -22,11 +24,56 @@ struct Optimizer {
   OwnedBuffer s1, s2;  // sgd: velocity; adamw: m, v
 };
 
-// Validation loss, accuracy and AUC over the rows of xv / yv.
+// Regression's targets as the network sees them: (y - mean) / scale.
+struct TargetScale {
+  float mean = 0, scale = 1;
+};
+
+// RMSE, MAE and R^2 of predictions against targets (both in the target's units), sums in
+// double in row order.
+void RegressionErrors(const float* pred, const float* y, size_t rows, EpochMetrics* m) {
+  double sse = 0, sae = 0, sum = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    const double d = static_cast<double>(pred[r]) - y[r];
+    sse += d * d;
+    sae += std::fabs(d);
+    sum += y[r];
+  }
+  const double mean = sum / static_cast<double>(rows);
+  double sst = 0;
+  for (size_t r = 0; r < rows; ++r) sst += (y[r] - mean) * (y[r] - mean);
+  m->val_rmse = std::sqrt(sse / static_cast<double>(rows));
+  m->val_mae = sae / static_cast<double>(rows);
+  m->val_r2 = sst > 0 ? 1.0 - sse / sst : kNaN;
+}
+
+// The training rows' targets' mean and population standard deviation (double, row order).
+TargetScale FitTargets(const LockedArray<float>& labels, const LockedArray<uint32_t>& rows) {
+  double sum = 0, sq = 0;
+  for (uint32_t r : rows) sum += labels[r];
+  const double mean = sum / static_cast<double>(rows.size());
+  for (uint32_t r : rows) sq += (labels[r] - mean) * (labels[r] - mean);
+  const double sd = std::sqrt(sq / static_cast<double>(rows.size()));
+  TargetScale t;
+  t.mean = static_cast<float>(mean);
+  t.scale = sd > 0 && std::isfinite(sd) ? static_cast<float>(sd) : 1.0f;
+  return t;
+}
+
+// dst = the targets of rows `rows`, scaled as the network sees them.
+Status UploadScaledTargets(Backend& backend, const LockedArray<float>& labels, const LockedArray<uint32_t>& rows,
+                           const TargetScale& t, Buffer dst) {
+  ASSIGN_OR_RETURN(LockedArray<float> y, LockedArray<float>::Create(rows.size()));
+  for (size_t i = 0; i < rows.size(); ++i) y[i] = (labels[rows[i]] - t.mean) / t.scale;
+  return backend.Upload(dst, y.data(), rows.size());
+}
+
+// Validation loss, accuracy and AUC (regression: RMSE, MAE, R^2) over the rows of xv / yv.
 Status Evaluate(Backend& backend, Mlp& model, const Buffer& xv, const Buffer& yv, size_t rows, size_t features,
-                const LockedArray<float>& labels, EpochMetrics* m) {
+                const LockedArray<float>& labels, const TargetScale& targets, EpochMetrics* m) {
   if (rows == 0) {
     m->val_loss = m->val_accuracy = m->val_auc = kNaN;
+    m->val_rmse = m->val_mae = m->val_r2 = kNaN;
     return OkStatus();
   }
   const ModelShape& shape = model.shape();
@@ -44,8 +91,15 @@ Status Evaluate(Backend& backend, Mlp& model, const Buffer& xv, const Buffer& yv
   ASSIGN_OR_RETURN(LockedArray<float> host, LockedArray<float>::Create(rows * width));
   RETURN_IF_ERROR(backend.Download(host.data(), probs, rows * width));
   m->val_loss = loss / static_cast<double>(rows);
+  if (shape.regression()) {
+    for (float& v : host) v = v * targets.scale + targets.mean;  // back to the target's units
+    RegressionErrors(host.data(), labels.data(), rows, m);
+    m->val_accuracy = m->val_auc = kNaN;
+    return OkStatus();
+  }
   m->val_accuracy = Accuracy(host.data(), labels.data(), rows, shape.classes);
   m->val_auc = RocAuc(host.data(), labels.data(), rows, shape.classes);
+  m->val_rmse = m->val_mae = m->val_r2 = kNaN;
   return OkStatus();
 }
 
@@ -162,12 +216,37 @@ Status CheckRanksAgree(Collective& c, uint64_t step, const crypto::Digest256& fi
   return OkStatus();
 }
 
+// The model's inputs of data rows `rows` into dst (rows x the plan's width): the raw
+// features gathered, or (a plan that is not the identity; CPU backend, whose buffers are
+// host memory) fitted on these rows when `fit`, then applied.
+Status GatherInputs(Backend& backend, const LoadedData& data, const LockedArray<uint32_t>& rows, Preprocessing* prep,
+                    bool fit, Buffer dst) {
+  const size_t F = data.features, n = rows.size();
+  if (prep->identity()) return backend.GatherRows(data.x, F, rows.data(), n, dst);
+  ASSIGN_OR_RETURN(LockedArray<float> raw, LockedArray<float>::Create(n * F));
+  for (size_t i = 0; i < n; ++i) {
+    std::memcpy(raw.data() + i * F, data.x.get().data + size_t{rows[i]} * F, F * sizeof(float));
+  }
+  if (fit) {
+    ASSIGN_OR_RETURN(LockedArray<uint32_t> all, LockedArray<uint32_t>::Create(n));
+    std::iota(all.begin(), all.end(), 0u);
+    RETURN_IF_ERROR(FitPreprocessing(prep, raw.data(), F, all.data(), n));
+  }
+  return ApplyPreprocessing(*prep, raw.data(), n, dst.data);
+}
+
 }  // namespace
 
 Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData& data, const Split& split,
                           const TrainCallbacks& callbacks, const TrainState* resume, Collective* collective) {
-  const size_t F = data.features;
+  // The model's inputs: the raw features, or (categorical columns, missing values) the
+  // preprocessed row, fitted below on the training rows.
+  Preprocessing prep = PlanPreprocessing(data.schema, job.preprocess);
+  if (!prep.identity() && data.features != prep.raw_features()) return Internal("preprocessing plan and data disagree");
+  const size_t F = prep.inputs();
   const size_t ntr = split.train.size(), nva = split.val.size();
+  const bool regression = data.classes == 0;
+  TargetScale targets;
   if (ntr == 0) return InvalidInput("no training rows");
   for (const LockedArray<uint32_t>* idx : {&split.train, &split.val}) {
     for (uint32_t r : *idx) {
@@ -199,15 +278,27 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
     inv_std = std::move(start.inv_std);
     ASSIGN_OR_RETURN(stream, WindowStream::Create(backend, *data.table, split, layout, F, mean, inv_std));
   } else {
+    if ((!prep.identity() || regression) && std::string_view(backend.kind()) != "cpu") {
+      return Unsupported("categorical columns, missing values and regression train on the CPU backend only");
+    }
     ASSIGN_OR_RETURN(xtr, AllocOwned(backend, ntr * F));
     ASSIGN_OR_RETURN(ytr, AllocOwned(backend, ntr));
-    RETURN_IF_ERROR(backend.GatherRows(data.x, F, split.train.data(), ntr, xtr));
-    RETURN_IF_ERROR(backend.GatherRows(data.y, 1, split.train.data(), ntr, ytr));
+    RETURN_IF_ERROR(GatherInputs(backend, data, split.train, &prep, /*fit=*/true, xtr));
+    if (regression) {
+      targets = FitTargets(data.labels, split.train);
+      RETURN_IF_ERROR(UploadScaledTargets(backend, data.labels, split.train, targets, ytr));
+    } else {
+      RETURN_IF_ERROR(backend.GatherRows(data.y, 1, split.train.data(), ntr, ytr));
+    }
     if (nva > 0) {
       ASSIGN_OR_RETURN(xva, AllocOwned(backend, nva * F));
       ASSIGN_OR_RETURN(yva, AllocOwned(backend, nva));
-      RETURN_IF_ERROR(backend.GatherRows(data.x, F, split.val.data(), nva, xva));
-      RETURN_IF_ERROR(backend.GatherRows(data.y, 1, split.val.data(), nva, yva));
+      RETURN_IF_ERROR(GatherInputs(backend, data, split.val, &prep, /*fit=*/false, xva));
+      if (regression) {
+        RETURN_IF_ERROR(UploadScaledTargets(backend, data.labels, split.val, targets, yva));
+      } else {
+        RETURN_IF_ERROR(backend.GatherRows(data.y, 1, split.val.data(), nva, yva));
+      }
       ASSIGN_OR_RETURN(val_labels, LockedArray<float>::Create(nva));
       for (size_t i = 0; i < nva; ++i) val_labels[i] = data.labels[split.val[i]];
     }
@@ -280,6 +371,9 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
 
   TrainResult result;
   result.shape = shape;
+  result.preprocessing = prep;
+  result.label_mean = targets.mean;
+  result.label_scale = targets.scale;
   result.train_rows = ntr;
   result.val_rows = nva;
   uint64_t step = 0;
@@ -426,7 +520,7 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
     if (!std::isfinite(m.train_loss)) {
       return InvalidInput("training diverged at epoch " + std::to_string(epoch) + " (loss is not finite): lower optimizer.lr");
     }
-    RETURN_IF_ERROR(Evaluate(backend, model, xva, yva, nva, F, val_labels, &m));
+    RETURN_IF_ERROR(Evaluate(backend, model, xva, yva, nva, F, val_labels, targets, &m));
     m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     result.epochs.push_back(m);
     if (callbacks.on_epoch) callbacks.on_epoch(m);
@@ -440,17 +534,22 @@ Result<CvResult> CrossValidate(Backend& backend, const JobSpec& job, const Loade
                                const TrainCallbacks& callbacks, const std::function<void(uint32_t, uint32_t)>& on_fold) {
   ASSIGN_OR_RETURN(std::vector<Split> splits, StratifiedKFold(data.labels, data.classes, folds, job.seed));
   CvResult cv;
-  double acc = 0, auc = 0;
+  double acc = 0, auc = 0, rmse = 0, r2 = 0;
   for (uint32_t f = 0; f < folds; ++f) {
     if (on_fold) on_fold(f + 1, folds);
     ASSIGN_OR_RETURN(TrainResult r, Train(backend, job, data, splits[f], callbacks));
     if (r.stopped) return Interrupted("cross-validation stopped in fold " + std::to_string(f + 1));
-    acc += r.epochs.back().val_accuracy;
-    auc += r.epochs.back().val_auc;
+    const EpochMetrics& last = r.epochs.back();
+    acc += last.val_accuracy;
+    auc += last.val_auc;
+    rmse += last.val_rmse;
+    r2 += last.val_r2;
     cv.folds.push_back(std::move(r));
   }
   cv.mean_accuracy = acc / folds;
   cv.mean_auc = auc / folds;
+  cv.mean_rmse = rmse / folds;
+  cv.mean_r2 = r2 / folds;
   return cv;
 }
 

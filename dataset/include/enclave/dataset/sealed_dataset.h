@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -50,6 +51,25 @@ struct CsvScan {
 // dictionaries (and must see the same bytes).
 Result<CsvScan> ScanCsv(const std::string& csv_path, const LabelSpec& label, const CellSpec& cells = {},
                         const ProgressFn& progress = {});
+
+class CsvReader;
+
+// Encodes CSV rows under a known schema into records exactly as SealCsv does (cells read by
+// `cells`, categories by the schema's dictionaries, the label by its classes), so that a
+// CSV and the file sealed from it give the same records bit for bit: the trainer's
+// clear-CSV path. Errors name the file, line and column.
+class CsvRowEncoder {
+ public:
+  CsvRowEncoder(DatasetSchema schema, CellSpec cells);
+  ~CsvRowEncoder();
+  CsvRowEncoder(CsvRowEncoder&&) noexcept;
+  // `row` as CsvReader::Next gave it, `record` schema.columns.size() floats.
+  Status Encode(const CsvReader& csv, const std::vector<std::string>& row, float* record) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 struct SealOptions {
   std::string csv_path;

@@ -73,6 +73,11 @@ ENCLAVE_HD float BceWithLogits(float z, float y) {
 // d/dz of BceWithLogits.
 ENCLAVE_HD float BceWithLogitsGrad(float z, float y) { return Sigmoid(z) - y; }
 
+// --- squared error (regression: one output, the standardized target) ------------------
+// loss = (z - y)^2 / 2, so dloss/dz = z - y (scikit-learn's MLPRegressor halves it too).
+ENCLAVE_HD float HalfSquaredError(float z, float y) { return 0.5f * (z - y) * (z - y); }
+ENCLAVE_HD float HalfSquaredErrorGrad(float z, float y) { return z - y; }
+
 // --- softmax cross-entropy, in pieces so a kernel can reduce a row between them --------
 // For a row z[0..C): m = max_j z[j]; s = sum_j exp(z[j] - m); loss = m + log(s) - z[label];
 // p[j] = exp(z[j] - m) / s; dloss/dz[j] = p[j] - [j == label].

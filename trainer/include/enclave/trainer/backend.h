@@ -36,6 +36,7 @@ struct Buffer {
 enum class LossKind : int {
   kBinaryLogistic = 0,  // one logit per row, label 0 or 1, sigmoid + binary cross-entropy
   kSoftmax = 1,         // `classes` logits per row, label = class index, softmax cross-entropy
+  kSquaredError = 2,    // one output per row, label = the (standardized) target, half squared error
 };
 
 // One optimizer step over n parameters (p, its gradient g, its state buffers).
@@ -111,13 +112,14 @@ class Backend {
   virtual Status ActivationBackward(Buffer grad, Buffer y, size_t count, Activation act) = 0;
   // out[c] = sum over rows of m[r][c], rows summed in order (bias gradients).
   virtual Status ColumnSums(Buffer m, size_t rows, size_t cols, Buffer out) = 0;
-  // Loss of a batch of logits (rows x classes for kSoftmax, rows x 1 for kBinaryLogistic)
+  // Loss of a batch of logits (rows x classes for kSoftmax, rows x 1 otherwise)
   // against labels (rows); grad (same shape as logits) = dloss_row/dlogits * grad_scale
   // unless grad is empty; *loss_sum (if non-null) = sum of the per-row losses, in double,
   // summed in row order.
   virtual Status LossAndGrad(LossKind kind, Buffer logits, Buffer labels, size_t rows, size_t classes,
                              float grad_scale, Buffer grad, double* loss_sum) = 0;
-  // probs = sigmoid(logits) (binary: rows x 1) or the row softmax (rows x classes).
+  // probs = sigmoid(logits) (binary: rows x 1) or the row softmax (rows x classes); for
+  // kSquaredError the outputs themselves (rows x 1).
   virtual Status Probabilities(LossKind kind, Buffer logits, size_t rows, size_t classes, Buffer probs) = 0;
 
   // --- optimizer (n parameters; state buffers as the optimizer needs them) ---

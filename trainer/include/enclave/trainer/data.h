@@ -31,8 +31,9 @@ struct SourceInfo {
   crypto::Digest256 file_digest{};  // SHA-256 of the file (sealed or CSV)
 };
 
-// Streams the records of one dataset. Every record is checked (finite features, yes/no
-// 0 or 1, label a class index) before `fn` sees it. A sealed file must carry the job's
+// Streams the records of one dataset. Every record is checked (dataset::CheckRecord:
+// finite features, yes/no 0 or 1, categories in their dictionary, missing only where
+// allowed, label a class index) before `fn` sees it. A sealed file must carry the job's
 // dataset id in its authenticated header.
 // With `hashed_header`, a sealed file whose header digest differs (the file changed since
 // it was hashed for the report) is refused.
@@ -40,13 +41,11 @@ Status ReadDatasetRecords(const DatasetSpec& spec, const crypto::Keystore* keyst
                           uint64_t* rows, const std::function<Status(const dataset::DatasetSchema&, uint64_t rows)>& begin,
                           const RecordFn& fn, const crypto::Digest256* hashed_header = nullptr);
 
-// The trainer reads classification datasets of numeric and yes/no features with nothing
-// missing (what schema v1 holds). A schema with a regression label, a categorical column
-// or a column that allows missing values (schema v2; issue 18 §3/§4 will train on them) is
-// refused as unsupported (exit 9), naming the dataset and its first unsupported feature,
-// before any record is read. Every loader below checks it.
-Status RequireTrainerSupport(const dataset::DatasetSchema& schema, const std::string& dataset_id,
-                             const std::string& path);
+// The trainer reads numeric, yes/no and categorical features, missing values where the
+// schema allows them, and classification or regression labels. Categorical columns,
+// missing values (preprocess.h) and regression labels are trained on the loaded CPU path
+// only: the GPU backend and [streaming] refuse such a schema as unsupported (exit 9),
+// naming the dataset and the column, before any record is read.
 
 // The record check ReadDatasetRecords applies (exposed for benchmarks' clear baselines).
 Status CheckRecords(const dataset::DatasetSchema& schema, const std::string& path, const float* records,
@@ -77,7 +76,7 @@ class RecordTable {
 struct LoadedData {
   dataset::DatasetSchema schema;
   size_t rows = 0, features = 0;
-  uint32_t classes = 0;
+  uint32_t classes = 0;        // 0: regression (labels are the targets)
   OwnedBuffer x;               // rows x features, backend memory (empty when streamed)
   OwnedBuffer y;               // rows (class indices), backend memory (empty when streamed)
   LockedArray<float> labels;   // the class indices again on the host (for stratification)
@@ -108,11 +107,13 @@ struct Split {
 };
 
 // Per class (in class order) the rows of that class are shuffled with Rng(seed,
-// kStreamSplit) and the first round(fraction * n_class) go to validation.
+// kStreamSplit) and the first round(fraction * n_class) go to validation. `classes` 0
+// (regression): all rows are one class.
 Result<Split> StratifiedSplit(const LockedArray<float>& labels, uint32_t classes, double fraction, uint64_t seed);
 
 // Stratified k-fold: per class, the class's rows shuffled with Rng(seed, kStreamFolds)
 // are dealt to folds round-robin, each class starting where the previous one stopped.
+// `classes` 0 (regression): all rows are one class.
 Result<std::vector<Split>> StratifiedKFold(const LockedArray<float>& labels, uint32_t classes, uint32_t folds,
                                            uint64_t seed);
 

@@ -12,8 +12,10 @@
 
 #include "enclave/common/status.h"
 #include "enclave/crypto/hash.h"
+#include "enclave/dataset/schema.h"
 #include "enclave/kernels/nn_math.h"
 #include "enclave/trainer/backend.h"
+#include "enclave/trainer/preprocess.h"
 
 namespace enclave::trainer {
 
@@ -28,6 +30,7 @@ struct DatasetSpec {
   std::string label;
   std::optional<std::string> positive;
   std::vector<std::string> classes;
+  dataset::Task task = dataset::Task::kClassification;  // as `enclave-data seal --task`
 };
 
 struct ModelSpec {
@@ -91,6 +94,7 @@ struct JobSpec {
   CheckpointSpec checkpoint;
   StreamingSpec streaming;
   std::vector<DatasetSpec> datasets;
+  PreprocessSpec preprocess;  // [preprocess]: missing values and categorical columns
   ModelSpec model;
   OptimizerSpec optimizer;
   ScheduleSpec schedule;

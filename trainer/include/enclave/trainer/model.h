@@ -1,6 +1,6 @@
 // A multilayer perceptron on a Backend: dense layers with one hidden activation, a linear
-// output (one logit for two classes, else one per class). No hidden layer is logistic
-// (or multinomial) regression. Parameters and gradients each live in one buffer, layer by
+// output (one logit for two classes, else one per class; one value for regression). No
+// hidden layer is logistic (or multinomial, or linear) regression. Parameters and gradients each live in one buffer, layer by
 // layer (W_l row-major fan_in x fan_out, then b_l), so an optimizer step is one call.
 #pragma once
 
@@ -15,11 +15,14 @@ namespace enclave::trainer {
 struct ModelShape {
   uint32_t inputs = 0;
   std::vector<uint32_t> hidden;
-  uint32_t classes = 2;  // >= 2
+  uint32_t classes = 2;  // >= 2; 0: regression (one output, half squared error)
   Activation activation = kernels::kActRelu;
 
-  uint32_t outputs() const { return classes == 2 ? 1u : classes; }
-  LossKind loss() const { return classes == 2 ? LossKind::kBinaryLogistic : LossKind::kSoftmax; }
+  bool regression() const { return classes == 0; }
+  uint32_t outputs() const { return classes <= 2 ? 1u : classes; }
+  LossKind loss() const {
+    return classes == 0 ? LossKind::kSquaredError : classes == 2 ? LossKind::kBinaryLogistic : LossKind::kSoftmax;
+  }
   size_t layers() const { return hidden.size() + 1; }
   uint32_t fan_in(size_t l) const { return l == 0 ? inputs : hidden[l - 1]; }
   uint32_t fan_out(size_t l) const { return l == hidden.size() ? outputs() : hidden[l]; }

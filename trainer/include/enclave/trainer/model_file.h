@@ -13,19 +13,28 @@
 #include "enclave/dataset/schema.h"
 #include "enclave/trainer/locked.h"
 #include "enclave/trainer/model.h"
+#include "enclave/trainer/preprocess.h"
 
 namespace enclave::trainer {
 
 // The format id in the export envelope's clear metadata (model-export.md `format_id`).
+// Version 1: a network on schema v1 data with nothing to preprocess (every model trained
+// before preprocessing existed, and still every such model: their bytes are unchanged).
+// Version 2 adds the fitted preprocessing (categorical columns, missing values) and
+// regression.
 inline constexpr char kModelFormatId[] = "enclave-train-mlp/1";
+inline constexpr char kModelFormatIdV2[] = "enclave-train-model/2";
 inline constexpr char kModelMagic[8] = {'E', 'N', 'C', 'L', 'M', 'O', 'D', 'L'};
 inline constexpr uint16_t kModelVersion = 1;
+inline constexpr uint16_t kModelVersion2 = 2;
 inline constexpr uint32_t kMaxModelFeatures = 1u << 20;
 inline constexpr size_t kMaxModelParameters = size_t{1} << 28;
 
 struct ModelFile {
-  ModelShape shape;
+  ModelShape shape;                    // shape.inputs: the preprocessed row's width
   dataset::DatasetSchema schema;       // column names and kinds in CSV order, label, classes
+  Preprocessing preprocessing;         // fitted on the training rows (identity in version 1)
+  float label_mean = 0, label_scale = 1;  // regression (shape.classes 0): prediction = output * scale + mean
   LockedArray<float> mean, inv_std;    // the standardization: shape.inputs each
   LockedArray<float> params;           // ModelShape layout
 };
@@ -34,8 +43,17 @@ struct ModelFile {
 // mean, inv_std and params as little-endian float32, then the SHA-256 of all before.
 Result<crypto::SecretBytes> EncodeModelFile(const ModelFile& model);
 
-// The head alone (magic .. schema): nothing secret, only the shape and the schema.
-Result<std::vector<uint8_t>> EncodeModelHead(const ModelShape& shape, const dataset::DatasetSchema& schema);
+// The version a model is written in: 1 for classification with nothing to preprocess,
+// else 2.
+uint16_t ModelVersionFor(const Preprocessing& p, const ModelShape& s);
+const char* ModelFormatIdFor(const Preprocessing& p, const ModelShape& s);
+
+// The head alone (magic .. schema, and in version 2 the fitted preprocessing): derived from
+// the training rows' statistics only through the fills, like the standardization that
+// follows it. `prep` null: the identity of the schema (version 1).
+Result<std::vector<uint8_t>> EncodeModelHead(const ModelShape& shape, const dataset::DatasetSchema& schema,
+                                             const Preprocessing* prep = nullptr, float label_mean = 0,
+                                             float label_scale = 1);
 
 // The digest that closes the file.
 inline constexpr size_t kModelDigestBytes = 32;
@@ -48,6 +66,6 @@ Result<ModelFile> ParseModelFile(ByteSpan bytes);
 // Copies (into locked memory) the pieces of a finished training run.
 Result<ModelFile> MakeModelFile(const ModelShape& shape, const dataset::DatasetSchema& schema,
                                 const LockedArray<float>& mean, const LockedArray<float>& inv_std,
-                                const LockedArray<float>& params);
+                                const LockedArray<float>& params, const Preprocessing* prep = nullptr);
 
 }  // namespace enclave::trainer

@@ -14,6 +14,7 @@
 #include "enclave/dataset/schema.h"
 #include "enclave/trainer/backend.h"
 #include "enclave/trainer/model.h"
+#include "enclave/trainer/preprocess.h"
 
 namespace enclave::trainer {
 
@@ -22,6 +23,11 @@ struct ResidentModel {
   ModelShape shape;
   Buffer mean, inv_std;  // shape.inputs each
   Buffer params;         // shape.parameter_count(), ModelShape layout
+  // What turns a raw record into the model's inputs (host values: fills, not data); null:
+  // the identity (a schema with nothing to preprocess).
+  const Preprocessing* preprocessing = nullptr;
+  // Regression: predictions are output * label_scale + label_mean.
+  float label_mean = 0, label_scale = 1;
 };
 
 struct SealedModel {

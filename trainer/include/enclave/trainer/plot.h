@@ -8,7 +8,8 @@
 // rows), "info-rows" (training and validation rows), "info-final" (the last epoch's
 // metrics, 4 significant digits), and "info-mode" ("development mode: no key broker, no
 // attestation" when the job ran without a broker). Without validation rows the quality
-// panel says "no validation split" instead of staying empty.
+// panel says "no validation split" instead of staying empty. A regression job's second
+// panel is the validation RMSE (series "val_rmse").
 #pragma once
 
 #include <cstdint>
@@ -30,6 +31,7 @@ struct PlotInfo {
   uint64_t train_rows = 0, val_rows = 0;
   double validation_fraction = 0;
   bool development_mode = false;  // no key broker, no attestation (local keystore or clear CSV)
+  bool regression = false;        // the second panel is the validation RMSE, not accuracy and AUC
 };
 
 // `metrics`: the job's kMetric* bits. `title` is escaped. No header (PlotInfo) lines.

@@ -37,6 +37,8 @@ inline constexpr uint64_t kStreamInit = 1;
 inline constexpr uint64_t kStreamSplit = 2;
 inline constexpr uint64_t kStreamShuffle = 3;
 inline constexpr uint64_t kStreamFolds = 4;
+// Bootstrap resamples of the validation rows for metric intervals (metrics_report.h).
+inline constexpr uint64_t kStreamBootstrap = 5;
 
 // Fisher-Yates with Rng::Below, from the last element down.
 template <typename T>

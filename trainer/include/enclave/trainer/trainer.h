@@ -15,6 +15,7 @@
 #include "enclave/trainer/locked.h"
 #include "enclave/trainer/model.h"
 #include "enclave/trainer/model_seal.h"
+#include "enclave/trainer/preprocess.h"
 
 namespace enclave::trainer {
 
@@ -24,7 +25,10 @@ struct EpochMetrics {
   double train_loss = 0;    // mean over the epoch's batches' rows, as they were trained
   double val_loss = 0;      // NaN without validation rows
   double val_accuracy = 0;  // NaN without validation rows
-  double val_auc = 0;       // NaN without validation rows or with one class in them
+  double val_auc = 0;       // NaN without validation rows or with one class in them; regression: NaN
+  // Regression, in the target's units (else NaN): root mean squared error, mean absolute
+  // error, and R^2 = 1 - SSE / SST (NaN when the validation targets are all equal).
+  double val_rmse = 0, val_mae = 0, val_r2 = 0;
   double seconds = 0;
 };
 
@@ -73,9 +77,13 @@ struct TrainCallbacks {
 
 struct TrainResult {
   ModelShape shape;
+  Preprocessing preprocessing;      // fitted on the training rows; shape.inputs = its width
   std::vector<EpochMetrics> epochs;
   LockedArray<float> params;        // ModelShape layout
   LockedArray<float> mean, inv_std; // the standardization, from the training rows
+  // Regression: the network predicts (target - label_mean) / label_scale, from the training
+  // rows' targets (mean; population standard deviation, 1 when they are all equal).
+  float label_mean = 0, label_scale = 1;
   uint64_t steps = 0;
   size_t train_rows = 0, val_rows = 0;
   bool stopped = false;  // should_stop said so: params etc. are those of the stop, epochs unfinished
@@ -88,7 +96,8 @@ struct TrainResult {
   ResidentModel Resident() const {
     const size_t F = shape.inputs;
     return ResidentModel{shape, resident.get().Slice(0, F), resident.get().Slice(F, F),
-                         resident.get().Slice(2 * F, shape.parameter_count())};
+                         resident.get().Slice(2 * F, shape.parameter_count()), &preprocessing, label_mean,
+                         label_scale};
   }
 };
 
@@ -108,7 +117,8 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
 
 struct CvResult {
   std::vector<TrainResult> folds;
-  double mean_accuracy = 0, mean_auc = 0;  // final-epoch metrics, mean over folds
+  double mean_accuracy = 0, mean_auc = 0;  // final-epoch metrics, mean over folds (regression: NaN)
+  double mean_rmse = 0, mean_r2 = 0;       // regression: the same; classification: NaN
 };
 
 // Stratified k-fold cross-validation: one full training run per fold (same job and seed),
