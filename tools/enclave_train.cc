@@ -16,9 +16,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "cli.h"
@@ -55,14 +57,20 @@ using nlohmann::json;
 using namespace enclave::trainer;
 using namespace enclave::session;
 
-const FlagSpec kJson{"json", "", "emit one JSON line per epoch and a JSON summary on stdout"};
+// Each verb's help is its own: the flags whose meaning differs between verbs (--json,
+// --force, --device, --keystore) have one FlagSpec per verb.
+const FlagSpec kRunJson{"json", "", "emit one JSON line per epoch and per checkpoint, and a final JSON line, on stdout"};
+const FlagSpec kCvJson{"json", "", "emit one JSON line per epoch of each fold and a final JSON summary line on stdout"};
+const FlagSpec kPredictJson{"json", "", "print one JSON document on stdout: the summary, and the predictions "
+                                        "themselves unless --out is given"};
 const FlagSpec kJob{"job", "F.toml", "job specification (docs/formats/job.md)", true};
 const FlagSpec kKeystore{"keystore", "K", "local tenant keystore holding the data keys (development mode)"};
 const FlagSpec kDevice{"device", "cpu|gpu|auto", "override the job's device"};
-const FlagSpec kForce{"force", "", "overwrite existing outputs (report, plot, model) in the output directory"};
+const FlagSpec kRunForce{"force", "", "overwrite existing outputs (report, plot, model) in the output directory"};
+const FlagSpec kCvForce{"force", "", "overwrite an existing cv_metrics.json in the output directory"};
 const FlagSpec kExportKey{"export-key", "F.pub",
                           "the tenant's export public key file (enclave-data keystore export-key show --out); "
-                          "overrides the job's export_key"};
+                          "overrides the job's export_key; one of them is required (development mode)"};
 const FlagSpec kResume{"resume", "", "continue from the newest checkpoint in OUTPUT_DIR/checkpoints"};
 const FlagSpec kStopAfter{"stop-after-step", "N",
                           "write a checkpoint after optimizer step N and stop (interruption, for testing resume)"};
@@ -96,21 +104,34 @@ Result<std::string> ParamsDigest(Backend& backend, const TrainResult& r) {
   return HexEncode(d);
 }
 
-json EpochJson(const EpochMetrics& m, uint32_t metrics) {
+// One epoch's metrics at full precision (the shortest text that reads back as the same
+// double). Without a validation split (`validation` false) every val_* key the job asks
+// for is null, as is a metric that cannot be computed. Regression (`regression`, or
+// validation RMSE present): val_rmse, val_mae, val_r2 instead of accuracy and AUC.
+json EpochJson(const EpochMetrics& m, uint32_t metrics, bool validation = true, bool regression = false) {
+  auto val = [validation](double v) { return validation ? Num(v) : json(nullptr); };
   json j = {{"epoch", m.epoch}, {"lr", m.lr}, {"seconds", m.seconds}};
   if (metrics & kMetricLoss) {
     j["train_loss"] = Num(m.train_loss);
-    j["val_loss"] = Num(m.val_loss);
+    j["val_loss"] = val(m.val_loss);
   }
-  if (!std::isnan(m.val_rmse)) {  // regression, with validation rows
-    j["val_rmse"] = Num(m.val_rmse);
-    j["val_mae"] = Num(m.val_mae);
-    j["val_r2"] = Num(m.val_r2);
+  if (regression || !std::isnan(m.val_rmse)) {  // regression: its own validation metrics
+    j["val_rmse"] = val(m.val_rmse);
+    j["val_mae"] = val(m.val_mae);
+    j["val_r2"] = val(m.val_r2);
     return j;
   }
-  if (metrics & kMetricAccuracy) j["val_accuracy"] = Num(m.val_accuracy);
-  if (metrics & kMetricRocAuc) j["val_roc_auc"] = Num(m.val_auc);
+  if (metrics & kMetricAccuracy) j["val_accuracy"] = val(m.val_accuracy);
+  if (metrics & kMetricRocAuc) j["val_roc_auc"] = val(m.val_auc);
   return j;
+}
+
+// Why a run has no validation metrics, for people: "no validation split (validation_fraction = 0)".
+std::string NoValidationSplit(const JobSpec& job) {
+  if (job.validation_fraction == 0) return "no validation split (validation_fraction = 0)";
+  char f[32];
+  std::snprintf(f, sizeof(f), "%g", job.validation_fraction);
+  return std::string("no validation split (validation_fraction ") + f + " leaves no validation rows)";
 }
 
 json JobJson(const std::string& path, const JobSpec& job) {
@@ -205,20 +226,27 @@ class EpochLine {
   }
   void Epoch(const EpochMetrics& m) {
     if (!enabled_) return;
-    if (!std::isnan(m.val_rmse)) {
-      std::fprintf(stderr, "\r%sepoch %u/%u loss %.4f val_loss %.4f val_rmse %.4g val_r2 %.4f lr %.3g  \n",
-                   prefix_.c_str(), m.epoch, epochs_, m.train_loss, m.val_loss, m.val_rmse, m.val_r2, m.lr);
-      return;
+    if (!validation_) {
+      std::fprintf(stderr, "\r%sepoch %u/%u loss %s (no validation split) lr %.4g  \n", prefix_.c_str(), m.epoch,
+                   epochs_, HumanMetric(m.train_loss).c_str(), m.lr);
+    } else if (!std::isnan(m.val_rmse)) {
+      std::fprintf(stderr, "\r%sepoch %u/%u loss %s val_loss %s val_rmse %s val_r2 %s lr %.4g  \n", prefix_.c_str(),
+                   m.epoch, epochs_, HumanMetric(m.train_loss).c_str(), HumanMetric(m.val_loss).c_str(),
+                   HumanMetric(m.val_rmse).c_str(), HumanMetric(m.val_r2).c_str(), m.lr);
+    } else {
+      std::fprintf(stderr, "\r%sepoch %u/%u loss %s val_loss %s val_acc %s val_auc %s lr %.4g  \n", prefix_.c_str(),
+                   m.epoch, epochs_, HumanMetric(m.train_loss).c_str(), HumanMetric(m.val_loss).c_str(),
+                   HumanMetric(m.val_accuracy).c_str(), HumanMetric(m.val_auc).c_str(), m.lr);
     }
-    std::fprintf(stderr, "\r%sepoch %u/%u loss %.4f val_loss %.4f val_acc %.4f val_auc %.4f lr %.3g  \n",
-                 prefix_.c_str(), m.epoch, epochs_, m.train_loss, m.val_loss, m.val_accuracy, m.val_auc, m.lr);
   }
   void set_prefix(std::string p) { prefix_ = std::move(p); }
+  void set_validation(bool v) { validation_ = v; }
 
  private:
   bool enabled_;
   uint32_t epochs_;
   std::string prefix_;
+  bool validation_ = true;
 };
 
 struct Session {
@@ -253,6 +281,9 @@ Result<Session> Prepare(const Args& args, bool checkpoints, const std::string& k
                         uint32_t world_size = 1) {
   Session s;
   ASSIGN_OR_RETURN(s.job, LoadJob(args.Get("job")));
+  // A dataset path that does not exist fails here, naming its key and line, before any
+  // key is asked for.
+  RETURN_IF_ERROR(CheckJobPaths(s.job));
   if (args.Has("device")) {
     const std::string d = args.Get("device");
     if (d == "cpu") s.job.device = Device::kCpu;
@@ -263,6 +294,11 @@ Result<Session> Prepare(const Args& args, bool checkpoints, const std::string& k
   bool sealed = false;
   for (const DatasetSpec& d : s.job.datasets) sealed = sealed || d.format == DatasetFormat::kSealed;
   if (!s.job.broker.url.empty() && !args.Has("keystore")) {
+    // The broker's files too, named by key and line, before this host attests.
+    RETURN_IF_ERROR(CheckInputFile(JobPathAt(s.job, "broker.ca"), s.job.broker.ca));
+    if (!s.job.broker.witness_policy.empty()) {
+      RETURN_IF_ERROR(CheckInputFile(JobPathAt(s.job, "broker.witness_policy"), s.job.broker.witness_policy));
+    }
 #ifdef ENCLAVE_HAVE_ATTESTED_MODE
     AttestedJob::Options o;
     o.tcti = args.Get("tcti");
@@ -372,11 +408,23 @@ void EmitLine(const json& j) {
 // The signed text (attested mode) is this same text.
 std::string ReportText(const json& report) { return cli::DumpJson(report, 2) + "\n"; }
 
+// An output file, refused when it exists unless `force`: the message names --force.
+Result<AtomicOutputFile> CreateOutput(const std::string& path, bool force) {
+  Result<AtomicOutputFile> out = AtomicOutputFile::Create(path, force);
+  if (!out.ok() && out.status().code() == Code::kAlreadyExists) {
+    return AlreadyExists(path + " exists (use --force to overwrite)");
+  }
+  return out;
+}
+
 Result<AtomicOutputFile> OpenReport(const Session& s, const std::string& name, bool force) {
   std::error_code ec;
   std::filesystem::create_directories(s.job.output_dir, ec);
-  if (ec) return IoError("creating output directory " + s.job.output_dir + ": " + ec.message());
-  return AtomicOutputFile::Create((std::filesystem::path(s.job.output_dir) / name).string(), force);
+  if (ec) {
+    return IoError(JobPathAt(s.job, "output_dir") + ": " + s.job.output_dir + ": cannot create the directory: " +
+                   ec.message());
+  }
+  return CreateOutput((std::filesystem::path(s.job.output_dir) / name).string(), force);
 }
 
 Status WriteReport(AtomicOutputFile& out, const json& report) {
@@ -386,15 +434,15 @@ Status WriteReport(AtomicOutputFile& out, const json& report) {
 }
 
 TrainCallbacks Callbacks(const Args& args, const JobSpec& job, EpochLine* line, const json& extra,
-                         uint32_t* current_epoch) {
+                         uint32_t* current_epoch, bool validation = true, bool regression = false) {
   TrainCallbacks cb;
   cb.on_step = [line, current_epoch](uint64_t done, uint64_t total) { line->Step(*current_epoch, done, total); };
-  cb.on_epoch = [&args, &job, line, extra, current_epoch](const EpochMetrics& m) {
+  cb.on_epoch = [&args, &job, line, extra, current_epoch, validation, regression](const EpochMetrics& m) {
     ++*current_epoch;
     if (args.json()) {
       json j = {{"event", "epoch"}};
       j.update(extra);
-      j.update(EpochJson(m, job.metrics));
+      j.update(EpochJson(m, job.metrics, validation, regression));
       EmitLine(j);
     } else {
       line->Epoch(m);
@@ -480,6 +528,22 @@ Status Run(const Args& args) {
                         " needs --rendezvous DIR in development mode (the attested mode meets at the broker)");
   }
   const bool checkpoints = peek.checkpoint.every_steps > 0 || args.Has("resume") || stop_after > 0;
+  // The export key first, before any key, data or output: a run that cannot deliver its
+  // model does not train. In the attested mode it is the one the broker sends (below).
+  std::string key_path = args.Has("export-key") ? args.Get("export-key") : peek.export_key;
+  const std::string key_where = args.Has("export-key") ? "--export-key" : JobPathAt(peek, "export_key");
+  std::optional<crypto::ExportPublicKey> export_key;
+  if (writes_outputs && development) {
+    if (key_path.empty()) {
+      return FailedPrecondition(args.Get("job") + ": no export key: the trained model leaves only sealed to the "
+                                "tenant's export key; give --export-key F.pub or the job's export_key (make F.pub "
+                                "with enclave-data keystore export-key show --out F.pub); nothing was trained");
+    }
+    RETURN_IF_ERROR(CheckInputFile(key_where, key_path));
+    Result<crypto::ExportPublicKey> k = crypto::ReadExportPublicKey(key_path);
+    if (!k.ok()) return k.status().Annotate(key_where);
+    export_key = *k;
+  }
   // Attested mode: before any key is asked for (a run that could not write its report
   // would waste a release and its audit entries).
   if (writes_outputs && !peek.broker.url.empty() && !args.Has("keystore") && !args.Has("force")) {
@@ -541,31 +605,23 @@ Status Run(const Args& args) {
     }
   }
 
-  // The export key first: a job that cannot deliver its model should not train. In the
-  // attested mode it is the one the broker sent (the policy allows no other output).
-  std::string key_path = args.Has("export-key") ? args.Get("export-key") : s.job.export_key;
-  std::optional<crypto::ExportPublicKey> export_key;
+  // The attested mode: the export key the broker sent (the policy allows no other output).
 #ifdef ENCLAVE_HAVE_ATTESTED_MODE
-  if (!writes_outputs) {
-  } else if (s.attested) {
+  if (writes_outputs && s.attested) {
     const crypto::ExportPublicKey& from_broker = s.attested->release().export_key;
     if (!key_path.empty()) {
-      ASSIGN_OR_RETURN(crypto::ExportPublicKey named, crypto::ReadExportPublicKey(key_path));
-      if (named.public_key != from_broker.public_key)
-        return PermissionDenied("export key " + key_path + " is not the tenant export key the broker sent");
+      RETURN_IF_ERROR(CheckInputFile(key_where, key_path));
+      Result<crypto::ExportPublicKey> named = crypto::ReadExportPublicKey(key_path);
+      if (!named.ok()) return named.status().Annotate(key_where);
+      if (named->public_key != from_broker.public_key)
+        return PermissionDenied(key_where + ": export key " + key_path + " is not the tenant export key the broker sent");
     }
     export_key = from_broker;
     key_path = "(from the broker)";
   }
 #endif
-  if (export_key || !writes_outputs) {
-  } else if (!key_path.empty()) {
-    Result<crypto::ExportPublicKey> k = crypto::ReadExportPublicKey(key_path);
-    if (!k.ok()) return k.status().Annotate("export key " + key_path);
-    export_key = *k;
-  } else {
-    std::fprintf(stderr, "enclave-train: WARNING: no export key (--export-key or the job's export_key): the trained "
-                         "model will not be written\n");
+  if (writes_outputs && !export_key) {
+    return Internal("no export key after the checks before training");  // unreachable: refused above
   }
   // Every output is checked before training starts; each appears only when complete.
   std::optional<AtomicOutputFile> report_out, plot_out;
@@ -573,7 +629,7 @@ Status Run(const Args& args) {
   if (writes_outputs) {
     ASSIGN_OR_RETURN(AtomicOutputFile r, OpenReport(s, kReportName, force));
     report_out.emplace(std::move(r));
-    ASSIGN_OR_RETURN(AtomicOutputFile p, AtomicOutputFile::Create(OutPath(s, kPlotName), force));
+    ASSIGN_OR_RETURN(AtomicOutputFile p, CreateOutput(OutPath(s, kPlotName), force));
     plot_out.emplace(std::move(p));
     if (export_key && !force && std::filesystem::exists(model_path)) {
       return AlreadyExists(model_path + " exists (use --force to overwrite)");
@@ -609,9 +665,15 @@ Status Run(const Args& args) {
   }
 
   ASSIGN_OR_RETURN(Split split, StratifiedSplit(s.data.labels, s.data.classes, s.job.validation_fraction, s.job.seed));
+  // validation_fraction = 0 (or one too small for any row): no validation metrics; the
+  // console, the JSON lines, the report and the plot say so instead of printing NaN.
+  const bool validation = !split.val.empty();
+  const bool regression = s.data.classes == 0;
+  if (!validation && !args.json()) std::fprintf(stderr, "enclave-train: %s\n", NoValidationSplit(s.job).c_str());
   EpochLine line(!args.json(), s.job.epochs);
+  line.set_validation(validation);
   uint32_t epoch = resume ? resume->epoch : 1;
-  TrainCallbacks cb = Callbacks(args, s.job, &line, json::object(), &epoch);
+  TrainCallbacks cb = Callbacks(args, s.job, &line, json::object(), &epoch, validation, regression);
   cb.model_stays_on_backend = true;  // sealed where it is (on the GPU backend: on the device)
   uint64_t written = 0;
   std::string last_checkpoint;
@@ -682,17 +744,22 @@ Status Run(const Args& args) {
     const EpochMetrics& f = r.epochs.back();
     if (args.json()) {
       EmitLine({{"event", "done"}, {"ok", true}, {"rank", dist.rank}, {"world_size", dist.world_size},
-                {"final", EpochJson(f, s.job.metrics)}, {"parameters_sha256", params_digest},
+                {"validation_split", validation},
+                {"final", EpochJson(f, s.job.metrics, validation, regression)}, {"parameters_sha256", params_digest},
                 {"ring_bytes_sent", ring != nullptr ? json(ring->bytes_sent()) : json(nullptr)}});
     } else {
-      std::printf("rank %u of %u: trained %s for %u epochs, validation accuracy %.4f\nparameters sha256 %s\n",
-                  dist.rank, dist.world_size, s.job.name.c_str(), s.job.epochs, f.val_accuracy,
+      std::printf("rank %u of %u: trained %s for %u epochs, %s\nparameters sha256 %s\n", dist.rank, dist.world_size,
+                  s.job.name.c_str(), s.job.epochs,
+                  !validation  ? NoValidationSplit(s.job).c_str()
+                  : regression ? ("validation RMSE " + HumanMetric(f.val_rmse)).c_str()
+                               : ("validation accuracy " + HumanMetric(f.val_accuracy)).c_str(),
                   params_digest.c_str());
     }
     return OkStatus();
   }
 
   json all_rows = {{"rows", s.data.rows}};
+  double all_rows_metric = 0;  // RMSE (regression) or accuracy over every row
   if (r.shape.regression()) {  // loaded data only: regression is not streamed
     ASSIGN_OR_RETURN(LockedArray<float> pred, PredictResident(*s.backend, r.Resident(), s.data.x, s.data.rows));
     double sse = 0;
@@ -700,15 +767,18 @@ Status Run(const Args& args) {
       const double d = static_cast<double>(pred[i]) - s.data.labels[i];
       sse += d * d;
     }
-    all_rows["rmse"] = Num(std::sqrt(sse / static_cast<double>(s.data.rows)));
+    all_rows_metric = std::sqrt(sse / static_cast<double>(s.data.rows));
+    all_rows["rmse"] = Num(all_rows_metric);
   } else {
-    ASSIGN_OR_RETURN(double all_rows_accuracy, AllRowsAccuracy(*s.backend, r.Resident(), s.data));
-    all_rows["accuracy"] = Num(all_rows_accuracy);
+    ASSIGN_OR_RETURN(all_rows_metric, AllRowsAccuracy(*s.backend, r.Resident(), s.data));
+    all_rows["accuracy"] = Num(all_rows_metric);
   }
   json report = ReportHeader(args, s, "run");
   report["model"] = ModelJson(r);
   report["train_rows"] = r.train_rows;
   report["val_rows"] = r.val_rows;
+  report["validation_fraction"] = s.job.validation_fraction;
+  report["validation_split"] = validation;
   report["steps"] = r.steps;
   report["distributed"] = dist.distributed()
                               ? json{{"world_size", dist.world_size},
@@ -719,9 +789,9 @@ Status Run(const Args& args) {
                                      {"ring_bytes_sent", ring != nullptr ? json(ring->bytes_sent()) : json(nullptr)}}
                               : json(nullptr);
   json epochs = json::array();
-  for (const EpochMetrics& m : r.epochs) epochs.push_back(EpochJson(m, s.job.metrics));
+  for (const EpochMetrics& m : r.epochs) epochs.push_back(EpochJson(m, s.job.metrics, validation, regression));
   report["epochs"] = epochs;
-  report["final"] = EpochJson(r.epochs.back(), s.job.metrics);
+  report["final"] = EpochJson(r.epochs.back(), s.job.metrics, validation, regression);
   if (r.val_rows > 0) {
     ASSIGN_OR_RETURN(LockedArray<float> val_labels, LockedArray<float>::Create(r.val_rows));
     for (size_t i = 0; i < r.val_rows; ++i) val_labels[i] = s.data.labels[split.val[i]];
@@ -768,7 +838,17 @@ Status Run(const Args& args) {
   }
   report["model_export"] = exported;
 
-  const std::string svg = TrainingCurveSvg(r.epochs, s.job.metrics, s.job.name.empty() ? "training" : s.job.name);
+  PlotInfo plot;
+  plot.title = s.job.name.empty() ? "training" : s.job.name;
+  for (const SourceInfo& src : s.data.sources) {
+    plot.datasets.push_back({src.id, std::filesystem::path(src.path).filename().string(), src.rows});
+  }
+  plot.train_rows = r.train_rows;
+  plot.val_rows = r.val_rows;
+  plot.validation_fraction = s.job.validation_fraction;
+  plot.development_mode = !s.Attested();
+  plot.regression = regression;
+  const std::string svg = TrainingCurveSvg(r.epochs, s.job.metrics, plot);
   RETURN_IF_ERROR(plot_out->Write(svg.data(), svg.size()));
   RETURN_IF_ERROR(plot_out->Commit());
   const std::string path = report_out->path();
@@ -777,7 +857,7 @@ Status Run(const Args& args) {
     // The signature file first, then the report it signs (the report names it).
     const std::string text = ReportText(report);
     ASSIGN_OR_RETURN(std::string sig, s.attested->SignReport(text));
-    ASSIGN_OR_RETURN(AtomicOutputFile sig_out, AtomicOutputFile::Create(path + ".sig", force));
+    ASSIGN_OR_RETURN(AtomicOutputFile sig_out, CreateOutput(path + ".sig", force));
     RETURN_IF_ERROR(sig_out.Write(sig.data(), sig.size()));
     RETURN_IF_ERROR(sig_out.Commit());
   }
@@ -799,6 +879,7 @@ Status Run(const Args& args) {
 #endif
   if (args.json()) {
     json done = {{"event", "done"}, {"ok", true}, {"report", path}, {"job_finished_audit_index", finished},
+              {"validation_split", validation},
               {"final", report["final"]},
               {"parameters_sha256", report["parameters_sha256"]},
               {"model", export_key ? json(model_path) : json(nullptr)},
@@ -811,19 +892,31 @@ Status Run(const Args& args) {
     EmitLine(done);
   } else {
     const EpochMetrics& f = r.epochs.back();
-    std::printf("trained %s on %zu rows (%zu validation) for %u epochs on %s\n", s.job.name.c_str(), r.train_rows,
-                r.val_rows, s.job.epochs, s.backend->Describe().c_str());
-    if (r.shape.regression()) {
-      std::printf("validation RMSE %.4g, MAE %.4g, R^2 %.4f\n", f.val_rmse, f.val_mae, f.val_r2);
+    if (!validation) {
+      std::printf("trained %s on %zu rows for %u epochs on %s\n%s; training loss %s\n", s.job.name.c_str(),
+                  r.train_rows, s.job.epochs, s.backend->Describe().c_str(), NoValidationSplit(s.job).c_str(),
+                  HumanMetric(f.train_loss).c_str());
     } else {
-      std::printf("validation accuracy %.4f, ROC AUC %.4f, loss %.4f\n", f.val_accuracy, f.val_auc, f.val_loss);
+      std::printf("trained %s on %zu rows (%zu validation) for %u epochs on %s\n", s.job.name.c_str(), r.train_rows,
+                  r.val_rows, s.job.epochs, s.backend->Describe().c_str());
+      if (regression) {
+        std::printf("validation RMSE %s, MAE %s, R^2 %s\n", HumanMetric(f.val_rmse).c_str(),
+                    HumanMetric(f.val_mae).c_str(), HumanMetric(f.val_r2).c_str());
+      } else {
+        std::printf("validation accuracy %s, ROC AUC %s, loss %s (training loss %s)\n",
+                    HumanMetric(f.val_accuracy).c_str(), HumanMetric(f.val_auc).c_str(),
+                    HumanMetric(f.val_loss).c_str(), HumanMetric(f.train_loss).c_str());
+      }
+    }
+    if (regression) {
+      std::printf("RMSE over all %zu rows %s\n", s.data.rows, HumanMetric(all_rows_metric).c_str());
+    } else {
+      std::printf("accuracy over all %zu rows %s\n", s.data.rows, HumanMetric(all_rows_metric).c_str());
     }
     std::printf("parameters sha256 %s\n", params_digest.c_str());
     if (export_key) {
       std::printf("model: %s (sealed to export key '%s', sha256 %s)\n", model_path.c_str(), export_key->name.c_str(),
                   exported["sha256"].get<std::string>().c_str());
-    } else {
-      std::printf("model: not written (no export key)\n");
     }
     std::printf("report: %s\nplot: %s\n", path.c_str(), plot_out->path().c_str());
     if (!finished.is_null()) std::printf("job.finished logged by the broker: audit entry %s\n", cli::DumpJson(finished).c_str());
@@ -835,6 +928,12 @@ Status Run(const Args& args) {
 // exported one opened in locked memory with --keystore.
 Status Predict(const Args& args) {
   const std::string model_path = args.Get("model");
+  // --out first: an existing file is refused before the keystore is unlocked.
+  std::optional<AtomicOutputFile> out;
+  if (args.Has("out")) {
+    ASSIGN_OR_RETURN(AtomicOutputFile o, CreateOutput(args.Get("out"), args.Has("force")));
+    out.emplace(std::move(o));
+  }
   crypto::SecretBytes bytes;
   std::string format_id = kModelFormatId;
   if (args.Has("keystore")) {
@@ -874,24 +973,43 @@ Status Predict(const Args& args) {
   const uint32_t C = model.shape.classes;
 
   // The predictions: row (1-based data row), predicted class name, one probability per
-  // class; regression: row, predicted value.
+  // class, or for regression the predicted value (9 significant digits: a float32
+  // exactly). As CSV text (--out, or stdout), or with --json and no --out in the JSON
+  // document, the same numbers.
+  const bool in_json = args.json() && !out;
+  const bool regression = model.shape.regression();
   std::string text = "row,predicted";
   for (const std::string& c : model.schema.classes) text += "," + dataset::CsvEscape("p_" + c);
   text += "\n";
+  json predictions = json::array();
   char num[32];
-  const bool regression = model.shape.regression();
   for (size_t r = 0; r < t.rows && regression; ++r) {
-    std::snprintf(num, sizeof(num), ",%.9g\n", static_cast<double>(probs[r]));
-    text += std::to_string(r + 1) + num;
+    std::snprintf(num, sizeof(num), "%.9g", static_cast<double>(probs[r]));
+    if (in_json) {
+      predictions.push_back({{"row", r + 1}, {"predicted", std::strtod(num, nullptr)}});
+    } else {
+      text += std::to_string(r + 1) + "," + num + "\n";
+    }
   }
   for (size_t r = 0; r < t.rows && !regression; ++r) {
-    text += std::to_string(r + 1) + "," + dataset::CsvEscape(model.schema.classes[PredictedClass(probs.data(), r, C)]);
+    const std::string& predicted = model.schema.classes[PredictedClass(probs.data(), r, C)];
+    json p_json = json::array();
+    if (!in_json) text += std::to_string(r + 1) + "," + dataset::CsvEscape(predicted);
     for (uint32_t c = 0; c < C; ++c) {
       const float p = C == 2 ? (c == 1 ? probs[r] : 1.0f - probs[r]) : probs[r * C + c];
-      std::snprintf(num, sizeof(num), ",%.9g", static_cast<double>(p));
-      text += num;
+      std::snprintf(num, sizeof(num), "%.9g", static_cast<double>(p));
+      if (in_json) {
+        p_json.push_back(std::strtod(num, nullptr));
+      } else {
+        text += ",";
+        text += num;
+      }
     }
-    text += "\n";
+    if (in_json) {
+      predictions.push_back({{"row", r + 1}, {"predicted", predicted}, {"probabilities", std::move(p_json)}});
+    } else {
+      text += "\n";
+    }
   }
   const double accuracy = t.has_labels && !regression ? Accuracy(probs.data(), t.labels.data(), t.rows, C) : 0.0;
   double rmse = 0;
@@ -900,30 +1018,31 @@ Status Predict(const Args& args) {
     rmse += d * d / static_cast<double>(t.rows);
   }
   rmse = std::sqrt(rmse);
-  if (args.Has("out")) {
-    ASSIGN_OR_RETURN(AtomicOutputFile out, AtomicOutputFile::Create(args.Get("out"), args.Has("force")));
-    RETURN_IF_ERROR(out.Write(text.data(), text.size()));
-    RETURN_IF_ERROR(out.Commit());
+  if (out) {
+    RETURN_IF_ERROR(out->Write(text.data(), text.size()));
+    RETURN_IF_ERROR(out->Commit());
   } else if (!args.json()) {
     std::fwrite(text.data(), 1, text.size(), stdout);
   }
   if (args.json()) {
-    cli::PrintJson({{"ok", true},
-                    {"model", model_path},
-                    {"model_format", format_id},
-                    {"rows", t.rows},
-                    {"classes", model.schema.classes},
-                    {"accuracy", t.has_labels && !regression ? json(accuracy) : json(nullptr)},
-                    {"rmse", t.has_labels && regression ? json(rmse) : json(nullptr)},
-                    {"out", args.Has("out") ? json(args.Get("out")) : json(nullptr)}});
-  } else if (args.Has("out")) {
+    json doc = {{"ok", true},
+                {"model", model_path},
+                {"model_format", format_id},
+                {"rows", t.rows},
+                {"classes", model.schema.classes},
+                {"accuracy", t.has_labels && !regression ? json(accuracy) : json(nullptr)},
+                {"rmse", t.has_labels && regression ? json(rmse) : json(nullptr)},
+                {"out", out ? json(args.Get("out")) : json(nullptr)}};
+    if (in_json) doc["predictions"] = std::move(predictions);
+    cli::PrintJson(doc);
+  } else if (out) {
     std::printf("%zu predictions written to %s\n", t.rows, args.Get("out").c_str());
   }
   if (!args.json() && t.has_labels) {
     if (regression) {
-      std::fprintf(stderr, "rmse %.4g (%zu rows with targets)\n", rmse, t.rows);
+      std::fprintf(stderr, "rmse %s (%zu rows with targets)\n", HumanMetric(rmse).c_str(), t.rows);
     } else {
-      std::fprintf(stderr, "accuracy %.17g (%zu rows with labels)\n", accuracy, t.rows);
+      std::fprintf(stderr, "accuracy %s (%zu rows with labels)\n", HumanMetric(accuracy).c_str(), t.rows);
     }
   }
   return OkStatus();
@@ -998,7 +1117,7 @@ Status Cv(const Args& args) {
     // endpoint takes only run reports (it logs the exported model), so this one stays local.
     const std::string text = ReportText(report);
     ASSIGN_OR_RETURN(std::string sig, s.attested->SignReport(text));
-    ASSIGN_OR_RETURN(AtomicOutputFile sig_out, AtomicOutputFile::Create(path + ".sig", args.Has("force")));
+    ASSIGN_OR_RETURN(AtomicOutputFile sig_out, CreateOutput(path + ".sig", args.Has("force")));
     RETURN_IF_ERROR(sig_out.Write(sig.data(), sig.size()));
     RETURN_IF_ERROR(sig_out.Commit());
   }
@@ -1009,14 +1128,16 @@ Status Cv(const Args& args) {
               {"mean_accuracy", report["mean_accuracy"]}, {"mean_roc_auc", report["mean_roc_auc"]},
               {"mean_rmse", report["mean_rmse"]}, {"mean_r2", report["mean_r2"]}});
   } else if (regression) {
-    std::printf("%llu-fold cross-validation of %s on %zu rows (%s)\nmean RMSE %.4g, mean R^2 %.4f\nmetrics: %s\n",
+    std::printf("%llu-fold cross-validation of %s on %zu rows (%s)\nmean RMSE %s, mean R^2 %s\nmetrics: %s\n",
                 static_cast<unsigned long long>(folds), s.job.name.c_str(), s.data.rows, s.backend->Describe().c_str(),
-                cv.mean_rmse, cv.mean_r2, path.c_str());
+                HumanMetric(cv.mean_rmse).c_str(), HumanMetric(cv.mean_r2).c_str(), path.c_str());
   } else {
-    std::printf("%llu-fold cross-validation of %s on %zu rows (%s)\nmean accuracy %.4f (std %.4f), mean ROC AUC %.4f\n"
+    std::printf("%llu-fold cross-validation of %s on %zu rows (%s)\nmean accuracy %s (std %s), mean ROC AUC %s\n"
                 "metrics: %s\n",
                 static_cast<unsigned long long>(folds), s.job.name.c_str(), s.data.rows, s.backend->Describe().c_str(),
-                cv.mean_accuracy, report["std_accuracy"].get<double>(), cv.mean_auc, path.c_str());
+                HumanMetric(cv.mean_accuracy).c_str(),
+                HumanMetric(std::sqrt(acc_sq / static_cast<double>(cv.folds.size()))).c_str(),
+                HumanMetric(cv.mean_auc).c_str(), path.c_str());
   }
   return OkStatus();
 }
@@ -1033,11 +1154,11 @@ int main(int argc, char** argv) {
   const FlagSpec pass = cli::PassphraseFdFlag();
   p.verbs = {
       {"run", "train the job's model with a stratified validation split; the model leaves sealed to the export key",
-       "", 0, {kJob, kKeystore, pass, kExportKey, kDevice, kResume, kStopAfter, kForce, kTcti, kState, kEventLog, kImaLog,
-               kWorldSize, kRank, kRendezvous, kPeerTimeout, kJson}, Run},
+       "", 0, {kJob, kKeystore, pass, kExportKey, kDevice, kResume, kStopAfter, kRunForce, kTcti, kState, kEventLog,
+               kImaLog, kWorldSize, kRank, kRendezvous, kPeerTimeout, kRunJson}, Run},
       {"cv", "stratified k-fold cross-validation of the job (shuffled, seeded)", "", 0,
-       {kJob, {"folds", "K", "number of folds (default 5)"}, kKeystore, pass, kDevice, kForce, kTcti, kState, kEventLog,
-        kImaLog, kJson}, Cv},
+       {kJob, {"folds", "K", "number of folds (default 5)"}, kKeystore, pass, kDevice, kCvForce, kTcti, kState, kEventLog,
+        kImaLog, kCvJson}, Cv},
       {"predict", "class predictions and probabilities of a model for the rows of a CSV (data owner side)", "", 0,
        {{"model", "M", "plaintext model file (enclave-data open-model), or an exported one with --keystore", true},
         {"keystore", "K", "the tenant keystore: open the exported model M in locked memory"},
@@ -1045,8 +1166,8 @@ int main(int argc, char** argv) {
         {"csv", "F", "CSV with a header row and the model's feature columns (the label column is optional)", true},
         {"out", "F.csv", "write the predictions here (atomically) instead of stdout"},
         {"force", "", "overwrite --out"},
-        kDevice,
-        kJson},
+        {"device", "cpu|gpu|auto", "where to predict (default cpu)"},
+        kPredictJson},
        Predict},
   };
   return cli::Main(p, argc, argv);

@@ -112,9 +112,11 @@ write_job() {
   local file=$1 data=$2 epochs=$3 extra=${4:-}
   mkdir -p "$(dirname "$file")"
   {
-    printf 'name = "distributed-cli"\nseed = 11\ndevice = "cpu"\noutput_dir = "out"\n'
+    # Every job names the export key: rank 0 refuses to train without one.
+    printf 'name = "distributed-cli"\nseed = 11\ndevice = "cpu"\noutput_dir = "out"\nexport_key = "%s"\n' \
+      "$T/tenant-export.pub"
     if [ "$data" = sealed ]; then
-      printf 'export_key = "%s"\n\n[[datasets]]\nid = "breast-cancer"\npath = "%s"\n' "$T/tenant-export.pub" "$T/bc.sealed"
+      printf '\n[[datasets]]\nid = "breast-cancer"\npath = "%s"\n' "$T/bc.sealed"
     else
       printf '\n[[datasets]]\nid = "breast-cancer"\npath = "%s"\nformat = "csv"\nlabel = "diagnosis"\npositive = "malignant"\n' \
         "$SAMPLES/breast_cancer_wisconsin.csv"

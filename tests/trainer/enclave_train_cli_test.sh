@@ -18,9 +18,17 @@ expect_rc() {  # expect_rc CODE DESCRIPTION -- command...
 PASS="correct horse battery staple"
 pass() { exec 3<<<"$PASS"; }
 
-# A job on the clear CSV, output in the temp dir.
+# The tenant's keystore and export key (enclave-data): every run seals its model to it.
+pass; expect_rc 0 "keystore init" -- "$DATA" keystore init --keystore "$T/ks" --passphrase-fd 3 \
+  --kdf-opslimit 2 --kdf-memlimit-mib 19
+pass; expect_rc 0 "export-key create" -- "$DATA" keystore export-key create --keystore "$T/ks" --passphrase-fd 3
+pass; expect_rc 0 "export-key show" -- "$DATA" keystore export-key show --keystore "$T/ks" --passphrase-fd 3 \
+  --out "$T/tenant-export.pub"
+
+# A job on the clear CSV, output in the temp dir, the model sealed to the export key.
 sed -e "s#\.\./data/samples#$SAMPLES#; s#\.\./out/[a-z0-9-]*#$T/out-clear#; s/epochs = 60/epochs = 5/" \
-  "$EXAMPLES/breast_cancer_mlp.toml" > "$T/clear.toml"
+    -e "/^output_dir = /a export_key = \"$T/tenant-export.pub\"" "$EXAMPLES/breast_cancer_mlp.toml" > "$T/clear.toml"
+grep -q "^export_key = " "$T/clear.toml" || fail "clear job has no export_key"
 
 expect_rc 0 "run --json" -- "$TRAIN" run --job "$T/clear.toml" --device cpu --json
 grep -q "DEVELOPMENT MODE" "$T/err" || fail "no development-mode warning on stderr"
@@ -31,15 +39,14 @@ import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
 assert all(0.5 < l["val_accuracy"] <= 1 for l in lines if l["event"] == "epoch"), lines
 m = json.load(open(sys.argv[2]))
-assert m["mode"] == "development" and m["development_mode"] is True and m["model_exported"] is False
-assert m["model_export"] is None and m["signature"] is None
+assert m["mode"] == "development" and m["development_mode"] is True and m["model_exported"] is True
+assert m["model_export"]["format_id"] == "enclave-train-mlp/1" and m["signature"] is None
 assert len(m["epochs"]) == 5 and m["device"] == "cpu"
 assert m["datasets"][0]["format"] == "csv" and len(m["datasets"][0]["sha256"]) == 64
 assert m["final"]["val_accuracy"] > 0.9, m["final"]
 PY
 # Same job again: refuses to overwrite; with --force the model digest is the same.
-grep -q "no export key" "$T/err" || fail "no warning that the model is not written"
-[ ! -e "$T/out-clear/model.sealed" ] || fail "a model was written without an export key"
+[ -f "$T/out-clear/model.sealed" ] || fail "no model.sealed"
 digest=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["parameters_sha256"])' "$T/out-clear/report.json")
 expect_rc 7 "report.json exists" -- "$TRAIN" run --job "$T/clear.toml" --device cpu
 expect_rc 0 "run --force" -- "$TRAIN" run --job "$T/clear.toml" --device cpu --force
@@ -66,15 +73,10 @@ pooled = sum(f["val_accuracy"] * f["val_rows"] for f in folds) / 569
 assert abs(pooled - m["accuracy"]["value"]) < 6e-4, (pooled, m["accuracy"])
 PY
 
-# Sealed: keystore and seal with enclave-data, then train with --keystore.
-pass; expect_rc 0 "keystore init" -- "$DATA" keystore init --keystore "$T/ks" --passphrase-fd 3 \
-  --kdf-opslimit 2 --kdf-memlimit-mib 19
+# Sealed: seal with enclave-data, then train with --keystore.
 pass; expect_rc 0 "seal" -- "$DATA" seal --csv "$SAMPLES/breast_cancer_wisconsin.csv" --label diagnosis \
   --positive malignant --suite aes-256-gcm --dataset-id breast-cancer --keystore "$T/ks" --out "$T/bc.sealed" \
   --passphrase-fd 3
-pass; expect_rc 0 "export-key create" -- "$DATA" keystore export-key create --keystore "$T/ks" --passphrase-fd 3
-pass; expect_rc 0 "export-key show" -- "$DATA" keystore export-key show --keystore "$T/ks" --passphrase-fd 3 \
-  --out "$T/tenant-export.pub"
 sed -e "s#\.\./out/breast_cancer.sealed#$T/bc.sealed#; s#\.\./out/tenant-export.pub#$T/tenant-export.pub#" \
     -e "s#\.\./out/[a-z0-9-]*\"#$T/out-sealed\"#; s/epochs = 60/epochs = 5/; s/every_steps = 200/every_steps = 20/" \
   "$EXAMPLES/breast_cancer_sealed.toml" > "$T/sealed.toml"

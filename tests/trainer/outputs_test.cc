@@ -576,5 +576,59 @@ TEST(Plot, SvgHasTheJobsSeriesAndSkipsUndefinedPoints) {
   EXPECT_EQ(acc.rfind("</svg>\n"), acc.size() - 7);
 }
 
+TEST(Plot, HeaderNamesDataRowsFinalMetricsAndMode) {
+  std::vector<EpochMetrics> e(2);
+  for (uint32_t i = 0; i < 2; ++i) {
+    e[i].epoch = i + 1;
+    e[i].train_loss = 0.123456789 / (i + 1);
+    e[i].val_loss = 0.0523;
+    e[i].val_accuracy = 1.0;
+    e[i].val_auc = 0.987654321;
+  }
+  PlotInfo info;
+  info.title = "job";
+  info.datasets = {{"a<b", "a.sealed", 400}, {"c", "c.csv", 169}};
+  info.train_rows = 455;
+  info.val_rows = 114;
+  info.validation_fraction = 0.2;
+  info.development_mode = true;
+  const std::string svg = TrainingCurveSvg(e, kMetricLoss | kMetricAccuracy | kMetricRocAuc, info);
+  EXPECT_NE(svg.find(">datasets: a&lt;b (a.sealed, 400 rows), c (c.csv, 169 rows)<"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(">455 training rows, 114 validation rows (validation_fraction 0.2)<"), std::string::npos);
+  EXPECT_NE(svg.find(">final (epoch 2): training loss 0.06173, validation loss 0.05230, validation accuracy 1.000, "
+                     "ROC AUC 0.9877<"),
+            std::string::npos);
+  EXPECT_NE(svg.find("id=\"info-mode\""), std::string::npos);
+  EXPECT_NE(svg.find("development mode"), std::string::npos);
+  info.development_mode = false;
+  EXPECT_EQ(TrainingCurveSvg(e, kMetricLoss, info).find("info-mode"), std::string::npos);
+
+  // No validation split: a note instead of the quality panel's axes, no val_* series.
+  for (EpochMetrics& m : e) m.val_loss = m.val_accuracy = m.val_auc = std::numeric_limits<double>::quiet_NaN();
+  info.val_rows = 0;
+  info.validation_fraction = 0;
+  const std::string none = TrainingCurveSvg(e, kMetricLoss | kMetricAccuracy | kMetricRocAuc, info);
+  EXPECT_NE(none.find(">455 training rows, no validation split (validation_fraction = 0)<"), std::string::npos);
+  EXPECT_NE(none.find("id=\"panel-note\""), std::string::npos);
+  EXPECT_NE(none.find("final (epoch 2): training loss 0.06173, no validation split<"), std::string::npos);
+  EXPECT_EQ(none.find("series-val_"), std::string::npos);
+  EXPECT_EQ(none.find("nan"), std::string::npos);
+
+  // Names need not be UTF-8: the SVG stays well-formed, each bad byte U+FFFD.
+  info.title = "a\xff\xc3\xa9";
+  info.datasets = {{"d", "f\xc3(.csv", 1}};
+  const std::string bad = TrainingCurveSvg(e, kMetricLoss, info);
+  EXPECT_NE(bad.find("<title>a\xef\xbf\xbd\xc3\xa9</title>"), std::string::npos);
+  EXPECT_NE(bad.find("(f\xef\xbf\xbd(.csv, 1 rows)"), std::string::npos);
+}
+
+TEST(Plot, HumanMetricHasFourSignificantDigits) {
+  EXPECT_EQ(HumanMetric(0.964912280701754), "0.9649");
+  EXPECT_EQ(HumanMetric(0.0523), "0.05230");
+  EXPECT_EQ(HumanMetric(1.0), "1.000");
+  EXPECT_EQ(HumanMetric(12.3456), "12.35");
+  EXPECT_EQ(HumanMetric(std::numeric_limits<double>::quiet_NaN()), "n/a");
+}
+
 }  // namespace
 }  // namespace enclave::trainer

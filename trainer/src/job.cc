@@ -176,7 +176,7 @@ std::string Resolve(const std::string& base_dir, const std::string& p) {
 }
 
 Status ParseDataset(const toml::table& t, const std::string& source, const std::string& base_dir, size_t i,
-                    DatasetSpec* d) {
+                    DatasetSpec* d, std::map<std::string, std::string>* key_at) {
   Table tab(t, "datasets[" + std::to_string(i) + "]", source);
   RETURN_IF_ERROR(tab.String("id", &d->id, true));
   if (Status s = crypto::ValidateObjectId(d->id); !s.ok()) {
@@ -185,6 +185,7 @@ Status ParseDataset(const toml::table& t, const std::string& source, const std::
   RETURN_IF_ERROR(tab.String("path", &d->path, true));
   if (d->path.empty()) return tab.Error(*t.get("path"), "path", "must not be empty");
   d->path = Resolve(base_dir, d->path);
+  key_at->emplace(tab.Name("path"), tab.At(*t.get("path")));
   RETURN_IF_ERROR(tab.Enum<DatasetFormat>("format", {{"sealed", DatasetFormat::kSealed}, {"csv", DatasetFormat::kCsv}},
                                           &d->format));
   const bool csv = d->format == DatasetFormat::kCsv;
@@ -215,6 +216,30 @@ Status ParseDataset(const toml::table& t, const std::string& source, const std::
 }
 
 }  // namespace
+
+std::string JobPathAt(const JobSpec& job, const std::string& key) {
+  auto it = job.key_at.find(key);
+  return it == job.key_at.end() ? key : it->second + ": " + key;
+}
+
+Status CheckInputFile(const std::string& where, const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  const std::string at = where + ": " + path + ": ";
+  if (st.type() == std::filesystem::file_type::not_found) return NotFound(at + "no such file");
+  if (ec == std::errc::permission_denied) return PermissionDenied(at + "permission denied");
+  if (ec) return IoError(at + ec.message());
+  if (st.type() == std::filesystem::file_type::directory) return InvalidInput(at + "is a directory, not a file");
+  if (st.type() != std::filesystem::file_type::regular) return InvalidInput(at + "not a regular file");
+  return OkStatus();
+}
+
+Status CheckJobPaths(const JobSpec& job) {
+  for (size_t i = 0; i < job.datasets.size(); ++i) {
+    RETURN_IF_ERROR(CheckInputFile(JobPathAt(job, "datasets[" + std::to_string(i) + "].path"), job.datasets[i].path));
+  }
+  return OkStatus();
+}
 
 const char* DeviceName(Device d) {
   switch (d) {
@@ -356,11 +381,15 @@ Result<JobSpec> ParseJob(std::string_view text, const std::string& source, const
   RETURN_IF_ERROR(top.String("output_dir", &job.output_dir, true));
   if (job.output_dir.empty()) return top.Error(*root.get("output_dir"), "output_dir", "must not be empty");
   job.output_dir = Resolve(base_dir, job.output_dir);
+  job.key_at.emplace("output_dir", top.At(*root.get("output_dir")));
   RETURN_IF_ERROR(top.String("export_key", &job.export_key));
   if (const toml::node* n = root.get("export_key"); n != nullptr && job.export_key.empty()) {
     return top.Error(*n, "export_key", "must not be empty");
   }
-  if (!job.export_key.empty()) job.export_key = Resolve(base_dir, job.export_key);
+  if (!job.export_key.empty()) {
+    job.export_key = Resolve(base_dir, job.export_key);
+    job.key_at.emplace("export_key", top.At(*root.get("export_key")));
+  }
 
   // [[datasets]]
   const toml::node* ds = top.Get("datasets");
@@ -373,7 +402,7 @@ Result<JobSpec> ParseJob(std::string_view text, const std::string& source, const
   std::set<std::string> ids;
   for (size_t i = 0; i < arr->size(); ++i) {
     DatasetSpec d;
-    RETURN_IF_ERROR(ParseDataset(*arr->get(i)->as_table(), source, base_dir, i, &d));
+    RETURN_IF_ERROR(ParseDataset(*arr->get(i)->as_table(), source, base_dir, i, &d, &job.key_at));
     if (!ids.insert(d.id).second) {
       return InvalidInput(source + ":" + std::to_string(arr->get(i)->source().begin.line) + ": dataset id '" + d.id +
                           "' listed twice");
@@ -392,6 +421,7 @@ Result<JobSpec> ParseJob(std::string_view text, const std::string& source, const
     RETURN_IF_ERROR(t.String("ca", &job.broker.ca, true));
     if (job.broker.ca.empty()) return t.Error(*broker->get("ca"), "ca", "must not be empty");
     job.broker.ca = Resolve(base_dir, job.broker.ca);
+    job.key_at.emplace("broker.ca", t.At(*broker->get("ca")));
     RETURN_IF_ERROR(t.String("policy", &job.broker.policy, true));
     if (Status st = crypto::ValidateObjectId(job.broker.policy); !st.ok())
       return t.Error(*broker->get("policy"), "policy", st.message());
@@ -410,6 +440,7 @@ Result<JobSpec> ParseJob(std::string_view text, const std::string& source, const
       RETURN_IF_ERROR(t.String("witness_policy", &job.broker.witness_policy));
       if (job.broker.witness_policy.empty()) return t.Error(*n, "witness_policy", "must not be empty");
       job.broker.witness_policy = Resolve(base_dir, job.broker.witness_policy);
+      job.key_at.emplace("broker.witness_policy", t.At(*n));
     }
     RETURN_IF_ERROR(t.Finish());
   }

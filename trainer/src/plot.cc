@@ -9,6 +9,8 @@ namespace enclave::trainer {
 namespace {
 
 constexpr double kWidth = 760, kPanelHeight = 260, kLeft = 70, kRight = 170, kTop = 50, kGap = 60;
+constexpr double kInfoLine = 16, kInfoHeight = 4 * kInfoLine + 8;  // the PlotInfo header
+constexpr size_t kInfoDatasets = 3;  // named in the header; the others are counted
 
 std::string Fmt(double v, const char* f = "%.2f") {
   char b[64];
@@ -16,18 +18,53 @@ std::string Fmt(double v, const char* f = "%.2f") {
   return b;
 }
 
+// The length of the well-formed UTF-8 sequence at s[i] (1..4), or 0 when it is not one
+// (overlong, surrogate, above U+10FFFF, truncated).
+size_t Utf8Length(const std::string& s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  if (c < 0x80) return 1;
+  size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
+  if (c >= 0xC2 && c <= 0xDF) n = 2;
+  else if (c == 0xE0) n = 3, lo = 0xA0;
+  else if (c == 0xED) n = 3, hi = 0x9F;
+  else if (c >= 0xE1 && c <= 0xEF) n = 3;
+  else if (c == 0xF0) n = 4, lo = 0x90;
+  else if (c == 0xF4) n = 4, hi = 0x8F;
+  else if (c >= 0xF1 && c <= 0xF3) n = 4;
+  else return 0;
+  if (i + n > s.size() || b(i + 1) < lo || b(i + 1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k) {
+    if (b(i + k) < 0x80 || b(i + k) > 0xBF) return 0;
+  }
+  return n;
+}
+
+// XML text: the five specials escaped, control characters dropped (not allowed in XML
+// 1.0), and bytes that are not UTF-8 (a job name, a file name) as U+FFFD, so that the
+// SVG stays well-formed.
 std::string Escape(const std::string& s) {
   std::string o;
-  for (char c : s) {
+  for (size_t i = 0; i < s.size();) {
+    const char c = s[i];
     switch (c) {
       case '&': o += "&amp;"; break;
       case '<': o += "&lt;"; break;
       case '>': o += "&gt;"; break;
       case '"': o += "&quot;"; break;
-      default:
-        // Control characters are not allowed in XML 1.0 text.
-        if (static_cast<unsigned char>(c) >= 0x20 || c == '\t') o += c;
+      default: {
+        const size_t n = Utf8Length(s, i);
+        if (n == 0) {
+          o += "\xEF\xBF\xBD";
+        } else if (n > 1 || static_cast<unsigned char>(c) >= 0x20 || c == '\t') {
+          o.append(s, i, n);
+        }
+        i += n == 0 ? 1 : n;
+        continue;
+      }
     }
+    ++i;
   }
   return o;
 }
@@ -50,9 +87,20 @@ double NiceStep(double range, int n) {
   return 10 * mag;
 }
 
+// `note`: instead of a frame with axes and series, the panel is its title and this text
+// (no validation split).
 void Panel(std::string& out, const std::vector<EpochMetrics>& epochs, const std::vector<Series>& series,
-           double top, const char* title, bool unit_range) {
+           double top, const char* title, bool unit_range, const std::string& note = "") {
   const double w = kWidth - kLeft - kRight, h = kPanelHeight;
+  if (!note.empty()) {
+    out += "<g class=\"panel\">\n";
+    out += "<text x=\"" + Fmt(kLeft) + "\" y=\"" + Fmt(top - 10) + "\" font-size=\"14\" font-weight=\"bold\">" +
+           std::string(title) + "</text>\n";
+    out += "<text id=\"panel-note\" x=\"" + Fmt(kLeft + w / 2) + "\" y=\"" + Fmt(top + 30) +
+           "\" font-size=\"14\" fill=\"#666\" text-anchor=\"middle\">" + Escape(note) + "</text>\n";
+    out += "</g>\n";
+    return;
+  }
   double lo = INFINITY, hi = -INFINITY;
   for (const Series& s : series) {
     for (const EpochMetrics& m : epochs) {
@@ -136,10 +184,17 @@ void Panel(std::string& out, const std::vector<EpochMetrics>& epochs, const std:
   out += "</g>\n";
 }
 
-}  // namespace
+std::string Join(const std::vector<std::string>& parts, const char* sep) {
+  std::string o;
+  for (const std::string& p : parts) o += (o.empty() ? "" : sep) + p;
+  return o;
+}
 
-std::string TrainingCurveSvg(const std::vector<EpochMetrics>& epochs, uint32_t metrics, const std::string& title) {
-  const double height = kTop + 20 + 2 * kPanelHeight + kGap + 50;
+std::string Svg(const std::vector<EpochMetrics>& epochs, uint32_t metrics, const std::string& title,
+                const PlotInfo* info) {
+  const bool no_validation = info != nullptr && info->val_rows == 0;
+  const double top0 = kTop + (info != nullptr ? kInfoHeight : 0);
+  const double height = top0 + 20 + 2 * kPanelHeight + kGap + 50;
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   out += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + Fmt(kWidth, "%.0f") + "\" height=\"" +
          Fmt(height, "%.0f") + "\" viewBox=\"0 0 " + Fmt(kWidth, "%.0f") + " " + Fmt(height, "%.0f") +
@@ -148,21 +203,96 @@ std::string TrainingCurveSvg(const std::vector<EpochMetrics>& epochs, uint32_t m
   out += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   out += "<text x=\"" + Fmt(kWidth / 2) + "\" y=\"22\" font-size=\"16\" text-anchor=\"middle\">" + Escape(title) +
          "</text>\n";
+  if (info != nullptr) {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < info->datasets.size() && i < kInfoDatasets; ++i) {
+      const PlotDataset& d = info->datasets[i];
+      names.push_back(d.id + " (" + d.file + ", " + std::to_string(d.rows) + " rows)");
+    }
+    if (info->datasets.size() > kInfoDatasets) {
+      names.push_back("and " + std::to_string(info->datasets.size() - kInfoDatasets) + " more");
+    }
+    std::string rows = std::to_string(info->train_rows) + " training rows, ";
+    if (!no_validation) {
+      rows += std::to_string(info->val_rows) + " validation rows (validation_fraction " +
+              Fmt(info->validation_fraction, "%g") + ")";
+    } else if (info->validation_fraction == 0) {
+      rows += "no validation split (validation_fraction = 0)";
+    } else {
+      rows += "no validation split (validation_fraction " + Fmt(info->validation_fraction, "%g") +
+              " leaves no validation rows)";
+    }
+    std::string final_line = "no epochs";
+    if (!epochs.empty()) {
+      const EpochMetrics& f = epochs.back();
+      std::vector<std::string> m;
+      if (metrics & kMetricLoss) m.push_back("training loss " + HumanMetric(f.train_loss));
+      if (no_validation) {
+        m.push_back("no validation split");
+      } else if (info->regression) {
+        if (metrics & kMetricLoss) m.push_back("validation loss " + HumanMetric(f.val_loss));
+        m.push_back("validation RMSE " + HumanMetric(f.val_rmse));
+        m.push_back("MAE " + HumanMetric(f.val_mae));
+        m.push_back("R^2 " + HumanMetric(f.val_r2));
+      } else {
+        if (metrics & kMetricLoss) m.push_back("validation loss " + HumanMetric(f.val_loss));
+        if (metrics & kMetricAccuracy) m.push_back("validation accuracy " + HumanMetric(f.val_accuracy));
+        if (metrics & kMetricRocAuc) m.push_back("ROC AUC " + HumanMetric(f.val_auc));
+      }
+      final_line = "final (epoch " + std::to_string(f.epoch) + "): " + Join(m, ", ");
+    }
+    double y = kTop - 10;
+    auto line = [&](const char* id, const std::string& text, const char* extra) {
+      out += std::string("<text id=\"") + id + "\" x=\"" + Fmt(kLeft) + "\" y=\"" + Fmt(y) + "\" font-size=\"12\"" +
+             extra + ">" + Escape(text) + "</text>\n";
+      y += kInfoLine;
+    };
+    out += "<g id=\"info\">\n";
+    line("info-datasets", (info->datasets.size() == 1 ? "dataset: " : "datasets: ") + Join(names, ", "), "");
+    line("info-rows", rows, "");
+    line("info-final", final_line, "");
+    if (info->development_mode) {
+      line("info-mode", "development mode: no key broker, no attestation (local keystore or clear data); not signed",
+           " fill=\"#b00\" font-weight=\"bold\"");
+    }
+    out += "</g>\n";
+  }
   std::vector<Series> loss, quality;
   if (metrics & kMetricLoss) {
     loss.push_back({"train_loss", "training loss", "#1f77b4", "", [](const EpochMetrics& m) { return m.train_loss; }});
     loss.push_back({"val_loss", "validation loss", "#ff7f0e", "6 3", [](const EpochMetrics& m) { return m.val_loss; }});
   }
-  if (metrics & kMetricAccuracy) {
+  const bool regression = info != nullptr && info->regression;
+  if (regression) {
+    quality.push_back({"val_rmse", "val. RMSE", "#2ca02c", "", [](const EpochMetrics& m) { return m.val_rmse; }});
+  }
+  if ((metrics & kMetricAccuracy) && !regression) {
     quality.push_back({"val_accuracy", "val. accuracy", "#2ca02c", "", [](const EpochMetrics& m) { return m.val_accuracy; }});
   }
-  if (metrics & kMetricRocAuc) {
+  if ((metrics & kMetricRocAuc) && !regression) {
     quality.push_back({"val_roc_auc", "val. ROC AUC", "#d62728", "6 3", [](const EpochMetrics& m) { return m.val_auc; }});
   }
-  Panel(out, epochs, loss, kTop + 20, "loss (mean cross-entropy)", false);
-  Panel(out, epochs, quality, kTop + 20 + kPanelHeight + kGap, "validation accuracy and ROC AUC", true);
+  Panel(out, epochs, loss, top0 + 20, no_validation ? "training loss (mean cross-entropy)" : "loss (mean cross-entropy)",
+        false);
+  Panel(out, epochs, quality, top0 + 20 + kPanelHeight + kGap,
+        regression ? "validation RMSE (target units)" : "validation accuracy and ROC AUC", !regression,
+        !no_validation ? ""
+        : regression   ? "no validation split: no validation RMSE"
+                       : "no validation split: no validation accuracy or ROC AUC");
   out += "</svg>\n";
   return out;
+}
+
+}  // namespace
+
+std::string HumanMetric(double v) { return std::isfinite(v) ? Fmt(v, "%#.4g") : "n/a"; }
+
+std::string TrainingCurveSvg(const std::vector<EpochMetrics>& epochs, uint32_t metrics, const std::string& title) {
+  return Svg(epochs, metrics, title, nullptr);
+}
+
+std::string TrainingCurveSvg(const std::vector<EpochMetrics>& epochs, uint32_t metrics, const PlotInfo& info) {
+  return Svg(epochs, metrics, info.title, &info);
 }
 
 }  // namespace enclave::trainer

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -114,6 +115,10 @@ struct JobSpec {
   double validation_fraction = 0.2;
   uint32_t metrics = kMetricLoss | kMetricAccuracy | kMetricRocAuc;
   crypto::Digest256 digest{};  // SHA-256 of the job file's bytes
+  // Where each path-valued key was given, "job.toml:12", by key ("datasets[0].path",
+  // "output_dir", "export_key", "broker.ca", "broker.witness_policy"): path errors name
+  // the key and its line (JobPathAt).
+  std::map<std::string, std::string> key_at;
 };
 
 inline constexpr size_t kMaxJobBytes = 1u << 20;
@@ -122,6 +127,16 @@ inline constexpr size_t kMaxJobBytes = 1u << 20;
 Result<JobSpec> ParseJob(std::string_view text, const std::string& source, const std::string& base_dir);
 // Reads (at most kMaxJobBytes) and parses a job file.
 Result<JobSpec> LoadJob(const std::string& path);
+
+// "job.toml:12: datasets[0].path": where a path-valued key of the job was given (the key
+// alone when it has no recorded line: a job not parsed from a file).
+std::string JobPathAt(const JobSpec& job, const std::string& key);
+// The file a path-valued input names must exist and be a regular file: "WHERE: PATH: no
+// such file" (not found), "...: permission denied", "...: is a directory, not a file"
+// (invalid input). `where` names the key and its line (JobPathAt) or the flag.
+Status CheckInputFile(const std::string& where, const std::string& path);
+// CheckInputFile for every dataset of the job, before any key is asked for.
+Status CheckJobPaths(const JobSpec& job);
 
 const char* DeviceName(Device d);
 const char* ActivationName(Activation a);
