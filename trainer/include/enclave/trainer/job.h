@@ -13,6 +13,7 @@
 #include "enclave/crypto/hash.h"
 #include "enclave/kernels/nn_math.h"
 #include "enclave/trainer/backend.h"
+#include "enclave/trainer/trees.h"
 
 namespace enclave::trainer {
 
@@ -28,6 +29,10 @@ struct DatasetSpec {
   std::optional<std::string> positive;
   std::vector<std::string> classes;
 };
+
+// [model] family: a neural network trained by the trainer's own loop (hidden layers, the
+// optimizer, the schedule), or gradient-boosted trees through XGBoost ([trees], trees.h).
+enum class ModelFamily { kMlp, kXgboost };
 
 struct ModelSpec {
   std::vector<uint32_t> hidden;  // empty: logistic regression
@@ -90,7 +95,9 @@ struct JobSpec {
   CheckpointSpec checkpoint;
   StreamingSpec streaming;
   std::vector<DatasetSpec> datasets;
-  ModelSpec model;
+  ModelFamily family = ModelFamily::kMlp;  // [model] family
+  ModelSpec model;                         // kMlp only
+  TreeSpec trees;                          // kXgboost only: [trees]
   OptimizerSpec optimizer;
   ScheduleSpec schedule;
   uint32_t epochs = 100;
@@ -110,5 +117,6 @@ Result<JobSpec> LoadJob(const std::string& path);
 const char* DeviceName(Device d);
 const char* ActivationName(Activation a);
 const char* ScheduleName(int kind);
+const char* ModelFamilyName(ModelFamily f);
 
 }  // namespace enclave::trainer
