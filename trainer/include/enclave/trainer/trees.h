@@ -40,7 +40,7 @@ struct TreeSpec {
   double colsample_bytree = 1;     // (0, 1]
   double lambda = 1, alpha = 0, gamma = 0;  // [0, kMaxTreePenalty]
   uint32_t max_bin = 256;   // 2..kMaxTreeBins
-  uint32_t threads = 0;     // 0: every core (XGBoost's count); the model depends on it
+  uint32_t threads = 0;     // 0: every core (XGBoost's count); fix it to reproduce a model elsewhere
   // 0: off; else stop when the validation loss has not improved (strictly decreased) for
   // this many rounds and keep the best round. Needs validation rows. 0..kMaxTreeRounds.
   uint32_t early_stopping_rounds = 0;
