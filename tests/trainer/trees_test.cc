@@ -299,6 +299,19 @@ TEST(Trees, EarlyStoppingKeepsTheBestRound) {
   std::printf("early stopping: best round %u of %zu\n", m->best_rounds, rounds.size());
 }
 
+TEST(Trees, ShouldStopInterrupts) {
+  const Table& t = BreastCancer();
+  const Split s = HoldOut(t.x, t.y, t.features);
+  uint32_t asked = 0;
+  auto m = TrainTrees(Spec(20), TreeTask::kBinary, 2, Input(s, t.features), 1, {}, [&](uint32_t round) {
+    asked = round;
+    return round == 3;
+  });
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), Code::kInterrupted);
+  EXPECT_EQ(asked, 3u);
+}
+
 TEST(Trees, FeatureGain) {
   // y depends on features 0 and 1 only; feature 4 is constant (never split on).
   std::mt19937_64 rng(5);

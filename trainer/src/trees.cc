@@ -275,7 +275,8 @@ Status CheckTreeSpec(const TreeSpec& s) {
 }
 
 Result<TreeModel> TrainTrees(const TreeSpec& spec, TreeTask task, uint32_t classes, const TreeTrainInput& in,
-                             uint64_t seed, const std::function<void(const TreeRound&)>& on_round) {
+                             uint64_t seed, const std::function<void(const TreeRound&)>& on_round,
+                             const std::function<bool(uint32_t)>& should_stop) {
   RETURN_IF_ERROR(CheckTreeSpec(spec));
   switch (task) {
     case TreeTask::kBinary:
@@ -376,6 +377,7 @@ Result<TreeModel> TrainTrees(const TreeSpec& spec, TreeTask task, uint32_t class
     RETURN_IF_ERROR(ParseEval(line != nullptr ? line : "", iter, EvalMetric(task), with_val, &round.train_loss,
                               &round.val_loss));
     if (on_round) on_round(round);
+    if (should_stop && should_stop(done)) return Interrupted("tree training stopped after round " + std::to_string(done));
     if (spec.early_stopping_rounds == 0) {
       best_rounds = done;
       continue;

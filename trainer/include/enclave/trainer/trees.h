@@ -85,8 +85,11 @@ struct TreeModel {
 // classes: binary 2, multiclass 3..dataset::kMaxClasses, regression 0 or 1.
 // Objectives binary:logistic, multi:softprob, reg:squarederror; tree_method hist; XGBoost's
 // verbosity 0 (it prints nothing). `seed` is XGBoost's seed (it keeps the low 32 bits).
+// `should_stop` is asked after every round (with its 1-based number, after on_round); true
+// ends training with kInterrupted (SIGINT/SIGTERM: exit 15), no model.
 Result<TreeModel> TrainTrees(const TreeSpec& spec, TreeTask task, uint32_t classes, const TreeTrainInput& in,
-                             uint64_t seed, const std::function<void(const TreeRound&)>& on_round = {});
+                             uint64_t seed, const std::function<void(const TreeRound&)>& on_round = {},
+                             const std::function<bool(uint32_t)>& should_stop = {});
 
 // binary: rows x 1 P(class 1); multiclass: rows x classes (row-major); regression: rows x 1
 // predicted value. x as TreeTrainInput::x, model.features columns. `threads` as TreeSpec.
