@@ -258,6 +258,80 @@ TEST(Job, DeepDottedKeysAndHeadersAreRefusedBeforeParsing) {
   EXPECT_TRUE(r.ok()) << r.status().ToString();
 }
 
+// [model] family and [trees]: the trees' keys with their ranges, and what applies to one
+// family refused with the other.
+TEST(Job, ModelFamilyAndTrees) {
+  auto mlp = Parse(kMinimal);
+  ASSERT_TRUE(mlp.ok());
+  EXPECT_EQ(mlp->family, ModelFamily::kMlp);
+  auto plain = Parse(std::string(kMinimal) + "[model]\nfamily = \"xgboost\"\n");
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->family, ModelFamily::kXgboost);
+  EXPECT_EQ(plain->trees.rounds, 100u);  // the documented defaults
+  EXPECT_EQ(plain->trees.max_depth, 6u);
+  EXPECT_DOUBLE_EQ(plain->trees.eta, 0.3);
+  EXPECT_EQ(plain->trees.max_bin, 256u);
+  EXPECT_EQ(plain->trees.threads, 0u);
+  EXPECT_EQ(plain->trees.early_stopping_rounds, 0u);
+
+  const std::string xgb = std::string(kMinimal) + "[model]\nfamily = \"xgboost\"\n";
+  auto r = Parse(xgb + "[training]\nvalidation_fraction = 0.25\nmetrics = [\"loss\", \"roc_auc\"]\n"
+                       "[trees]\nrounds = 300\nmax_depth = 4\neta = 0.05\nmin_child_weight = 2\nsubsample = 0.8\n"
+                       "colsample_bytree = 0.5\nlambda = 2\nalpha = 0.5\ngamma = 1e-3\nmax_bin = 64\nthreads = 2\n"
+                       "early_stopping_rounds = 20\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const TreeSpec& t = r->trees;
+  EXPECT_EQ(t.rounds, 300u);
+  EXPECT_EQ(t.max_depth, 4u);
+  EXPECT_DOUBLE_EQ(t.eta, 0.05);
+  EXPECT_DOUBLE_EQ(t.min_child_weight, 2);
+  EXPECT_DOUBLE_EQ(t.subsample, 0.8);
+  EXPECT_DOUBLE_EQ(t.colsample_bytree, 0.5);
+  EXPECT_DOUBLE_EQ(t.lambda, 2);
+  EXPECT_DOUBLE_EQ(t.alpha, 0.5);
+  EXPECT_DOUBLE_EQ(t.gamma, 1e-3);
+  EXPECT_EQ(t.max_bin, 64u);
+  EXPECT_EQ(t.threads, 2u);
+  EXPECT_EQ(t.early_stopping_rounds, 20u);
+  EXPECT_TRUE(CheckTreeSpec(t).ok());
+
+  ExpectError(std::string(kMinimal) + "[model]\nfamily = \"forest\"\n", "job.toml:6: 'model.family' must be one of mlp, xgboost");
+  ExpectError(xgb + "[trees]\nrounds = 0\n", "job.toml:8: 'trees.rounds' must be in 1..100000, got 0");
+  ExpectError(xgb + "[trees]\nrounds = 1.5\n", "'trees.rounds' must be an integer");
+  ExpectError(xgb + "[trees]\nmax_depth = 33\n", "'trees.max_depth' must be in 1..32");
+  ExpectError(xgb + "[trees]\neta = 0\n", "'trees.eta' must be in (0, 1], got 0");
+  ExpectError(xgb + "[trees]\neta = \"fast\"\n", "'trees.eta' must be a number");
+  ExpectError(xgb + "[trees]\nsubsample = 1.5\n", "'trees.subsample' must be in (0, 1]");
+  ExpectError(xgb + "[trees]\ncolsample_bytree = 0\n", "'trees.colsample_bytree'");
+  ExpectError(xgb + "[trees]\nlambda = -1\n", "'trees.lambda' must be in [0, ");
+  ExpectError(xgb + "[trees]\nalpha = inf\n", "'trees.alpha'");
+  ExpectError(xgb + "[trees]\ngamma = nan\n", "'trees.gamma'");
+  ExpectError(xgb + "[trees]\nmin_child_weight = -0.5\n", "'trees.min_child_weight'");
+  ExpectError(xgb + "[trees]\nmax_bin = 1\n", "'trees.max_bin' must be in 2..65536");
+  ExpectError(xgb + "[trees]\nthreads = 2000\n", "'trees.threads' must be in 0..1024");
+  ExpectError(xgb + "[trees]\nearly_stopping_rounds = -1\n", "'trees.early_stopping_rounds' must be in 0..100000");
+  ExpectError(xgb + "[trees]\nnum_round = 10\n", "job.toml:8: unknown key 'trees.num_round'");
+  ExpectError(xgb + "trees = 3\n", "job.toml:7: unknown key 'model.trees'");
+  ExpectError(std::string("trees = 3\n") + xgb, "job.toml:1: 'trees' must be a table");
+
+  // One family's keys with the other.
+  ExpectError(std::string(kMinimal) + "[trees]\nrounds = 5\n", "job.toml:5: 'trees' applies only to [model] family = \"xgboost\"");
+  ExpectError(std::string(kMinimal) + "[model]\nfamily = \"mlp\"\n[trees]\n", "job.toml:7: 'trees' applies only");
+  ExpectError(xgb + "hidden = [8]\n", "job.toml:7: 'model.hidden' does not apply to [model] family = \"xgboost\"");
+  ExpectError(xgb + "activation = \"tanh\"\n", "job.toml:7: 'model.activation' does not apply");
+  ExpectError(xgb + "[training]\nepochs = 5\n", "job.toml:8: 'training.epochs' does not apply to [model] family = \"xgboost\" (the rounds are 'trees.rounds')");
+  ExpectError(xgb + "[training]\nbatch_size = 5\n", "'training.batch_size' does not apply");
+  ExpectError(xgb + "[optimizer]\nlr = 0.1\n", "job.toml:7: 'optimizer' does not apply to [model] family = \"xgboost\"");
+  ExpectError(xgb + "[schedule]\ntype = \"cosine\"\n", "'schedule' does not apply");
+  ExpectError(xgb + "[streaming]\n", "'streaming' does not apply");
+  ExpectError(xgb + "[checkpoint]\nevery_steps = 10\n", "'checkpoint' does not apply");
+  ExpectError(std::string("device = \"gpu\"\n") + xgb, "job.toml:1: 'device' = \"gpu\" does not apply");
+  EXPECT_TRUE(Parse(std::string("device = \"cpu\"\n") + xgb).ok());
+  ExpectError(xgb + "[training]\nvalidation_fraction = 0\n[trees]\nearly_stopping_rounds = 5\n",
+              "job.toml:10: 'trees.early_stopping_rounds' needs validation rows");
+  EXPECT_TRUE(Parse(xgb + "[training]\nvalidation_fraction = 0\n[trees]\nrounds = 5\n").ok());
+}
+
 // The fuzz seeds double as parser tests: valid-* must parse, invalid-* must not.
 TEST(Job, FuzzSeeds) {
   size_t valid = 0, invalid = 0;

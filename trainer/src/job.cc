@@ -359,7 +359,68 @@ Status CheckNesting(std::string_view text, const std::string& source) {
   return OkStatus();
 }
 
+// [trees]: the XGBoost parameters of `[model] family = "xgboost"` (trees.h has the ranges).
+Status ParseTrees(const toml::table& tab, const std::string& source, TreeSpec* s) {
+  Table t(tab, "trees", source);
+  RETURN_IF_ERROR(t.UInt("rounds", 1, kMaxTreeRounds, &s->rounds));
+  RETURN_IF_ERROR(t.UInt("max_depth", 1, kMaxTreeDepth, &s->max_depth));
+  RETURN_IF_ERROR(t.Number("eta", 0.0, 1.0, true, false, &s->eta));
+  RETURN_IF_ERROR(t.Number("min_child_weight", 0.0, kMaxTreePenalty, false, false, &s->min_child_weight));
+  RETURN_IF_ERROR(t.Number("subsample", 0.0, 1.0, true, false, &s->subsample));
+  RETURN_IF_ERROR(t.Number("colsample_bytree", 0.0, 1.0, true, false, &s->colsample_bytree));
+  RETURN_IF_ERROR(t.Number("lambda", 0.0, kMaxTreePenalty, false, false, &s->lambda));
+  RETURN_IF_ERROR(t.Number("alpha", 0.0, kMaxTreePenalty, false, false, &s->alpha));
+  RETURN_IF_ERROR(t.Number("gamma", 0.0, kMaxTreePenalty, false, false, &s->gamma));
+  RETURN_IF_ERROR(t.UInt("max_bin", 2, kMaxTreeBins, &s->max_bin));
+  RETURN_IF_ERROR(t.UInt("threads", 0, kMaxTreeThreads, &s->threads));
+  RETURN_IF_ERROR(t.UInt("early_stopping_rounds", 0, kMaxTreeRounds, &s->early_stopping_rounds));
+  return t.Finish();
+}
+
+// What applies to one model family only is refused with the other, never ignored: the
+// network's tables and keys with xgboost, [trees] with mlp.
+Status CheckModelFamily(const toml::table& root, const JobSpec& job, const std::string& source) {
+  auto at = [&](const toml::node& n) { return source + ":" + std::to_string(n.source().begin.line) + ": "; };
+  if (job.family == ModelFamily::kMlp) {
+    if (const toml::node* n = root.get("trees")) {
+      return InvalidInput(at(*n) + "'trees' applies only to [model] family = \"xgboost\"");
+    }
+    return OkStatus();
+  }
+  const std::string why = " does not apply to [model] family = \"xgboost\"";
+  if (const toml::table* m = root.get_as<toml::table>("model")) {
+    for (const char* key : {"hidden", "activation"}) {
+      if (const toml::node* n = m->get(key)) return InvalidInput(at(*n) + "'model." + key + "'" + why);
+    }
+  }
+  // The rounds are trees.rounds; the trees see all training rows at once, in memory.
+  if (const toml::table* tr = root.get_as<toml::table>("training")) {
+    for (const char* key : {"epochs", "batch_size"}) {
+      if (const toml::node* n = tr->get(key)) {
+        return InvalidInput(at(*n) + "'training." + key + "'" + why + (std::string_view(key) == "epochs"
+                                                                            ? " (the rounds are 'trees.rounds')"
+                                                                            : ""));
+      }
+    }
+  }
+  for (const char* key : {"optimizer", "schedule", "streaming", "checkpoint"}) {
+    if (const toml::node* n = root.get(key)) return InvalidInput(at(*n) + "'" + key + "'" + why);
+  }
+  // Debian's XGBoost is built without CUDA.
+  if (job.device == Device::kGpu) {
+    return InvalidInput(at(*root.get("device")) + "'device' = \"gpu\"" + why + " (XGBoost runs on the CPU)");
+  }
+  if (job.trees.early_stopping_rounds > 0 && job.validation_fraction == 0) {
+    const toml::node* n = root["trees"]["early_stopping_rounds"].node();
+    return InvalidInput((n != nullptr ? at(*n) : source + ": ") +
+                        "'trees.early_stopping_rounds' needs validation rows ('training.validation_fraction' > 0)");
+  }
+  return OkStatus();
+}
+
 }  // namespace
+
+const char* ModelFamilyName(ModelFamily f) { return f == ModelFamily::kXgboost ? "xgboost" : "mlp"; }
 
 Result<JobSpec> ParseJob(std::string_view text, const std::string& source, const std::string& base_dir) {
   RETURN_IF_ERROR(CheckNesting(text, source));
@@ -449,6 +510,8 @@ Result<JobSpec> ParseJob(std::string_view text, const std::string& source, const
   ASSIGN_OR_RETURN(const toml::table* model, SubTable(top, "model"));
   if (model != nullptr) {
     Table t(*model, "model", source);
+    RETURN_IF_ERROR(t.Enum<ModelFamily>("family", {{"mlp", ModelFamily::kMlp}, {"xgboost", ModelFamily::kXgboost}},
+                                        &job.family));
     const toml::node* hidden = t.Get("hidden");
     if (hidden != nullptr) {
       const toml::array* h = hidden->as_array();
@@ -598,6 +661,10 @@ Result<JobSpec> ParseJob(std::string_view text, const std::string& source, const
   if (job.schedule.warmup_epochs >= job.epochs && job.schedule.warmup_epochs > 0) {
     return InvalidInput(source + ": 'schedule.warmup_epochs' must be below 'training.epochs'");
   }
+  // [trees]
+  ASSIGN_OR_RETURN(const toml::table* trees, SubTable(top, "trees"));
+  if (trees != nullptr) RETURN_IF_ERROR(ParseTrees(*trees, source, &job.trees));
+  RETURN_IF_ERROR(CheckModelFamily(root, job, source));
   RETURN_IF_ERROR(top.Finish());
   return job;
 }

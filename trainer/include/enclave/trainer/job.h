@@ -16,6 +16,7 @@
 #include "enclave/kernels/nn_math.h"
 #include "enclave/trainer/backend.h"
 #include "enclave/trainer/preprocess.h"
+#include "enclave/trainer/trees.h"
 
 namespace enclave::trainer {
 
@@ -32,6 +33,10 @@ struct DatasetSpec {
   std::vector<std::string> classes;
   dataset::Task task = dataset::Task::kClassification;  // as `enclave-data seal --task`
 };
+
+// [model] family: a neural network trained by the trainer's own loop (hidden layers, the
+// optimizer, the schedule), or gradient-boosted trees through XGBoost ([trees], trees.h).
+enum class ModelFamily { kMlp, kXgboost };
 
 struct ModelSpec {
   std::vector<uint32_t> hidden;  // empty: logistic regression
@@ -107,7 +112,9 @@ struct JobSpec {
   std::vector<DatasetSpec> datasets;
   PreprocessSpec preprocess;  // [preprocess]: missing values and categorical columns
   EvaluationSpec evaluation;  // [evaluation]
-  ModelSpec model;
+  ModelFamily family = ModelFamily::kMlp;  // [model] family
+  ModelSpec model;                         // kMlp only
+  TreeSpec trees;                          // kXgboost only: [trees]
   OptimizerSpec optimizer;
   ScheduleSpec schedule;
   uint32_t epochs = 100;
@@ -141,5 +148,6 @@ Status CheckJobPaths(const JobSpec& job);
 const char* DeviceName(Device d);
 const char* ActivationName(Activation a);
 const char* ScheduleName(int kind);
+const char* ModelFamilyName(ModelFamily f);
 
 }  // namespace enclave::trainer
