@@ -100,6 +100,7 @@ json Num(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 // parameters_sha256: the SHA-256 of the parameters' float32 bytes, computed where they
 // stay (on the GPU backend, on the device).
 Result<std::string> ParamsDigest(Backend& backend, const TrainResult& r) {
+  if (r.family == ModelFamily::kXgboost) return HexEncode(crypto::Sha256(r.trees.booster.ExposeSecret()));
   ASSIGN_OR_RETURN(const crypto::Digest256 d, DigestResident(backend, r.Resident().params, r.shape.parameter_count()));
   return HexEncode(d);
 }
@@ -158,8 +159,46 @@ json PreprocessingJson(const Preprocessing& p) {
           {"one_hot_columns", one_hot}};
 }
 
+// Total gain per raw feature column (a categorical column's one-hot inputs summed), largest
+// first: which columns the trees split on, and how much that helped.
+Result<json> TreeGainJson(const TrainResult& r, const dataset::DatasetSchema& schema) {
+  ASSIGN_OR_RETURN(std::vector<double> gain, FeatureGain(r.trees));
+  std::vector<std::pair<double, std::string>> by_column;
+  size_t at = 0, j = 0;
+  for (const dataset::Column& col : schema.columns) {
+    if (col.kind == dataset::ColumnKind::kLabel) continue;
+    const ColumnPlan& c = r.preprocessing.columns[j++];
+    const size_t width = c.kind == dataset::ColumnKind::kCategorical ? size_t{c.categories} + 1 : 1;
+    double sum = 0;
+    for (size_t i = 0; i < width && at + i < gain.size(); ++i) sum += gain[at + i];
+    at += width + (c.indicator ? 1 : 0);
+    by_column.emplace_back(sum, col.name);
+  }
+  std::stable_sort(by_column.begin(), by_column.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  json out = json::array();
+  for (const auto& [g, name] : by_column) out.push_back({{"column", name}, {"total_gain", g}});
+  return out;
+}
+
 json ModelJson(const TrainResult& r) {
-  return {{"preprocessing", PreprocessingJson(r.preprocessing)},
+  if (r.family == ModelFamily::kXgboost) {
+    const TreeSpec& t = r.trees_spec;
+    return {{"family", "xgboost"},
+            {"preprocessing", PreprocessingJson(r.preprocessing)},
+            {"inputs", r.shape.inputs},
+            {"classes", r.shape.classes},
+            {"task", TreeTaskName(r.trees.task)},
+            {"rounds", t.rounds},
+            {"rounds_kept", r.trees.best_rounds},
+            {"trees", {{"max_depth", t.max_depth}, {"eta", t.eta}, {"min_child_weight", t.min_child_weight},
+                       {"subsample", t.subsample}, {"colsample_bytree", t.colsample_bytree}, {"lambda", t.lambda},
+                       {"alpha", t.alpha}, {"gamma", t.gamma}, {"max_bin", t.max_bin}, {"threads", t.threads},
+                       {"early_stopping_rounds", t.early_stopping_rounds}}},
+            {"booster_bytes", r.trees.booster.size()},
+            {"library", "XGBoost (Debian libxgboost, C API), on the CPU"}};
+  }
+  return {{"family", "mlp"},
+          {"preprocessing", PreprocessingJson(r.preprocessing)},
           {"inputs", r.shape.inputs},
           {"hidden", r.shape.hidden},
           {"activation", ActivationName(r.shape.activation)},
@@ -281,6 +320,9 @@ Result<Session> Prepare(const Args& args, bool checkpoints, const std::string& k
                         uint32_t world_size = 1) {
   Session s;
   ASSIGN_OR_RETURN(s.job, LoadJob(args.Get("job")));
+  // XGBoost allocates (and copies the rows into) memory of its own: in tree mode every page
+  // of the process is locked first (exit 8 when the kernel refuses; SECURITY.md).
+  if (s.job.family == ModelFamily::kXgboost) RETURN_IF_ERROR(LockAllMemory());
   // A dataset path that does not exist fails here, naming its key and line, before any
   // key is asked for.
   RETURN_IF_ERROR(CheckJobPaths(s.job));
@@ -466,6 +508,9 @@ Result<double> AllRowsAccuracy(Backend& backend, const ResidentModel& model, con
     ASSIGN_OR_RETURN(LockedArray<float> probs, PredictResident(backend, model, data.x, data.rows));
     return Accuracy(probs.data(), data.labels.data(), data.rows, classes);
   }
+  if (model.preprocessing != nullptr && !model.preprocessing->identity()) {
+    return Internal("AllRowsAccuracy: streamed data has nothing to preprocess");
+  }
   const size_t F = data.features, width = data.table->width(), piece = 64 * kEvalBatch;
   const size_t most = static_cast<size_t>(std::min<uint64_t>(piece, data.rows));  // rows in the largest piece
   // The table writes backend memory (on the GPU: device memory): split there.
@@ -514,6 +559,29 @@ class StopSignals {
   struct sigaction old_int_ {}, old_term_ {};
 };
 
+// The trees' model file (model.md, family 1), sealed from locked memory like the CPU
+// backend's network.
+Result<SealedModel> SealTreesModel(const TrainResult& r, const dataset::DatasetSchema& schema,
+                                   const crypto::ExportPublicKey& to, const crypto::ModelSealOptions& opt,
+                                   const std::string& path, bool force) {
+  ModelFile m;
+  m.family = ModelFamily::kXgboost;
+  m.shape = r.shape;
+  m.schema = schema;
+  m.preprocessing = r.preprocessing;
+  m.trees.task = r.trees.task;
+  m.trees.features = r.trees.features;
+  m.trees.classes = r.trees.classes;
+  m.trees.best_rounds = r.trees.best_rounds;
+  ASSIGN_OR_RETURN(m.trees.booster, r.trees.booster.Clone());
+  ASSIGN_OR_RETURN(const crypto::SecretBytes bytes, EncodeModelFile(m));
+  SealedModel out;
+  out.plaintext_bytes = bytes.size();
+  out.plaintext_sha256 = crypto::Sha256(bytes.ExposeSecret());
+  ASSIGN_OR_RETURN(out.info, crypto::SealModelToFile(to, bytes.ExposeSecret(), opt, path, force));
+  return out;
+}
+
 Status Run(const Args& args) {
   ASSIGN_OR_RETURN(uint64_t stop_after, args.GetU64("stop-after-step", 0));
   if (args.Has("stop-after-step") && stop_after == 0) return InvalidInput("--stop-after-step must be at least 1");
@@ -526,6 +594,11 @@ Status Run(const Args& args) {
   if (dist.distributed() && dist.rendezvous_dir.empty() && development) {
     return InvalidInput("--world-size " + std::to_string(dist.world_size) +
                         " needs --rendezvous DIR in development mode (the attested mode meets at the broker)");
+  }
+  if (peek.family == ModelFamily::kXgboost && (args.Has("resume") || stop_after > 0 || dist.distributed())) {
+    return InvalidInput(std::string(args.Has("resume") ? "--resume" : stop_after > 0 ? "--stop-after-step" : "--world-size") +
+                        " does not apply to [model] family = \"xgboost\" (trees train in one process, without "
+                        "checkpoints)");
   }
   const bool checkpoints = peek.checkpoint.every_steps > 0 || args.Has("resume") || stop_after > 0;
   // The export key first, before any key, data or output: a run that cannot deliver its
@@ -760,8 +833,12 @@ Status Run(const Args& args) {
 
   json all_rows = {{"rows", s.data.rows}};
   double all_rows_metric = 0;  // RMSE (regression) or accuracy over every row
-  if (r.shape.regression()) {  // loaded data only: regression is not streamed
-    ASSIGN_OR_RETURN(LockedArray<float> pred, PredictResident(*s.backend, r.Resident(), s.data.x, s.data.rows));
+  if (r.family == ModelFamily::kXgboost && !r.shape.regression()) {
+    ASSIGN_OR_RETURN(LockedArray<float> probs, PredictLoaded(*s.backend, r, s.data));
+    all_rows_metric = Accuracy(probs.data(), s.data.labels.data(), s.data.rows, r.shape.classes);
+    all_rows["accuracy"] = Num(all_rows_metric);
+  } else if (r.shape.regression()) {  // loaded data only: regression is not streamed
+    ASSIGN_OR_RETURN(LockedArray<float> pred, PredictLoaded(*s.backend, r, s.data));
     double sse = 0;
     for (size_t i = 0; i < s.data.rows; ++i) {
       const double d = static_cast<double>(pred[i]) - s.data.labels[i];
@@ -775,6 +852,9 @@ Status Run(const Args& args) {
   }
   json report = ReportHeader(args, s, "run");
   report["model"] = ModelJson(r);
+  if (r.family == ModelFamily::kXgboost) {
+    ASSIGN_OR_RETURN(report["model"]["feature_importance"], TreeGainJson(r, s.data.schema));
+  }
   report["train_rows"] = r.train_rows;
   report["val_rows"] = r.val_rows;
   report["validation_fraction"] = s.job.validation_fraction;
@@ -816,10 +896,12 @@ Status Run(const Args& args) {
   json exported = nullptr;
   if (export_key) {
     crypto::ModelSealOptions opt;
-    opt.info.format_id = ModelFormatIdFor(r.preprocessing, r.shape);
+    opt.info.format_id = ModelFormatIdFor(r.preprocessing, r.shape, r.family);
     opt.info.job_digest = s.job.digest;
     ASSIGN_OR_RETURN(const SealedModel sealed,
-                     SealResidentModel(*s.backend, r.Resident(), s.data.schema, *export_key, opt, model_path, force));
+                     r.family == ModelFamily::kXgboost
+                         ? SealTreesModel(r, s.data.schema, *export_key, opt, model_path, force)
+                         : SealResidentModel(*s.backend, r.Resident(), s.data.schema, *export_key, opt, model_path, force));
     const crypto::ModelExportInfo& info = sealed.info;
     exported = {{"file", model_path},
                 {"sha256", HexEncode(info.file_digest)},
@@ -960,6 +1042,13 @@ Status Predict(const Args& args) {
   Result<ModelFile> parsed = ParseModelFile(bytes.ExposeSecret());
   if (!parsed.ok()) return parsed.status().Annotate(model_path);
   const ModelFile& model = *parsed;
+  // The version the file is in names its format; an envelope must have said the same.
+  const std::string file_format = ModelFormatIdFor(model.preprocessing, model.shape, model.family);
+  if (args.Has("keystore") && format_id != file_format) {
+    return InvalidInput(model_path + ": the envelope says model format '" + format_id + "', the model inside is '" +
+                        file_format + "'");
+  }
+  format_id = file_format;
   ASSIGN_OR_RETURN(FeatureTable t, ReadFeatureCsv(args.Get("csv"), model.schema, &model.preprocessing));
   Device device = Device::kCpu;
   if (args.Has("device")) {
@@ -967,6 +1056,11 @@ Status Predict(const Args& args) {
     if (d == "gpu") device = Device::kGpu;
     else if (d == "auto") device = Device::kAuto;
     else if (d != "cpu") return InvalidInput("--device must be cpu, gpu or auto, got '" + d + "'");
+  }
+  if (model.family == ModelFamily::kXgboost) {
+    if (device == Device::kGpu) return InvalidInput("--device gpu: trees predict on the CPU (Debian's XGBoost has no CUDA)");
+    device = Device::kCpu;
+    RETURN_IF_ERROR(LockAllMemory());  // XGBoost's own allocations hold the rows
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, MakeBackend(device));
   ASSIGN_OR_RETURN(LockedArray<float> probs, PredictProbabilities(*backend, model, t.x.data(), t.rows));

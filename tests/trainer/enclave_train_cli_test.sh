@@ -213,6 +213,53 @@ p = json.load(open(sys.argv[1]))["model"]["preprocessing"]
 assert p["indicator_columns"] == 0 and p["impute"] == "mean", p
 PY
 
+# Gradient-boosted trees (issue 18 §4) on the categorical sealed table: XGBoost in a locked
+# process, the booster sealed as a version 2 model (family 1) that the tenant opens and
+# predicts with, the same accuracy over every row as the report says.
+sed -e '/^\[model\]/,$d' "$T/v2-cat.toml" > "$T/trees.toml"
+printf '[model]\nfamily = "xgboost"\n\n[trees]\nrounds = 40\nmax_depth = 3\neta = 0.2\nthreads = 2\nearly_stopping_rounds = 8\n' \
+  >> "$T/trees.toml"
+rm -rf "$T/out-v2"
+pass; expect_rc 0 "run, trees" -- "$TRAIN" run --job "$T/trees.toml" --keystore "$T/ks" --passphrase-fd 3 \
+  --device cpu --json
+python3 - "$T/out-v2/report.json" <<'PY' || fail "report: trees"
+import json, sys
+r = json.load(open(sys.argv[1]))
+m = r["model"]
+assert m["family"] == "xgboost" and m["inputs"] == 18 and m["rounds"] == 40 and 1 <= m["rounds_kept"] <= 40, m
+names = [g["column"] for g in m["feature_importance"]]
+assert len(names) == 11 and "card" not in names and m["feature_importance"][0]["total_gain"] > 0, names
+assert r["model_export"]["format_id"] == "enclave-train-model/2", r["model_export"]
+assert r["final"]["val_accuracy"] > 0.93 and r["validation_metrics"]["rows"] == r["val_rows"], r["final"]
+assert len(r["epochs"]) >= m["rounds_kept"], len(r["epochs"])
+PY
+pass; expect_rc 0 "open-model, trees" -- "$DATA" open-model --keystore "$T/ks" --passphrase-fd 3 \
+  --in "$T/out-v2/model.sealed" --out "$T/model-trees.bin"
+expect_rc 0 "predict, trees" -- "$TRAIN" predict --model "$T/model-trees.bin" \
+  --csv "$SAMPLES/credit_card_applications.csv" --json --out "$T/trees-pred.csv"
+python3 - "$T/out" "$T/out-v2/report.json" <<'PY' || fail "predict: trees accuracy differs from the report's"
+import json, sys
+p = json.load(open(sys.argv[1]))
+r = json.load(open(sys.argv[2]))
+assert p["rows"] == 1319 and p["accuracy"] == r["all_rows"]["accuracy"], (p["accuracy"], r["all_rows"])
+assert p["model_format"] == "enclave-train-model/2", p["model_format"]
+PY
+expect_rc 0 "predict, trees: unseen category, missing cell" -- "$TRAIN" predict --model "$T/model-trees.bin" \
+  --csv "$T/new-applicants.csv" --out "$T/trees-new.csv"
+[ "$(wc -l < "$T/trees-new.csv")" = 3 ] || { cat "$T/trees-new.csv"; fail "two tree predictions expected"; }
+expect_rc 3 "trees: --stop-after-step" -- "$TRAIN" run --job "$T/trees.toml" --device cpu --stop-after-step 3 \
+  --force
+grep -q 'does not apply to \[model\] family = "xgboost"' "$T/err" || { cat "$T/err"; fail "trees: no refusal"; }
+rm -rf "$T/out-v2"
+pass; expect_rc 0 "cv, trees" -- "$TRAIN" cv --job "$T/trees.toml" --folds 3 --keystore "$T/ks" --passphrase-fd 3 \
+  --device cpu
+python3 - "$T/out-v2/cv_metrics.json" <<'PY' || fail "cv: trees"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["model"]["family"] == "xgboost" and r["mean_accuracy"] > 0.93, r["mean_accuracy"]
+assert r["out_of_fold_metrics"]["rows"] == 1319, r["out_of_fold_metrics"]["rows"]
+PY
+
 # The model leaves only sealed: the tenant opens it and predicts; the predictions and the
 # accuracy on the training CSV are the trainer's own.
 [ -f "$T/out-sealed/model.sealed" ] || fail "no model.sealed"

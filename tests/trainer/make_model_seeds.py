@@ -59,6 +59,21 @@ def model_v2(features, label, classes, hidden, activation, fills, indicators, im
     return body + (hashlib.sha256(body).digest() if digest else b"\0" * 32)
 
 
+def model_trees(features, label, classes, booster, rounds, impute=3, fills=None, length=None):
+    """Family 1 (gradient-boosted trees): the inputs keep missing values, categories
+    one-hot (k + 1 columns), no indicators; fills and indicators 0; then rounds, the
+    booster's length and bytes (opaque here: XGBoost reads them when a model predicts)."""
+    f = sum(len(c) + 1 if kind == 3 else 1 for (_, kind, _, c) in features)
+    k = len(classes) if classes is not None else 0
+    s = schema_v2(features, label, classes) if any(kind == 3 or m for (_, kind, m, _) in features) or k == 0 \
+        else schema([(n, kind) for (n, kind, _, _) in features], label, classes)
+    body = b"ENCLMODL" + struct.pack("<HHIIBBBB", 2, 0, f, k, 0, 0, 1, impute)
+    body += struct.pack("<I", len(s)) + s
+    body += struct.pack("<%df" % len(features), *(fills or [0.0] * len(features))) + bytes(len(features))
+    body += struct.pack("<II", rounds, len(booster) if length is None else length) + booster
+    return body + hashlib.sha256(body).digest()
+
+
 def model(features, label, classes, hidden, activation, seed=1.0, version=1, digest=True):
     f, k = len(features), len(classes)
     outputs = 1 if k == 2 else k
@@ -102,6 +117,15 @@ def main(out):
                                                   target=(6.5, 3.25))
     seeds["invalid-v2-regression-zero-scale.model"] = model_v2(plain, "length_of_stay", None, [], 1, [50.0, 2.5],
                                                                [0, 0], target=(6.5, 0.0))
+    booster = b"{UBJ booster bytes: opaque to the model file}"
+    seeds["valid-v2-trees-one-hot.model"] = model_trees(clinic, "y", ["no", "yes"], booster, 40)
+    seeds["valid-v2-trees-plain-regression.model"] = model_trees(plain, "length_of_stay", None, booster, 7)
+    seeds["valid-v2-trees-plain-classification.model"] = model_trees(plain, "y", ["a", "b", "c"], booster, 3)
+    seeds["invalid-v2-trees-imputing.model"] = model_trees(clinic, "y", ["no", "yes"], booster, 40, impute=0)
+    seeds["invalid-v2-trees-fill.model"] = model_trees(clinic, "y", ["no", "yes"], booster, 40, fills=[1.0, 0.0, 0.0])
+    seeds["invalid-v2-trees-booster-length.model"] = model_trees(clinic, "y", ["no", "yes"], booster, 40,
+                                                                 length=len(booster) + 1)
+    seeds["invalid-v2-trees-no-rounds.model"] = model_trees(clinic, "y", ["no", "yes"], booster, 0)
     good = seeds["valid-logreg.model"]
     seeds["invalid-truncated.model"] = good[:-1]
     body = bytearray(good[:-32])

@@ -665,6 +665,8 @@ Result<JobSpec> ParseJob(std::string_view text, const std::string& source, const
   ASSIGN_OR_RETURN(const toml::table* trees, SubTable(top, "trees"));
   if (trees != nullptr) RETURN_IF_ERROR(ParseTrees(*trees, source, &job.trees));
   RETURN_IF_ERROR(CheckModelFamily(root, job, source));
+  // The trees' rounds play the epochs' part in every output (progress, JSON lines, plot).
+  if (job.family == ModelFamily::kXgboost) job.epochs = job.trees.rounds;
   RETURN_IF_ERROR(top.Finish());
   return job;
 }

@@ -26,6 +26,24 @@ double Accuracy(const float* probs, const float* labels, size_t rows, uint32_t c
   return static_cast<double>(correct) / static_cast<double>(rows);
 }
 
+RegressionErrors RegressionErrorsOf(const float* pred, const float* y, size_t rows) {
+  double sse = 0, sae = 0, sum = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    const double d = static_cast<double>(pred[r]) - y[r];
+    sse += d * d;
+    sae += std::fabs(d);
+    sum += y[r];
+  }
+  const double n = static_cast<double>(rows), mean = sum / n;
+  double sst = 0;
+  for (size_t r = 0; r < rows; ++r) sst += (y[r] - mean) * (y[r] - mean);
+  RegressionErrors e;
+  e.rmse = std::sqrt(sse / n);
+  e.mae = sae / n;
+  e.r2 = sst > 0 ? 1.0 - sse / sst : std::numeric_limits<double>::quiet_NaN();
+  return e;
+}
+
 double BinaryAuc(const float* scores, size_t stride, const float* labels, float positive, size_t rows) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (size_t r = 0; r < rows; ++r) {

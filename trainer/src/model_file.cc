@@ -15,7 +15,8 @@ namespace {
 
 constexpr size_t kFixedBytes = 24;  // magic .. reserved, before the hidden sizes
 constexpr size_t kDigestBytes = kModelDigestBytes;
-constexpr uint8_t kModelFamilyNetwork = 0;  // version 2's `family`: the network of this file
+constexpr uint8_t kModelFamilyNetwork = 0;  // version 2's `family`
+constexpr uint8_t kModelFamilyTrees = 1;
 
 // Version 2's preprocessing section (raw feature count known from the schema): a fill per
 // column, then an indicator flag per column; checked against the schema's columns.
@@ -34,6 +35,10 @@ Status ReadPreprocessing(ByteReader& b, const dataset::DatasetSchema& schema, Im
     if (c.kind == ColumnKind::kCategorical &&
         !(fill >= 0.0f && fill < static_cast<float>(c.categories) && fill == std::floor(fill))) {
       return InvalidInput(where + ": fill at offset " + std::to_string(at + 4 * j) + " is not a category index");
+    }
+    if (impute == Impute::kKeepMissing && (fill != 0.0f || std::signbit(fill) || ind != 0)) {
+      return InvalidInput(where + ": trees keep missing values: fill and indicator at offsets " + std::to_string(at + 4 * j) +
+                          " and " + std::to_string(at + 4 * F + j) + " must be 0");
     }
     if (ind > 1 || (ind == 1 && !c.missing_allowed)) {
       return InvalidInput(where + ": indicator at offset " + std::to_string(at + 4 * F + j) +
@@ -61,31 +66,63 @@ Status ReadFloats(ByteReader& r, const char* field, size_t n, LockedArray<float>
   return OkStatus();
 }
 
+// The trees' part after the preprocessing: rounds, the booster's length, its bytes (to the
+// end). XGBoost checks the bytes when predict loads them (trees.h, LoadBooster).
+Result<ModelFile> ReadTrees(ByteReader& b, ModelFile m) {
+  uint32_t rounds = 0, length = 0;
+  const size_t at = b.offset();
+  RETURN_IF_ERROR(b.U32("rounds", &rounds).Annotate("model file"));
+  RETURN_IF_ERROR(b.U32("booster_length", &length).Annotate("model file"));
+  if (rounds < 1 || rounds > kMaxTreeRounds) {
+    return InvalidInput("model file: rounds " + std::to_string(rounds) + " at offset " + std::to_string(at) +
+                        " out of range 1.." + std::to_string(kMaxTreeRounds));
+  }
+  if (length < 1 || length > kMaxBoosterBytes || length != b.remaining()) {
+    return InvalidInput("model file: booster_length " + std::to_string(length) + " at offset " + std::to_string(at + 4) +
+                        ", " + std::to_string(b.remaining()) + " bytes remain before the digest");
+  }
+  ByteSpan booster;
+  RETURN_IF_ERROR(b.Bytes("booster", length, &booster).Annotate("model file"));
+  ASSIGN_OR_RETURN(m.trees.booster, crypto::SecretBytes::CopyFrom(booster));
+  m.trees.features = m.shape.inputs;
+  m.trees.best_rounds = rounds;
+  const uint32_t classes = m.shape.classes;
+  m.trees.task = classes == 0 ? TreeTask::kRegression : classes == 2 ? TreeTask::kBinary : TreeTask::kMulticlass;
+  m.trees.classes = classes == 0 ? 1 : classes;
+  return m;
+}
+
 }  // namespace
 
-uint16_t ModelVersionFor(const Preprocessing& p, const ModelShape& s) {
-  return p.identity() && !s.regression() ? kModelVersion : kModelVersion2;
+uint16_t ModelVersionFor(const Preprocessing& p, const ModelShape& s, ModelFamily family) {
+  return p.identity() && !s.regression() && family == ModelFamily::kMlp ? kModelVersion : kModelVersion2;
 }
-const char* ModelFormatIdFor(const Preprocessing& p, const ModelShape& s) {
-  return ModelVersionFor(p, s) == kModelVersion ? kModelFormatId : kModelFormatIdV2;
+const char* ModelFormatIdFor(const Preprocessing& p, const ModelShape& s, ModelFamily family) {
+  return ModelVersionFor(p, s, family) == kModelVersion ? kModelFormatId : kModelFormatIdV2;
 }
 
 Result<std::vector<uint8_t>> EncodeModelHead(const ModelShape& s, const dataset::DatasetSchema& schema,
-                                             const Preprocessing* prep, float label_mean, float label_scale) {
-  const Preprocessing identity = PlanPreprocessing(schema, {});
+                                             const Preprocessing* prep, float label_mean, float label_scale,
+                                             ModelFamily family) {
+  const bool trees = family == ModelFamily::kXgboost;
+  const Preprocessing identity = PlanPreprocessing(schema, {trees ? Impute::kKeepMissing : Impute::kMedian, !trees});
   const Preprocessing& p = prep != nullptr ? *prep : identity;
-  if (!p.identity() && p.impute == Impute::kKeepMissing) return Internal("EncodeModelHead: a network cannot keep missing values");
+  if ((p.impute == Impute::kKeepMissing) != trees || (trees && !s.hidden.empty())) {
+    return Internal("EncodeModelHead: trees, and only trees, keep missing values; they have no hidden layers");
+  }
   if (s.hidden.size() > 16 || schema.feature_count() != p.raw_features() || p.inputs() != s.inputs ||
       schema.classes.size() != s.classes) {
     return Internal("EncodeModelHead: shape, preprocessing and schema disagree");
   }
+  // The network's target scale (the trees predict the target itself).
+  const bool scaled = s.regression() && !trees;
   if (s.regression() != (schema.task == dataset::Task::kRegression) ||
-      (s.regression() && !(std::isfinite(label_mean) && std::isfinite(label_scale) && label_scale > 0))) {
+      (scaled && !(std::isfinite(label_mean) && std::isfinite(label_scale) && label_scale > 0))) {
     return Internal("EncodeModelHead: regression shape, schema and target scale disagree");
   }
-  const uint16_t version = ModelVersionFor(p, s);
+  const uint16_t version = ModelVersionFor(p, s, family);
   const std::vector<uint8_t> encoded = dataset::EncodeSchema(schema);
-  const size_t prep_bytes = version == kModelVersion ? 0 : 5 * p.raw_features() + (s.regression() ? 8 : 0);
+  const size_t prep_bytes = version == kModelVersion ? 0 : 5 * p.raw_features() + (scaled ? 8 : 0);
   std::vector<uint8_t> head(kFixedBytes + 4 * s.hidden.size() + 4 + encoded.size() + prep_bytes);
   LeCursor c(head);
   c.Raw(kModelMagic, sizeof(kModelMagic));
@@ -93,12 +130,12 @@ Result<std::vector<uint8_t>> EncodeModelHead(const ModelShape& s, const dataset:
   c.Le(0, 2);  // flags
   c.Le(s.inputs, 4);
   c.Le(s.classes, 4);
-  c.Le(static_cast<uint8_t>(s.activation), 1);
+  c.Le(trees ? 0 : static_cast<uint8_t>(s.activation), 1);
   c.Le(s.hidden.size(), 1);
   if (version == kModelVersion) {
     c.Le(0, 2);  // reserved
   } else {
-    c.Le(kModelFamilyNetwork, 1);
+    c.Le(trees ? kModelFamilyTrees : kModelFamilyNetwork, 1);
     c.Le(static_cast<uint8_t>(p.impute), 1);
   }
   for (uint32_t h : s.hidden) c.Le(h, 4);
@@ -107,7 +144,7 @@ Result<std::vector<uint8_t>> EncodeModelHead(const ModelShape& s, const dataset:
   if (version == kModelVersion2) {
     for (const ColumnPlan& col : p.columns) c.Array32(&col.fill, 1);
     for (const ColumnPlan& col : p.columns) c.Le(col.indicator ? 1 : 0, 1);
-    if (s.regression()) {
+    if (scaled) {
       c.Array32(&label_mean, 1);
       c.Array32(&label_scale, 1);
     }
@@ -116,7 +153,30 @@ Result<std::vector<uint8_t>> EncodeModelHead(const ModelShape& s, const dataset:
   return head;
 }
 
+// Trees: the head, then rounds, the booster's length and bytes, then the digest.
+Result<crypto::SecretBytes> EncodeTreesModelFile(const ModelFile& m) {
+  const ModelShape& s = m.shape;
+  const size_t n = m.trees.booster.size();
+  if (n == 0 || n > kMaxBoosterBytes || m.trees.features != s.inputs || m.trees.best_rounds == 0) {
+    return Internal("EncodeModelFile: the trees do not match the shape");
+  }
+  ASSIGN_OR_RETURN(const std::vector<uint8_t> head,
+                   EncodeModelHead(s, m.schema, &m.preprocessing, 0, 1, ModelFamily::kXgboost));
+  const size_t total = head.size() + 8 + n + kDigestBytes;
+  ASSIGN_OR_RETURN(crypto::SecretBytes out, crypto::SecretBytes::Create(total));
+  LeCursor c(out.ExposeSecretMutable());
+  c.Raw(head.data(), head.size());
+  c.Le(m.trees.best_rounds, 4);
+  c.Le(n, 4);
+  c.Raw(m.trees.booster.ExposeSecret().data(), n);
+  const crypto::Digest256 d = crypto::Sha256(out.ExposeSecret().first(c.pos()));
+  c.Raw(d.data(), d.size());
+  if (c.pos() != total) return Internal("EncodeModelFile: size mismatch");
+  return out;
+}
+
 Result<crypto::SecretBytes> EncodeModelFile(const ModelFile& m) {
+  if (m.family == ModelFamily::kXgboost) return EncodeTreesModelFile(m);
   const ModelShape& s = m.shape;
   const size_t F = s.inputs, P = s.parameter_count();
   if (m.mean.size() != F || m.inv_std.size() != F || m.params.size() != P) {
@@ -184,16 +244,27 @@ Result<ModelFile> ParseModelFile(ByteSpan bytes) {
     return InvalidInput("model file: classes " + std::to_string(s.classes) + " out of range 2..65536" +
                         (version == kModelVersion2 ? " (or 0: regression)" : ""));
   }
-  if (act < kernels::kActRelu || act > kernels::kActSigmoid) {
-    return InvalidInput("model file: unknown activation " + std::to_string(act) + " at offset 20");
+  if (family != kModelFamilyNetwork && family != kModelFamilyTrees) {
+    return Unsupported("model file: model family " + std::to_string(family) + " at offset 22");
   }
-  s.activation = static_cast<Activation>(act);
-  if (nh > 16) return InvalidInput("model file: hidden_count " + std::to_string(nh) + " above 16");
+  const bool trees = family == kModelFamilyTrees;
+  if (trees) {
+    m.family = ModelFamily::kXgboost;
+    if (act != 0 || nh != 0) return InvalidInput("model file: trees have activation 0 and hidden_count 0 (offsets 20, 21)");
+    if (impute != static_cast<uint8_t>(Impute::kKeepMissing)) {
+      return InvalidInput("model file: trees keep missing values: impute at offset 23 must be 3");
+    }
+  } else {
+    if (act < kernels::kActRelu || act > kernels::kActSigmoid) {
+      return InvalidInput("model file: unknown activation " + std::to_string(act) + " at offset 20");
+    }
+    s.activation = static_cast<Activation>(act);
+    if (nh > 16) return InvalidInput("model file: hidden_count " + std::to_string(nh) + " above 16");
+    if (impute > static_cast<uint8_t>(Impute::kMostFrequent)) {
+      return InvalidInput("model file: impute " + std::to_string(impute) + " at offset 23 is not 0, 1 or 2");
+    }
+  }
   if (reserved != 0) return InvalidInput("model file: reserved bytes at offset 22 must be 0");
-  if (family != kModelFamilyNetwork) return Unsupported("model file: model family " + std::to_string(family) + " at offset 22");
-  if (impute > static_cast<uint8_t>(Impute::kMostFrequent)) {
-    return InvalidInput("model file: impute " + std::to_string(impute) + " at offset 23 is not 0, 1 or 2");
-  }
   for (uint8_t i = 0; i < nh; ++i) {
     uint32_t h = 0;
     RETURN_IF_ERROR(b.U32("hidden", &h).Annotate("model file"));
@@ -223,12 +294,12 @@ Result<ModelFile> ParseModelFile(ByteSpan bytes) {
     }
     m.preprocessing = identity;
   } else {
-    if (identity.identity() && !regression) {
+    if (identity.identity() && !regression && !trees) {
       return InvalidInput("model file: version 2 of a classification model with nothing to preprocess (that model is "
                           "version 1)");
     }
     RETURN_IF_ERROR(ReadPreprocessing(b, m.schema, static_cast<Impute>(impute), &m.preprocessing));
-    if (regression) {
+    if (regression && !trees) {
       ByteSpan raw;
       const size_t at = b.offset();
       RETURN_IF_ERROR(b.Bytes("label_scale", 8, &raw).Annotate("model file"));
@@ -248,6 +319,7 @@ Result<ModelFile> ParseModelFile(ByteSpan bytes) {
     return InvalidInput("model file: the schema has " + std::to_string(m.schema.classes.size()) +
                         " classes, the model " + std::to_string(s.classes) + (s.classes == 0 ? " (regression)" : ""));
   }
+  if (trees) return ReadTrees(b, std::move(m));
   const size_t expect = size_t{4} * (2 * size_t{s.inputs} + params);
   if (b.remaining() != expect) {
     return InvalidInput("model file: " + std::to_string(b.remaining()) + " bytes of numbers at offset " +

@@ -25,7 +25,8 @@ bool IsMissingCell(const std::string& trimmed) {
 
 Result<FeatureTable> ReadFeatureCsv(const std::string& path, const dataset::DatasetSchema& schema,
                                     const Preprocessing* prep) {
-  const bool accept_missing = prep != nullptr && !prep->identity();
+  // Imputed (a network whose preprocessing is not the identity) or routed by the trees.
+  const bool accept_missing = prep != nullptr && (!prep->identity() || prep->impute == Impute::kKeepMissing);
   ASSIGN_OR_RETURN(dataset::CsvReader csv, dataset::CsvReader::Open(path));
   std::vector<std::string> row;
   ASSIGN_OR_RETURN(bool have_header, csv.Next(&row));
@@ -158,6 +159,13 @@ Result<LockedArray<float>> PredictResident(Backend& backend, const ResidentModel
 
 Result<LockedArray<float>> PredictProbabilities(Backend& backend, const ModelFile& model, const float* x,
                                                 size_t rows) {
+  if (model.family == ModelFamily::kXgboost) {  // on the CPU, as XGBoost is built here
+    if (rows == 0) return InvalidInput("no rows to predict");
+    const Preprocessing& p = model.preprocessing;
+    ASSIGN_OR_RETURN(LockedArray<float> inputs, LockedArray<float>::Create(rows * p.inputs()));
+    RETURN_IF_ERROR(ApplyPreprocessing(p, x, rows, inputs.data()));
+    return PredictTrees(model.trees, inputs.data(), rows);
+  }
   const size_t F = model.shape.inputs, P = model.shape.parameter_count();
   if (rows == 0) return InvalidInput("no rows to predict");
   if (model.mean.size() != F || model.inv_std.size() != F || model.params.size() != P) {
@@ -174,6 +182,16 @@ Result<LockedArray<float>> PredictProbabilities(Backend& backend, const ModelFil
                                numbers.get().Slice(2 * F, P), &model.preprocessing, model.label_mean,
                                model.label_scale};
   return PredictResident(backend, resident, xd, rows);
+}
+
+Result<LockedArray<float>> PredictLoaded(Backend& backend, const TrainResult& r, const LoadedData& data) {
+  if (data.table != nullptr) return Internal("PredictLoaded: the data is streamed");
+  if (r.family != ModelFamily::kXgboost) return PredictResident(backend, r.Resident(), data.x, data.rows);
+  if (std::string_view(backend.kind()) != "cpu") return Unsupported("trees predict on the CPU backend");
+  const Preprocessing& p = r.preprocessing;
+  ASSIGN_OR_RETURN(LockedArray<float> inputs, LockedArray<float>::Create(data.rows * p.inputs()));
+  RETURN_IF_ERROR(ApplyPreprocessing(p, data.x.get().data, data.rows, inputs.data()));  // CPU: host memory
+  return PredictTrees(r.trees, inputs.data(), data.rows);
 }
 
 uint32_t PredictedClass(const float* probs, size_t r, uint32_t classes) {

@@ -14,6 +14,7 @@
 #include "enclave/trainer/preprocess.h"
 #include "enclave/trainer/rng.h"
 #include "stream.h"
+#include "train_internal.h"
 
 namespace enclave::trainer {
 namespace {
@@ -28,24 +29,6 @@ struct Optimizer {
 struct TargetScale {
   float mean = 0, scale = 1;
 };
-
-// RMSE, MAE and R^2 of predictions against targets (both in the target's units), sums in
-// double in row order.
-void RegressionErrors(const float* pred, const float* y, size_t rows, EpochMetrics* m) {
-  double sse = 0, sae = 0, sum = 0;
-  for (size_t r = 0; r < rows; ++r) {
-    const double d = static_cast<double>(pred[r]) - y[r];
-    sse += d * d;
-    sae += std::fabs(d);
-    sum += y[r];
-  }
-  const double mean = sum / static_cast<double>(rows);
-  double sst = 0;
-  for (size_t r = 0; r < rows; ++r) sst += (y[r] - mean) * (y[r] - mean);
-  m->val_rmse = std::sqrt(sse / static_cast<double>(rows));
-  m->val_mae = sae / static_cast<double>(rows);
-  m->val_r2 = sst > 0 ? 1.0 - sse / sst : kNaN;
-}
 
 // The training rows' targets' mean and population standard deviation (double, row order).
 TargetScale FitTargets(const LockedArray<float>& labels, const LockedArray<uint32_t>& rows) {
@@ -96,13 +79,8 @@ Status Evaluate(Backend& backend, Mlp& model, const Buffer& xv, const Buffer& yv
   m->val_loss = loss / static_cast<double>(rows);
   if (shape.regression()) {
     for (float& v : host) v = v * targets.scale + targets.mean;  // back to the target's units
-    RegressionErrors(host.data(), labels.data(), rows, m);
-    m->val_accuracy = m->val_auc = kNaN;
-  } else {
-    m->val_accuracy = Accuracy(host.data(), labels.data(), rows, shape.classes);
-    m->val_auc = RocAuc(host.data(), labels.data(), rows, shape.classes);
-    m->val_rmse = m->val_mae = m->val_r2 = kNaN;
   }
+  SetValidationMetrics(host.data(), labels.data(), rows, shape.classes, m);
   if (keep != nullptr) *keep = std::move(host);
   return OkStatus();
 }
@@ -220,6 +198,8 @@ Status CheckRanksAgree(Collective& c, uint64_t step, const crypto::Digest256& fi
   return OkStatus();
 }
 
+}  // namespace
+
 // The model's inputs of data rows `rows` into dst (rows x the plan's width): the raw
 // features gathered, or (a plan that is not the identity; CPU backend, whose buffers are
 // host memory) fitted on these rows when `fit`, then applied.
@@ -239,10 +219,28 @@ Status GatherInputs(Backend& backend, const LoadedData& data, const LockedArray<
   return ApplyPreprocessing(*prep, raw.data(), n, dst.data);
 }
 
-}  // namespace
+void SetValidationMetrics(const float* pred, const float* labels, size_t rows, uint32_t classes, EpochMetrics* m) {
+  m->val_accuracy = m->val_auc = m->val_rmse = m->val_mae = m->val_r2 = kNaN;
+  if (classes == 0) {
+    const RegressionErrors e = RegressionErrorsOf(pred, labels, rows);
+    m->val_rmse = e.rmse;
+    m->val_mae = e.mae;
+    m->val_r2 = e.r2;
+  } else {
+    m->val_accuracy = Accuracy(pred, labels, rows, classes);
+    m->val_auc = RocAuc(pred, labels, rows, classes);
+  }
+}
 
 Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData& data, const Split& split,
                           const TrainCallbacks& callbacks, const TrainState* resume, Collective* collective) {
+  if (job.family == ModelFamily::kXgboost) {
+    if (resume != nullptr) return Unsupported("trees have no checkpoints to resume from");
+    if (collective != nullptr && collective->world_size() > 1) {
+      return Unsupported("trees train in one process (no distributed XGBoost in this build)");
+    }
+    return TrainTreesJob(backend, job, data, split, callbacks);
+  }
   // The model's inputs: the raw features, or (categorical columns, missing values) the
   // preprocessed row, fitted below on the training rows.
   Preprocessing prep = PlanPreprocessing(data.schema, job.preprocess);

@@ -17,6 +17,14 @@ double Accuracy(const float* probs, const float* labels, size_t rows, uint32_t c
 // as is a split with one class: then the result is NaN).
 double RocAuc(const float* probs, const float* labels, size_t rows, uint32_t classes);
 
+// Regression: root mean squared error, mean absolute error and R^2 = 1 - SSE / SST (NaN
+// when the targets are all equal), of predictions against targets (same units), sums in
+// double in row order. rows > 0.
+struct RegressionErrors {
+  double rmse = 0, mae = 0, r2 = 0;
+};
+RegressionErrors RegressionErrorsOf(const float* pred, const float* targets, size_t rows);
+
 // AUC of scores against binary targets (1 = positive); NaN without both kinds.
 double BinaryAuc(const float* scores, size_t stride, const float* labels, float positive, size_t rows);
 

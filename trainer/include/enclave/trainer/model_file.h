@@ -13,15 +13,17 @@
 #include "enclave/dataset/schema.h"
 #include "enclave/trainer/locked.h"
 #include "enclave/trainer/model.h"
+#include "enclave/trainer/job.h"
 #include "enclave/trainer/preprocess.h"
+#include "enclave/trainer/trees.h"
 
 namespace enclave::trainer {
 
 // The format id in the export envelope's clear metadata (model-export.md `format_id`).
 // Version 1: a network on schema v1 data with nothing to preprocess (every model trained
 // before preprocessing existed, and still every such model: their bytes are unchanged).
-// Version 2 adds the fitted preprocessing (categorical columns, missing values) and
-// regression.
+// Version 2 adds the fitted preprocessing (categorical columns, missing values),
+// regression, and a second model family: gradient-boosted trees (XGBoost's booster).
 inline constexpr char kModelFormatId[] = "enclave-train-mlp/1";
 inline constexpr char kModelFormatIdV2[] = "enclave-train-model/2";
 inline constexpr char kModelMagic[8] = {'E', 'N', 'C', 'L', 'M', 'O', 'D', 'L'};
@@ -29,8 +31,11 @@ inline constexpr uint16_t kModelVersion = 1;
 inline constexpr uint16_t kModelVersion2 = 2;
 inline constexpr uint32_t kMaxModelFeatures = 1u << 20;
 inline constexpr size_t kMaxModelParameters = size_t{1} << 28;
+inline constexpr size_t kMaxBoosterBytes = size_t{1} << 30;
 
 struct ModelFile {
+  ModelFamily family = ModelFamily::kMlp;  // kXgboost: `trees`, and no mean, inv_std, params
+  TreeModel trees;
   ModelShape shape;                    // shape.inputs: the preprocessed row's width
   dataset::DatasetSchema schema;       // column names and kinds in CSV order, label, classes
   Preprocessing preprocessing;         // fitted on the training rows (identity in version 1)
@@ -45,15 +50,15 @@ Result<crypto::SecretBytes> EncodeModelFile(const ModelFile& model);
 
 // The version a model is written in: 1 for classification with nothing to preprocess,
 // else 2.
-uint16_t ModelVersionFor(const Preprocessing& p, const ModelShape& s);
-const char* ModelFormatIdFor(const Preprocessing& p, const ModelShape& s);
+uint16_t ModelVersionFor(const Preprocessing& p, const ModelShape& s, ModelFamily family = ModelFamily::kMlp);
+const char* ModelFormatIdFor(const Preprocessing& p, const ModelShape& s, ModelFamily family = ModelFamily::kMlp);
 
 // The head alone (magic .. schema, and in version 2 the fitted preprocessing): derived from
 // the training rows' statistics only through the fills, like the standardization that
 // follows it. `prep` null: the identity of the schema (version 1).
 Result<std::vector<uint8_t>> EncodeModelHead(const ModelShape& shape, const dataset::DatasetSchema& schema,
                                              const Preprocessing* prep = nullptr, float label_mean = 0,
-                                             float label_scale = 1);
+                                             float label_scale = 1, ModelFamily family = ModelFamily::kMlp);
 
 // The digest that closes the file.
 inline constexpr size_t kModelDigestBytes = 32;

@@ -45,6 +45,12 @@ Result<LockedArray<float>> PredictProbabilities(Backend& backend, const ModelFil
 // in scratch; preprocessing on the CPU backend only).
 Result<LockedArray<float>> PredictResident(Backend& backend, const ResidentModel& model, Buffer x, size_t rows);
 
+// Predictions of every loaded row (not streamed) by a finished training run, of either
+// family (probabilities; regression: values in the target's units).
+struct TrainResult;
+struct LoadedData;
+Result<LockedArray<float>> PredictLoaded(Backend& backend, const TrainResult& r, const LoadedData& data);
+
 // The predicted class of row r (binary: p >= 0.5; multiclass: argmax, first on ties), as
 // Accuracy (metrics.h) counts it.
 uint32_t PredictedClass(const float* probs, size_t r, uint32_t classes);

@@ -76,7 +76,10 @@ struct TrainCallbacks {
 };
 
 struct TrainResult {
-  ModelShape shape;
+  ModelFamily family = ModelFamily::kMlp;
+  TreeModel trees;                  // kXgboost: the booster (then params, mean, inv_std stay empty)
+  TreeSpec trees_spec;              // kXgboost: the parameters it was trained with
+  ModelShape shape;                 // kXgboost: inputs and classes only
   Preprocessing preprocessing;      // fitted on the training rows; shape.inputs = its width
   std::vector<EpochMetrics> epochs;
   LockedArray<float> params;        // ModelShape layout
