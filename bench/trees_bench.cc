@@ -14,9 +14,13 @@
 // The two alternate, PAIRS pairs (default 5; env ENCLAVE_BENCH_TREES_PAIRS), so load on the
 // shared machine falls on both alike. Our side runs as enclave-train's tree mode does, with
 // the whole process locked into RAM (LockAllMemory: every page XGBoost maps is faulted in
-// and pinned at once); the Python side is not locked. "Time" is wall time (XGBoost is multi-threaded); the
+// and pinned at once; ENCLAVE_BENCH_TREES_UNLOCKED=1 leaves it out); the Python side is not
+// locked. "Time" is wall time (XGBoost is multi-threaded); the
 // process CPU time of both is kept too. After the run the ratios (python time / our time:
 // above 1 means we are faster) are printed on stderr, median and best of the pairs.
+// On a shared machine run it with OMP_WAIT_POLICY=passive (libgomp reads it at start-up,
+// for both sides): with the default spin-waiting, two threads on a loaded 2-core VM were
+// 3-5x slower than one and too noisy to compare (README.md, Performance).
 // Data lives in $ENCLAVE_BENCH_DIR (default /tmp/enclave-bench-trees), made once.
 #include <benchmark/benchmark.h>
 
@@ -203,7 +207,10 @@ int main(int argc, char** argv) {
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  if (Status s = LockAllMemory(); !s.ok()) Die(s.ToString());
+  // ENCLAVE_BENCH_TREES_UNLOCKED=1 leaves the process unlocked: what locking costs.
+  if (std::getenv("ENCLAVE_BENCH_TREES_UNLOCKED") == nullptr) {
+    if (Status s = LockAllMemory(); !s.ok()) Die(s.ToString());
+  }
   GetData();  // made before the first timing
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
