@@ -814,7 +814,7 @@ Status Run(const Args& args) {
   if (!writes_outputs) {
     // Rank 0 holds the same parameters (the all-reduce hands every rank the same bits)
     // and writes the outputs; this rank reports what it trained.
-    const EpochMetrics& f = r.epochs.back();
+    const EpochMetrics& f = r.Final();
     if (args.json()) {
       EmitLine({{"event", "done"}, {"ok", true}, {"rank", dist.rank}, {"world_size", dist.world_size},
                 {"validation_split", validation},
@@ -871,7 +871,8 @@ Status Run(const Args& args) {
   json epochs = json::array();
   for (const EpochMetrics& m : r.epochs) epochs.push_back(EpochJson(m, s.job.metrics, validation, regression));
   report["epochs"] = epochs;
-  report["final"] = EpochJson(r.epochs.back(), s.job.metrics, validation, regression);
+  report["final"] = EpochJson(r.Final(), s.job.metrics, validation, regression);
+  report["best_epoch"] = r.best_epoch > 0 ? json(r.best_epoch) : json(nullptr);
   if (r.val_rows > 0) {
     ASSIGN_OR_RETURN(LockedArray<float> val_labels, LockedArray<float>::Create(r.val_rows));
     for (size_t i = 0; i < r.val_rows; ++i) val_labels[i] = s.data.labels[split.val[i]];
@@ -930,6 +931,7 @@ Status Run(const Args& args) {
   plot.validation_fraction = s.job.validation_fraction;
   plot.development_mode = !s.Attested();
   plot.regression = regression;
+  plot.kept_epoch = r.best_epoch;
   const std::string svg = TrainingCurveSvg(r.epochs, s.job.metrics, plot);
   RETURN_IF_ERROR(plot_out->Write(svg.data(), svg.size()));
   RETURN_IF_ERROR(plot_out->Commit());
@@ -973,7 +975,7 @@ Status Run(const Args& args) {
     }
     EmitLine(done);
   } else {
-    const EpochMetrics& f = r.epochs.back();
+    const EpochMetrics& f = r.Final();
     if (!validation) {
       std::printf("trained %s on %zu rows for %u epochs on %s\n%s; training loss %s\n", s.job.name.c_str(),
                   r.train_rows, s.job.epochs, s.backend->Describe().c_str(), NoValidationSplit(s.job).c_str(),
@@ -1184,7 +1186,7 @@ Status Cv(const Args& args) {
   double acc_sq = 0;
   for (size_t i = 0; i < cv.folds.size(); ++i) {
     const TrainResult& r = cv.folds[i];
-    const EpochMetrics& f = r.epochs.back();
+    const EpochMetrics& f = r.Final();
     acc_sq += (f.val_accuracy - cv.mean_accuracy) * (f.val_accuracy - cv.mean_accuracy);
     json j = EpochJson(f, s.job.metrics);
     j["fold"] = i + 1;

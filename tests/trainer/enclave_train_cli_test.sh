@@ -232,6 +232,11 @@ assert len(names) == 11 and "card" not in names and m["feature_importance"][0]["
 assert r["model_export"]["format_id"] == "enclave-train-model/2", r["model_export"]
 assert r["final"]["val_accuracy"] > 0.93 and r["validation_metrics"]["rows"] == r["val_rows"], r["final"]
 assert len(r["epochs"]) >= m["rounds_kept"], len(r["epochs"])
+# Early stopping kept round rounds_kept: the report's final metrics are that round's.
+if m["rounds_kept"] < len(r["epochs"]):
+    assert r["best_epoch"] == m["rounds_kept"] == r["final"]["epoch"], (r["best_epoch"], r["final"])
+else:
+    assert r["best_epoch"] is None, r["best_epoch"]
 PY
 pass; expect_rc 0 "open-model, trees" -- "$DATA" open-model --keystore "$T/ks" --passphrase-fd 3 \
   --in "$T/out-v2/model.sealed" --out "$T/model-trees.bin"

@@ -395,7 +395,7 @@ Status CheckModelFamily(const toml::table& root, const JobSpec& job, const std::
   }
   // The rounds are trees.rounds; the trees see all training rows at once, in memory.
   if (const toml::table* tr = root.get_as<toml::table>("training")) {
-    for (const char* key : {"epochs", "batch_size"}) {
+    for (const char* key : {"epochs", "batch_size", "early_stopping_patience"}) {
       if (const toml::node* n = tr->get(key)) {
         return InvalidInput(at(*n) + "'training." + key + "'" + why + (std::string_view(key) == "epochs"
                                                                             ? " (the rounds are 'trees.rounds')"
@@ -537,6 +537,15 @@ Result<JobSpec> ParseJob(std::string_view text, const std::string& source, const
     RETURN_IF_ERROR(t.UInt("epochs", 1, 1000000, &job.epochs));
     RETURN_IF_ERROR(t.UInt("batch_size", 1, 1 << 20, &job.batch_size));
     RETURN_IF_ERROR(t.Number("validation_fraction", 0.0, 0.9, false, false, &job.validation_fraction));
+    RETURN_IF_ERROR(t.UInt("early_stopping_patience", 0, 1000000, &job.early_stopping_patience));
+    if (const toml::node* n = t.Get("early_stopping_patience"); n != nullptr && job.early_stopping_patience > 0) {
+      if (job.validation_fraction == 0) {
+        return t.Error(*n, "early_stopping_patience", "needs validation rows ('training.validation_fraction' > 0)");
+      }
+      if (root.get("checkpoint") != nullptr) {
+        return t.Error(*n, "early_stopping_patience", "and [checkpoint] do not go together yet (checkpoints do not keep the best epoch)");
+      }
+    }
     const toml::node* mn = training->get("metrics");
     std::vector<std::string> metrics;
     RETURN_IF_ERROR(t.StringArray("metrics", &metrics));

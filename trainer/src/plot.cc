@@ -224,7 +224,8 @@ std::string Svg(const std::vector<EpochMetrics>& epochs, uint32_t metrics, const
     }
     std::string final_line = "no epochs";
     if (!epochs.empty()) {
-      const EpochMetrics& f = epochs.back();
+      const bool kept = info->kept_epoch > 0 && info->kept_epoch <= epochs.size();
+      const EpochMetrics& f = kept ? epochs[info->kept_epoch - 1] : epochs.back();
       std::vector<std::string> m;
       if (metrics & kMetricLoss) m.push_back("training loss " + HumanMetric(f.train_loss));
       if (no_validation) {
@@ -239,7 +240,7 @@ std::string Svg(const std::vector<EpochMetrics>& epochs, uint32_t metrics, const
         if (metrics & kMetricAccuracy) m.push_back("validation accuracy " + HumanMetric(f.val_accuracy));
         if (metrics & kMetricRocAuc) m.push_back("ROC AUC " + HumanMetric(f.val_auc));
       }
-      final_line = "final (epoch " + std::to_string(f.epoch) + "): " + Join(m, ", ");
+      final_line = (kept ? "kept (best epoch " : "final (epoch ") + std::to_string(f.epoch) + "): " + Join(m, ", ");
     }
     double y = kTop - 10;
     auto line = [&](const char* id, const std::string& text, const char* extra) {

@@ -446,6 +446,21 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
     RETURN_IF_ERROR(CheckRanksAgree(*collective, step, StartFingerprint(start)));
   }
 
+  // Early stopping (job.early_stopping_patience): the best epoch so far, by validation loss.
+  const uint32_t patience = nva > 0 ? job.early_stopping_patience : 0;
+  struct {
+    uint32_t epoch = 0;
+    double loss = 0;
+    OwnedBuffer params;
+  } best;
+  if (patience > 0) {
+    // A checkpoint does not hold the best epoch (an interrupted run's stop checkpoint is
+    // written, but cannot be resumed with early stopping).
+    if (callbacks.checkpoint_every > 0 || resume != nullptr) {
+      return Unsupported("early stopping does not go together with checkpoints yet (they do not keep the best epoch)");
+    }
+    ASSIGN_OR_RETURN(best.params, AllocOwned(backend, P));
+  }
   for (uint32_t epoch = first_epoch; epoch <= job.epochs; ++epoch) {
     const auto t0 = std::chrono::steady_clock::now();
     const bool resuming = resume != nullptr && epoch == first_epoch;
@@ -522,11 +537,28 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
     if (!std::isfinite(m.train_loss)) {
       return InvalidInput("training diverged at epoch " + std::to_string(epoch) + " (loss is not finite): lower optimizer.lr");
     }
-    RETURN_IF_ERROR(Evaluate(backend, model, xva, yva, nva, F, val_labels, targets, &m,
-                             epoch == job.epochs ? &result.val_predictions : nullptr));
+    LockedArray<float> predictions;
+    RETURN_IF_ERROR(Evaluate(backend, model, xva, yva, nva, F, val_labels, targets, &m, &predictions));
     m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     result.epochs.push_back(m);
     if (callbacks.on_epoch) callbacks.on_epoch(m);
+    if (patience == 0) {
+      if (epoch == job.epochs) result.val_predictions = std::move(predictions);
+      continue;
+    }
+    // Early stopping: the best epoch's parameters and predictions are kept aside.
+    if (best.epoch == 0 || m.val_loss < best.loss) {
+      best.epoch = epoch;
+      best.loss = m.val_loss;
+      RETURN_IF_ERROR(backend.CopyToBytes(best.params, 0, model.params(), P));
+      result.val_predictions = std::move(predictions);
+    } else if (epoch - best.epoch >= patience) {
+      break;
+    }
+  }
+  if (patience > 0 && best.epoch != result.epochs.back().epoch) {
+    RETURN_IF_ERROR(model.CopyParams(best.params));
+    result.best_epoch = best.epoch;
   }
   result.steps = step;
   RETURN_IF_ERROR(HandOverModel(backend, callbacks, model, mean, inv_std, F, &result, /*host_mean=*/true));
@@ -544,7 +576,7 @@ Result<CvResult> CrossValidate(Backend& backend, const JobSpec& job, const Loade
     if (on_fold) on_fold(f + 1, folds);
     ASSIGN_OR_RETURN(TrainResult r, Train(backend, job, data, splits[f], callbacks));
     if (r.stopped) return Interrupted("cross-validation stopped in fold " + std::to_string(f + 1));
-    const EpochMetrics& last = r.epochs.back();
+    const EpochMetrics& last = r.Final();
     acc += last.val_accuracy;
     auc += last.val_auc;
     rmse += last.val_rmse;

@@ -63,10 +63,12 @@ Result<TrainResult> TrainTreesJob(Backend& backend, const JobSpec& job, const Lo
   ASSIGN_OR_RETURN(result.trees, TrainTrees(job.trees, task, data.classes, in, job.seed, on_round, should_stop));
   result.steps = result.epochs.size();
   // The kept model (every round, or the best one of early stopping) on the validation rows:
-  // the final metrics, on the last round's line.
+  // the final metrics, on the kept round's line.
   if (nva > 0 && !result.epochs.empty()) {
     ASSIGN_OR_RETURN(result.val_predictions, PredictTrees(result.trees, xva.data(), nva, job.trees.threads));
-    SetValidationMetrics(result.val_predictions.data(), yva.data(), nva, data.classes, &result.epochs.back());
+    if (result.trees.best_rounds < result.epochs.size()) result.best_epoch = result.trees.best_rounds;
+    EpochMetrics& kept = result.best_epoch > 0 ? result.epochs[result.best_epoch - 1] : result.epochs.back();
+    SetValidationMetrics(result.val_predictions.data(), yva.data(), nva, data.classes, &kept);
   }
   return result;
 }

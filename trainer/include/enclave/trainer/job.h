@@ -120,6 +120,9 @@ struct JobSpec {
   uint32_t epochs = 100;
   uint32_t batch_size = 32;
   double validation_fraction = 0.2;
+  // Stop when the validation loss has not improved (strictly decreased) for this many
+  // epochs, and keep the best epoch's parameters; 0: train every epoch.
+  uint32_t early_stopping_patience = 0;
   uint32_t metrics = kMetricLoss | kMetricAccuracy | kMetricRocAuc;
   crypto::Digest256 digest{};  // SHA-256 of the job file's bytes
   // Where each path-valued key was given, "job.toml:12", by key ("datasets[0].path",

@@ -32,6 +32,7 @@ struct PlotInfo {
   double validation_fraction = 0;
   bool development_mode = false;  // no key broker, no attestation (local keystore or clear CSV)
   bool regression = false;        // the second panel is the validation RMSE, not accuracy and AUC
+  uint32_t kept_epoch = 0;        // early stopping: the epoch whose model was kept (0: the last)
 };
 
 // `metrics`: the job's kMetric* bits. `title` is escaped. No header (PlotInfo) lines.

@@ -92,6 +92,12 @@ struct TrainResult {
   LockedArray<float> val_predictions;
   uint64_t steps = 0;
   size_t train_rows = 0, val_rows = 0;
+  // Early stopping (the network's early_stopping_patience, the trees'
+  // early_stopping_rounds): the 1-based epoch (round) whose model was kept, when it is not
+  // the last of `epochs`; else 0.
+  uint32_t best_epoch = 0;
+  // The metrics of the model that was kept: the best epoch's, or the last.
+  const EpochMetrics& Final() const { return best_epoch > 0 ? epochs[best_epoch - 1] : epochs.back(); }
   bool stopped = false;  // should_stop said so: params etc. are those of the stop, epochs unfinished
   bool stopped_by_peer = false;  // distributed: another rank's vote, not this rank's should_stop
   uint32_t resumed_epoch = 0;  // with `resume`: the epoch it continued in
