@@ -34,6 +34,7 @@
 #include "enclave/trainer/backend.h"
 #include "enclave/trainer/checkpoint.h"
 #include "enclave/trainer/data.h"
+#include "enclave/trainer/importance.h"
 #include "enclave/trainer/job.h"
 #include "enclave/trainer/metrics.h"
 #include "enclave/trainer/metrics_report.h"
@@ -559,6 +560,36 @@ class StopSignals {
   struct sigaction old_int_ {}, old_term_ {};
 };
 
+// What the model relies on: permutation importance on the validation rows (loaded data on
+// the CPU backend; else null with the reason), and the trees' gain.
+Result<json> ImportanceJson(const Session& s, const TrainResult& r, const Split& split) {
+  json out = {{"permutation", nullptr}, {"permutation_note", nullptr}};
+  const uint32_t repeats = s.job.evaluation.permutation_repeats;
+  if (repeats == 0) {
+    out["permutation_note"] = "off (evaluation.permutation_repeats = 0)";
+  } else if (split.val.empty()) {
+    out["permutation_note"] = "no validation rows";
+  } else if (s.data.table != nullptr || std::string_view(s.backend->kind()) != "cpu") {
+    out["permutation_note"] = "computed on loaded data on the CPU backend only (not yet on the GPU or streamed)";
+  } else {
+    ASSIGN_OR_RETURN(std::vector<ColumnImportance> imp,
+                     PermutationImportance(*s.backend, r, s.data, split, s.job.seed, repeats));
+    std::stable_sort(imp.begin(), imp.end(), [](const auto& a, const auto& b) { return a.mean_drop > b.mean_drop; });
+    json a = json::array();
+    for (const ColumnImportance& c : imp) {
+      a.push_back({{"column", c.column}, {"mean_drop", c.mean_drop}, {"std_drop", c.std_drop}});
+    }
+    out["permutation"] = std::move(a);
+    out["permutation_note"] = std::string("drop of the validation ") + (r.shape.regression() ? "R^2" : "accuracy") +
+                              " when the column is shuffled among the validation rows, over " +
+                              std::to_string(repeats) + " shuffles";
+  }
+  if (r.family == ModelFamily::kXgboost) {
+    ASSIGN_OR_RETURN(out["gain"], TreeGainJson(r, s.data.schema));
+  }
+  return out;
+}
+
 // The trees' model file (model.md, family 1), sealed from locked memory like the CPU
 // backend's network.
 Result<SealedModel> SealTreesModel(const TrainResult& r, const dataset::DatasetSchema& schema,
@@ -852,9 +883,6 @@ Status Run(const Args& args) {
   }
   json report = ReportHeader(args, s, "run");
   report["model"] = ModelJson(r);
-  if (r.family == ModelFamily::kXgboost) {
-    ASSIGN_OR_RETURN(report["model"]["feature_importance"], TreeGainJson(r, s.data.schema));
-  }
   report["train_rows"] = r.train_rows;
   report["val_rows"] = r.val_rows;
   report["validation_fraction"] = s.job.validation_fraction;
@@ -880,6 +908,12 @@ Status Run(const Args& args) {
                                                                 r.val_rows, r.shape.classes));
   } else {
     report["validation_metrics"] = nullptr;
+  }
+  ASSIGN_OR_RETURN(report["importance"], ImportanceJson(s, r, split));
+  if (s.job.evaluation.coefficients) {
+    ASSIGN_OR_RETURN(report["coefficients"], LinearCoefficients(*s.backend, r, s.data.schema));
+  } else {
+    report["coefficients"] = nullptr;
   }
   report["all_rows"] = all_rows;
   report["parameters_sha256"] = params_digest;

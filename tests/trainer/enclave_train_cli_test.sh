@@ -173,8 +173,8 @@ o = r["out_of_fold_metrics"]["metrics"]
 assert r["out_of_fold_metrics"]["rows"] == 1319 and o["rmse"]["ci95"][0] <= o["rmse"]["value"] <= o["rmse"]["ci95"][1], o
 PY
 # A threshold chosen by Youden's J on the validation rows, said to be chosen there.
-sed -e 's/^\[training\]/[evaluation]\nthreshold = "youden"\nbootstrap_resamples = 100\n\n[training]/' "$T/v2-cat.toml" \
-  > "$T/v2-youden.toml"
+sed -e 's/^\[training\]/[evaluation]\nthreshold = "youden"\nbootstrap_resamples = 100\ncoefficients = true\n\n[training]/' \
+  "$T/v2-cat.toml" > "$T/v2-youden.toml"
 rm -rf "$T/out-v2"
 pass; expect_rc 0 "run, Youden threshold" -- "$TRAIN" run --job "$T/v2-youden.toml" --keystore "$T/ks" \
   --passphrase-fd 3 --device cpu
@@ -187,6 +187,38 @@ b = v["metrics"]
 assert b["threshold"] == t["value"] and v["metrics"]["bootstrap"]["resamples"] == 100, v["metrics"]
 j = t["choice"]["youden_j"]
 assert abs(j - (b["sensitivity"]["value"] + b["specificity"]["value"] - 1)) < 1e-3, (j, b)
+PY
+# The coefficients (asked for: they are the model) describe the model predict uses: the
+# logit from intercept_raw and the per-unit coefficients on one applicant's expanded row
+# gives predict's probability.
+expect_rc 0 "predict, Youden model" -- "$TRAIN" predict --model "$T/out-v2/model.sealed" --keystore "$T/ks" \
+  --passphrase-fd 3 --csv "$SAMPLES/credit_card_applications.csv" --out "$T/youden-pred.csv" 3<<<"$PASS"
+python3 - "$T/out-v2/report.json" "$SAMPLES/credit_card_applications.csv" "$T/youden-pred.csv" <<'PY' \
+  || fail "coefficients do not reproduce predict"
+import csv, json, math, sys
+r = json.load(open(sys.argv[1]))
+c = r["coefficients"]
+assert c["kind"] == "logistic" and len(c["outputs"]) == 1 and c["outputs"][0]["output"] == "yes", c["kind"]
+out = c["outputs"][0]
+coef = {e["input"]: e for e in out["coefficients"]}
+assert len(coef) == 18, len(coef)
+for e in coef.values():
+    assert abs(e["odds_ratio_per_sd"] - math.exp(e["per_sd"])) <= 1e-9 * e["odds_ratio_per_sd"], e
+rows = list(csv.DictReader(open(sys.argv[2])))
+pred = list(csv.DictReader(open(sys.argv[3])))
+for i in (0, 1, 7):
+    z = out["intercept_raw"]
+    for name, v in rows[i].items():
+        if name == "card":
+            continue
+        if name == "dependents":
+            z += coef["dependents=" + v.strip()]["per_unit"]
+        else:
+            z += coef[name]["per_unit"] * (1.0 if v == "yes" else 0.0 if v == "no" else float(v))
+    p = 1 / (1 + math.exp(-z))
+    assert abs(p - float(pred[i]["p_yes"])) < 2e-4, (i, p, pred[i]["p_yes"])
+imp = r["importance"]["permutation"]
+assert len(imp) == 11 and "gain" not in r["importance"], r["importance"]
 PY
 { cat "$T/v2-reg.toml"; printf '[streaming]\nblock_rows = 32\nwindow_blocks = 3\n'; } > "$T/v2-reg-stream.toml"
 pass; expect_unsupported "regression, streamed" \
@@ -227,8 +259,12 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 m = r["model"]
 assert m["family"] == "xgboost" and m["inputs"] == 18 and m["rounds"] == 40 and 1 <= m["rounds_kept"] <= 40, m
-names = [g["column"] for g in m["feature_importance"]]
-assert len(names) == 11 and "card" not in names and m["feature_importance"][0]["total_gain"] > 0, names
+gain = r["importance"]["gain"]
+names = [g["column"] for g in gain]
+assert len(names) == 11 and "card" not in names and gain[0]["total_gain"] > 0, names
+perm = r["importance"]["permutation"]
+assert sorted(p["column"] for p in perm) == sorted(names) and perm[0]["mean_drop"] > 0, perm
+assert r["coefficients"] is None
 assert r["model_export"]["format_id"] == "enclave-train-model/2", r["model_export"]
 assert r["final"]["val_accuracy"] > 0.93 and r["validation_metrics"]["rows"] == r["val_rows"], r["final"]
 assert len(r["epochs"]) >= m["rounds_kept"], len(r["epochs"])

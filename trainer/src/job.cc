@@ -662,6 +662,8 @@ Result<JobSpec> ParseJob(std::string_view text, const std::string& source, const
     }
     RETURN_IF_ERROR(t.UInt("bootstrap_resamples", 0, 100000, &job.evaluation.bootstrap_resamples));
     RETURN_IF_ERROR(t.UInt("calibration_bins", 2, 100, &job.evaluation.calibration_bins));
+    RETURN_IF_ERROR(t.UInt("permutation_repeats", 0, 1000, &job.evaluation.permutation_repeats));
+    RETURN_IF_ERROR(t.Bool("coefficients", &job.evaluation.coefficients));
     RETURN_IF_ERROR(t.Finish());
   }
   if (job.schedule.kind == kernels::kLrCosine && job.schedule.min_lr > job.optimizer.lr) {

@@ -188,10 +188,35 @@ Result<LockedArray<float>> PredictLoaded(Backend& backend, const TrainResult& r,
   if (data.table != nullptr) return Internal("PredictLoaded: the data is streamed");
   if (r.family != ModelFamily::kXgboost) return PredictResident(backend, r.Resident(), data.x, data.rows);
   if (std::string_view(backend.kind()) != "cpu") return Unsupported("trees predict on the CPU backend");
+  return PredictRawRows(backend, r, data.x.get().data, data.rows);  // CPU: host memory
+}
+
+Result<ResidentModel> NetworkOf(Backend& backend, const TrainResult& r, OwnedBuffer* scratch) {
+  if (!r.resident.get().empty()) return r.Resident();
+  const size_t F = r.shape.inputs, P = r.shape.parameter_count();
+  if (r.mean.size() != F || r.inv_std.size() != F || r.params.size() != P) {
+    return Internal("NetworkOf: the result holds neither resident nor host numbers");
+  }
+  ASSIGN_OR_RETURN(*scratch, AllocOwned(backend, 2 * F + P));
+  RETURN_IF_ERROR(backend.Upload(scratch->get().Slice(0, F), r.mean.data(), F));
+  RETURN_IF_ERROR(backend.Upload(scratch->get().Slice(F, F), r.inv_std.data(), F));
+  RETURN_IF_ERROR(backend.Upload(scratch->get().Slice(2 * F, P), r.params.data(), P));
+  return ResidentModel{r.shape, scratch->get().Slice(0, F), scratch->get().Slice(F, F), scratch->get().Slice(2 * F, P),
+                       &r.preprocessing, r.label_mean, r.label_scale};
+}
+
+Result<LockedArray<float>> PredictRawRows(Backend& backend, const TrainResult& r, const float* x, size_t rows) {
+  if (std::string_view(backend.kind()) != "cpu") return Unsupported("PredictRawRows: the CPU backend only");
   const Preprocessing& p = r.preprocessing;
-  ASSIGN_OR_RETURN(LockedArray<float> inputs, LockedArray<float>::Create(data.rows * p.inputs()));
-  RETURN_IF_ERROR(ApplyPreprocessing(p, data.x.get().data, data.rows, inputs.data()));  // CPU: host memory
-  return PredictTrees(r.trees, inputs.data(), data.rows);
+  if (r.family != ModelFamily::kXgboost) {
+    OwnedBuffer scratch;
+    ASSIGN_OR_RETURN(const ResidentModel model, NetworkOf(backend, r, &scratch));
+    // The CPU backend's buffers are host memory: the rows are read where they are.
+    return PredictResident(backend, model, Buffer{const_cast<float*>(x), rows * p.raw_features()}, rows);
+  }
+  ASSIGN_OR_RETURN(LockedArray<float> inputs, LockedArray<float>::Create(rows * p.inputs()));
+  RETURN_IF_ERROR(ApplyPreprocessing(p, x, rows, inputs.data()));
+  return PredictTrees(r.trees, inputs.data(), rows);
 }
 
 uint32_t PredictedClass(const float* probs, size_t r, uint32_t classes) {

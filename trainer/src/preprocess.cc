@@ -96,6 +96,23 @@ Status FitPreprocessing(Preprocessing* p, const float* x, size_t features, const
   return OkStatus();
 }
 
+std::vector<std::string> InputNames(const Preprocessing& p, const dataset::DatasetSchema& schema) {
+  std::vector<std::string> names;
+  size_t j = 0;
+  for (const dataset::Column& col : schema.columns) {
+    if (col.kind == ColumnKind::kLabel || j >= p.columns.size()) continue;
+    const ColumnPlan& c = p.columns[j++];
+    if (c.kind == ColumnKind::kCategorical) {
+      for (const std::string& cat : col.categories) names.push_back(col.name + "=" + cat);
+      names.push_back(col.name + "=(unseen)");
+    } else {
+      names.push_back(col.name);
+    }
+    if (c.indicator) names.push_back(col.name + " (missing)");
+  }
+  return names;
+}
+
 Status ApplyPreprocessing(const Preprocessing& p, const float* x, size_t rows, float* out) {
   const size_t F = p.raw_features(), W = p.inputs();
   for (size_t r = 0; r < rows; ++r) {

@@ -96,6 +96,8 @@ struct EvaluationSpec {
   double target_sensitivity = 0.9;  // kTargetSensitivity: the largest threshold reaching it
   uint32_t bootstrap_resamples = 1000;
   uint32_t calibration_bins = 10;
+  uint32_t permutation_repeats = 5;  // permutation importance on the validation rows; 0: none
+  bool coefficients = false;         // a linear model's coefficients in the clear report (they are the model)
 };
 
 enum Metric : uint32_t { kMetricLoss = 1, kMetricAccuracy = 2, kMetricRocAuc = 4 };

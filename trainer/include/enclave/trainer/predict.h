@@ -50,6 +50,11 @@ Result<LockedArray<float>> PredictResident(Backend& backend, const ResidentModel
 struct TrainResult;
 struct LoadedData;
 Result<LockedArray<float>> PredictLoaded(Backend& backend, const TrainResult& r, const LoadedData& data);
+// A network's numbers in backend memory: the resident ones (model_stays_on_backend), or
+// the host arrays uploaded into `scratch`.
+Result<ResidentModel> NetworkOf(Backend& backend, const TrainResult& r, OwnedBuffer* scratch);
+// The same for `rows` rows of raw features in host memory (CPU backend only).
+Result<LockedArray<float>> PredictRawRows(Backend& backend, const TrainResult& r, const float* x, size_t rows);
 
 // The predicted class of row r (binary: p >= 0.5; multiclass: argmax, first on ties), as
 // Accuracy (metrics.h) counts it.

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "enclave/common/status.h"
@@ -64,6 +65,10 @@ Preprocessing PlanPreprocessing(const dataset::DatasetSchema& schema, const Prep
 // ties); a column with no value present in those rows is filled with 0 (its indicator is
 // then 1 on every row).
 Status FitPreprocessing(Preprocessing* p, const float* x, size_t features, const uint32_t* rows, size_t n);
+
+// A name per column of the expanded row: the feature's name; "name=category" per one-hot
+// column and "name=(unseen)" for the last; "name (missing)" for an indicator.
+std::vector<std::string> InputNames(const Preprocessing& p, const dataset::DatasetSchema& schema);
 
 // out (rows x p.inputs()) from x (rows x p.raw_features()). A categorical cell must be an
 // index below k, or k itself (an unseen category, from ReadFeatureCsv), or missing where

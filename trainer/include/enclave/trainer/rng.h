@@ -39,6 +39,7 @@ inline constexpr uint64_t kStreamShuffle = 3;
 inline constexpr uint64_t kStreamFolds = 4;
 // Bootstrap resamples of the validation rows for metric intervals (metrics_report.h).
 inline constexpr uint64_t kStreamBootstrap = 5;
+inline constexpr uint64_t kStreamPermutation = 6;  // permutation importance (importance.h)
 
 // Fisher-Yates with Rng::Below, from the last element down.
 template <typename T>
