@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Accuracy of enclave-train against scikit-learn under one protocol (issue 18 section 8).
+"""Accuracy of enclave-train against scikit-learn and XGBoost under one protocol (issue 18 section 8).
 
 For each sample dataset (data/samples/), complete and with a share of its feature cells
 deleted at random, and each model family below, both sides run stratified K-fold
@@ -9,9 +9,11 @@ mean over all seeds x folds of the per-fold accuracy and ROC AUC:
   ours:    enclave-train cv --job J --folds K --device cpu --json   (J: the family's example
            job of examples/ with `seed`, `path` and `output_dir` replaced and the
            [preprocess] table stated: impute = "median", indicators = true; the job seed
-           chooses the folds, the initialization and the shuffles)
+           chooses the folds, the initialization and the shuffles. trees: the job is built
+           here, below)
   sklearn: Pipeline(SimpleImputer(strategy="median", add_indicator=True), StandardScaler(),
            estimator) over StratifiedKFold(K, shuffle=True, random_state=seed)
+           (trees: Pipeline(xgboost.XGBClassifier) alone, no imputer, no scaler, below)
 
 The folds are not the same rows on the two sides (each uses its own shuffle); the spread
 over seeds printed with each mean shows how much that alone moves it.
@@ -39,8 +41,27 @@ How the job's hyperparameters map to scikit-learn (computed from the example job
     the schedule (scikit-learn's adam keeps lr constant; the examples' MLP jobs decay it
     with a cosine to 0) and a nonzero decoupled weight_decay (none in the examples). The
     initialization is the same rule (Glorot uniform, factor 6 for relu/tanh, 2 sigmoid).
+  trees ([model] family = "xgboost"): no example job has trees, so the job is the
+    dataset's logreg example's [[datasets]] entry with [model] family = "xgboost",
+    [training] validation_fraction and metrics only, and [trees] = TREES below (100
+    rounds, max_depth 4, eta 0.1, max_bin 256, 2 threads, no early stopping, XGBoost's
+    defaults for the rest, all written out). The reference is python3-xgboost (Debian,
+    the same libxgboost 1.7.4 that enclave-train links) through its scikit-learn API:
+    XGBClassifier(n_estimators=rounds, max_depth, learning_rate=eta, min_child_weight,
+    subsample, colsample_bytree, reg_lambda=lambda, reg_alpha=alpha, gamma, max_bin,
+    tree_method="hist", objective="binary:logistic", n_jobs=threads, random_state=seed,
+    missing=NaN), the parameters enclave-train sets on its booster (trainer/src/trees.cc).
+    Missing cells stay NaN on both sides (XGBoost's default direction per split), with no
+    imputation, no indicators and no scaling: enclave-train's trees one-hot categorical
+    columns (plus an unseen-category column) and keep missing values as NaN, and the two
+    sample datasets have no categorical column (load_xy refuses one), so both sides'
+    inputs are the same float32 values, column for column (the width check below checks
+    the count: 30 and 11). With subsample = colsample_bytree = 1 the seed chooses only
+    the folds. OMP_WAIT_POLICY defaults to passive here (the whole process and the
+    enclave-train runs; see the README's trees benchmark: libgomp's spin-waiting makes
+    2 threads on a loaded 2-core machine several times slower).
 
-Preprocessing differences, checked by the script on every fold: scikit-learn's
+Preprocessing differences (logreg, mlp), checked by the script on every fold: scikit-learn's
 add_indicator adds an indicator only for a column with a missing value in the training
 fold; enclave-train adds one for every column the schema lets be missing (inferred from
 the whole CSV). They differ only for a column whose missing cells all fall in one
@@ -49,14 +70,15 @@ in cv_metrics.json; scikit-learn: n_features_in_ of the estimator) and reports e
 where they differ. Values are rounded to float32 on both sides (ours parses cells to the
 nearest float32); yes/no columns are 1/0.
 
-Adding a model family: one entry in FAMILIES (its example job per dataset and a function
-that builds the scikit-learn pipeline from the parsed job, the training rows and the seed).
+Adding a model family: one entry in FAMILIES (its example job per dataset, optionally a
+function that derives the family's job from it, and a function that builds the reference
+pipeline from the parsed job, the training rows and the seed).
 
 Usage: bench/tabular_accuracy.py --enclave-train build/release/tools/enclave-train
          [--seeds 0,1,2,3,4] [--folds 5] [--damage 0.2] [--damage-seed 20261202]
-         [--datasets breast_cancer,credit_card] [--models logreg,mlp] [--json OUT.json]
+         [--datasets breast_cancer,credit_card] [--models logreg,mlp,trees] [--json OUT.json]
          [--override TABLE.KEY=TOML_VALUE]... [--workdir DIR]
-Run with /usr/bin/python3 (Debian's python3-sklearn). Exit status 0 whether or not the rows
+Run with /usr/bin/python3 (Debian's python3-sklearn and python3-xgboost). Exit status 0 whether or not the rows
 pass (the table says); 2 on a usage error or a failed enclave-train run.
 """
 
@@ -75,6 +97,7 @@ import tomllib
 import warnings
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as enclave-train (one BLAS thread)
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # before libgomp loads (xgboost); inherited by enclave-train
 
 import numpy as np  # noqa: E402
 import sklearn  # noqa: E402
@@ -86,6 +109,7 @@ from sklearn.model_selection import StratifiedKFold  # noqa: E402
 from sklearn.neural_network import MLPClassifier  # noqa: E402
 from sklearn.pipeline import Pipeline  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
+import xgboost  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOL_ACCURACY = 0.01  # issue 18: within 1 point of accuracy
@@ -133,12 +157,46 @@ def sklearn_mlp(job, n_train, seed):
     return Pipeline(imputer_scaler() + [("model", est)])
 
 
-# Model families: the example job (per dataset prefix) whose hyperparameters both sides use,
-# and the scikit-learn pipeline built from that job. A third family is one more entry, e.g.
-#   "trees": {"example": "{prefix}_trees.toml", "sklearn": sklearn_trees},
+# The trees family's [trees] table (docs/formats/job.md; every key written, XGBoost's defaults
+# where not chosen here).
+TREES = {"rounds": 100, "max_depth": 4, "eta": 0.1, "min_child_weight": 1.0, "subsample": 1.0,
+         "colsample_bytree": 1.0, "lambda": 1.0, "alpha": 0.0, "gamma": 0.0, "max_bin": 256,
+         "threads": 2, "early_stopping_rounds": 0}
+
+
+def trees_job(example):
+    """The trees job from a dataset's (logreg) example: its name, seed and [[datasets]] kept."""
+    return {"name": example["name"].replace("logreg", "trees"), "seed": example["seed"], "device": "cpu",
+            "output_dir": example["output_dir"], "datasets": example["datasets"],
+            "model": {"family": "xgboost"},
+            "training": {"validation_fraction": example.get("training", {}).get("validation_fraction", 0.2),
+                         "metrics": ["loss", "accuracy", "roc_auc"]},
+            "trees": dict(TREES)}
+
+
+def sklearn_trees(job, n_train, seed):
+    t = job["trees"]
+    if job.get("model", {}).get("family") != "xgboost" or t.get("early_stopping_rounds", 0):
+        raise ValueError("trees family needs model.family = \"xgboost\" and no early stopping")
+    est = xgboost.XGBClassifier(
+        n_estimators=int(t["rounds"]), max_depth=int(t["max_depth"]), learning_rate=float(t["eta"]),
+        min_child_weight=float(t["min_child_weight"]), subsample=float(t["subsample"]),
+        colsample_bytree=float(t["colsample_bytree"]), reg_lambda=float(t["lambda"]), reg_alpha=float(t["alpha"]),
+        gamma=float(t["gamma"]), max_bin=int(t["max_bin"]), tree_method="hist", objective="binary:logistic",
+        eval_metric="logloss", n_jobs=int(t["threads"]), random_state=seed, missing=np.nan, verbosity=0)
+    return Pipeline([("model", est)])
+
+
+# Model families: the example job (per dataset prefix) whose hyperparameters both sides use
+# ("job": a function that derives the family's job from it), the reference pipeline built
+# from that job, whether enclave-train's side gets the [preprocess] table (median, indicators)
+# and what the reference is called in the table.
 FAMILIES = {
-    "logreg": {"example": "{prefix}_logreg.toml", "sklearn": sklearn_logreg},
-    "mlp": {"example": "{prefix}_mlp.toml", "sklearn": sklearn_mlp},
+    "logreg": {"example": "{prefix}_logreg.toml", "sklearn": sklearn_logreg, "preprocess": True,
+               "reference": "scikit-learn"},
+    "mlp": {"example": "{prefix}_mlp.toml", "sklearn": sklearn_mlp, "preprocess": True, "reference": "scikit-learn"},
+    "trees": {"example": "{prefix}_logreg.toml", "job": trees_job, "sklearn": sklearn_trees, "preprocess": False,
+              "reference": "xgboost"},
 }
 
 
@@ -234,7 +292,7 @@ def load_xy(path, label, positive):
 
 # ---- the two sides ----
 
-def run_ours(binary, job, csv_path, seed, folds, workdir, tag):
+def run_ours(binary, job, csv_path, seed, folds, workdir, tag, preprocess=True):
     job = json.loads(json.dumps(job))
     job["seed"] = seed
     job["device"] = "cpu"
@@ -243,7 +301,8 @@ def run_ours(binary, job, csv_path, seed, folds, workdir, tag):
     job.pop("export_key", None)
     job.pop("checkpoint", None)
     job["datasets"][0]["path"] = csv_path
-    job["preprocess"] = dict(PREPROCESS)
+    if preprocess:
+        job["preprocess"] = dict(PREPROCESS)
     job_path = os.path.join(workdir, "jobs", f"{tag}-seed{seed}.toml")
     with open(job_path, "w") as f:
         f.write(toml_dump(job))
@@ -263,10 +322,11 @@ def run_ours(binary, job, csv_path, seed, folds, workdir, tag):
             "seconds": dt}
 
 
-def run_sklearn(build, job, X, y, seed, folds):
+def run_sklearn(build, job, X, y, seed, folds, indicators=True):
     acc, auc, inputs, train_rows, mismatch = [], [], [], [], 0
     missing_anywhere = np.isnan(X).any(axis=0)
-    ours_width = X.shape[1] + int(missing_anywhere.sum())  # what enclave-train's plan gives
+    # What enclave-train's plan gives: an indicator per column that may be missing (trees: none).
+    ours_width = X.shape[1] + (int(missing_anywhere.sum()) if indicators else 0)
     t0 = time.monotonic()
     for tr, va in StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed).split(X, y):
         pipe = build(job, len(tr), seed)
@@ -344,7 +404,7 @@ def main():
     started = datetime.datetime.now(datetime.timezone.utc)
     print(f"{started:%Y-%m-%d %H:%M} UTC  {platform.node()}  {os.cpu_count()} CPUs  "
           f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())}  scikit-learn {sklearn.__version__}  "
-          f"numpy {np.__version__}", flush=True)
+          f"numpy {np.__version__}  xgboost {xgboost.__version__}  OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}", flush=True)
     if overrides:
         print("OVERRIDES (every job, both sides): " + ", ".join(a.override), flush=True)
     print(f"{a.folds}-fold stratified CV x seeds {a.seeds}; damage {a.damage:.0%} of feature cells "
@@ -359,6 +419,8 @@ def main():
                 fam = FAMILIES[mname]
                 with open(os.path.join(REPO, "examples", fam["example"].format(prefix=ds["prefix"])), "rb") as f:
                     job = tomllib.load(f)
+                if "job" in fam:
+                    job = fam["job"](job)
                 for table, key, val in overrides:
                     job.setdefault(table, {})[key] = val
                 label, positive = job["datasets"][0]["label"], job["datasets"][0]["positive"]
@@ -371,11 +433,12 @@ def main():
                     path = src
                 X, y, _ = load_xy(path, label, positive)
                 tag = f"{dname}-{'damaged' if damage else 'complete'}-{mname}"
-                ours = [run_ours(binary, job, path, s, a.folds, workdir, tag) for s in seeds]
-                ref = [run_sklearn(fam["sklearn"], job, X, y, s, a.folds) for s in seeds]
+                ours = [run_ours(binary, job, path, s, a.folds, workdir, tag, fam["preprocess"]) for s in seeds]
+                ref = [run_sklearn(fam["sklearn"], job, X, y, s, a.folds, fam["preprocess"]) for s in seeds]
                 o, r = summarize(ours), summarize(ref)
-                row = {"dataset": dname, "damage": damage, "model": mname, "job": fam["example"].format(prefix=ds["prefix"]),
-                       "enclave": o, "sklearn": r,
+                jobname = fam["example"].format(prefix=ds["prefix"]) + (" [[datasets]] + TREES" if "job" in fam else "")
+                row = {"dataset": dname, "damage": damage, "model": mname, "job": jobname,
+                       "reference": fam["reference"], "enclave": o, "sklearn": r,
                        "diff_accuracy": o["accuracy"] - r["accuracy"], "diff_roc_auc": o["roc_auc"] - r["roc_auc"],
                        "accuracy_verdict": verdict(o["accuracy"], r["accuracy"], TOL_ACCURACY),
                        "roc_auc_verdict": verdict(o["roc_auc"], r["roc_auc"], TOL_AUC),
@@ -383,19 +446,20 @@ def main():
                        "preprocessing": ours[0]["preprocessing"],
                        "indicator_mismatch_folds": sum(s["indicator_mismatch_folds"] for s in ref),
                        "unmapped": unmapped(job),
+                       "trees": job.get("trees"),
                        "per_fold": {"enclave": [{k: s[k] for k in ("accuracy", "roc_auc", "train_rows")} for s in ours],
                                     "sklearn": [{k: s[k] for k in ("accuracy", "roc_auc", "train_rows")} for s in ref]}}
                 rows.append(row)
                 print(f"  {tag}: ours {o['accuracy']:.4f}/{o['roc_auc']:.4f} ({o['seconds']:.1f} s), "
-                      f"sklearn {r['accuracy']:.4f}/{r['roc_auc']:.4f} ({r['seconds']:.1f} s)", flush=True)
+                      f"{fam['reference']} {r['accuracy']:.4f}/{r['roc_auc']:.4f} ({r['seconds']:.1f} s)", flush=True)
 
     n = len(seeds) * a.folds
     print()
     print(f"mean over {len(seeds)} seeds x {a.folds} folds = {n} folds; [min..max] of the per-seed means; "
           f"target: ours not more than {TOL_ACCURACY * 100:.0f} point of accuracy / {TOL_AUC} of ROC AUC "
-          f"below scikit-learn ('above': more than that above)")
-    head = (f"{'dataset':<14} {'cells':<8} {'model':<6} | {'ours acc':>20} {'sklearn acc':>20} {'diff':>7} {'':5} | "
-            f"{'ours AUC':>20} {'sklearn AUC':>20} {'diff':>7} {'':5}")
+          f"below the reference: scikit-learn for logreg/mlp, python3-xgboost for trees ('above': more than that above)")
+    head = (f"{'dataset':<14} {'cells':<8} {'model':<6} | {'ours acc':>20} {'reference acc':>20} {'diff':>7} {'':5} | "
+            f"{'ours AUC':>20} {'reference AUC':>20} {'diff':>7} {'':5}")
     print(head)
     print("-" * len(head))
 
@@ -413,18 +477,18 @@ def main():
     for row in rows:
         notes = []
         if row["inputs"]["sklearn"] != [row["inputs"]["enclave"]]:
-            notes.append(f"model inputs differ: ours {row['inputs']['enclave']}, sklearn {row['inputs']['sklearn']} "
+            notes.append(f"model inputs differ: ours {row['inputs']['enclave']}, reference {row['inputs']['sklearn']} "
                          f"({row['indicator_mismatch_folds']} folds: a column missing only in the validation fold "
-                         "gets no sklearn indicator)")
+                         "gets no sklearn indicator, or the trees' inputs differ)")
         if row["unmapped"]:
             notes.append("not mapped to sklearn: " + ", ".join(row["unmapped"]))
         if notes:
             print(f"{row['dataset']} {'complete' if row['damage'] == 0 else 'damaged'} {row['model']}: " + "; ".join(notes))
     if all(r["inputs"]["sklearn"] == [r["inputs"]["enclave"]] for r in rows):
         print("model input width equal on both sides in every row and fold ("
-              + ", ".join(f"{r['dataset']} {'damaged' if r['damage'] else 'complete'}: {r['inputs']['enclave']}"
-                          for r in rows if r["model"] == rows[0]["model"])
-              + "): the two indicator rules gave the same columns")
+              + ", ".join(f"{r['dataset']} {'damaged' if r['damage'] else 'complete'} {r['model']}: {r['inputs']['enclave']}"
+                          for r in rows)
+              + "): the two indicator rules gave the same columns; the trees see the raw columns on both sides")
 
     def named(rs):
         return "" if not rs else " (" + ", ".join(
@@ -433,14 +497,15 @@ def main():
     failed = [r for r in rows if "FAIL" in (r["accuracy_verdict"], r["roc_auc_verdict"])]
     above = [r for r in rows if r not in failed and "above" in (r["accuracy_verdict"], r["roc_auc_verdict"])]
     print(f"rows within the tolerance on both metrics: {len(rows) - len(failed) - len(above)} of {len(rows)}; "
-          f"more than the tolerance above scikit-learn (ours better): {len(above)}{named(above)}; "
+          f"more than the tolerance above the reference (ours better): {len(above)}{named(above)}; "
           f"FAIL (more than the tolerance below): {len(failed)}{named(failed)}")
     print(f"total wall time {(datetime.datetime.now(datetime.timezone.utc) - started).total_seconds():.0f} s")
 
     if a.json:
         doc = {"date": started.isoformat(), "host": platform.node(), "cpus": os.cpu_count(),
                "command": " ".join(sys.argv), "binary": binary, "sklearn_version": sklearn.__version__,
-               "numpy_version": np.__version__, "seeds": seeds, "folds": a.folds, "damage": a.damage,
+               "numpy_version": np.__version__, "xgboost_version": xgboost.__version__,
+               "omp_wait_policy": os.environ["OMP_WAIT_POLICY"], "trees": TREES, "seeds": seeds, "folds": a.folds, "damage": a.damage,
                "damage_seed": a.damage_seed, "preprocess": PREPROCESS, "overrides": a.override,
                "tolerance": {"accuracy": TOL_ACCURACY, "roc_auc": TOL_AUC}, "rows": rows}
         os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
