@@ -215,7 +215,7 @@ TEST(Preprocess, ModelFileVersion2RoundTrip) {
   refused(23, 3, "impute 3 at offset 23");                          // trees' keep-missing in a network
   {
     std::vector<uint8_t> b(bytes.begin(), bytes.end());
-    b[22] = 1;  // another model family
+    b[22] = 2;  // a model family this build does not know (0 networks, 1 trees)
     Redigest(&b);
     EXPECT_EQ(ParseModelFile(b).status().code(), Code::kUnsupported);
   }
