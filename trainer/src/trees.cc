@@ -49,12 +49,10 @@ Status Xgb(int rc, const char* call) {
 }
 #define XGB_CALL(call, ...) Xgb(call(__VA_ARGS__), #call)
 
-// Once per process, before the first XGBoost call: XGBoost logs warnings and training
-// progress to stderr by default; the trainer's output is its own JSON lines.
-Status Quiet() {
-  static const Status s = XGB_CALL(XGBSetGlobalConfig, "{\"verbosity\": 0}");
-  return s;
-}
+// Before the XGBoost calls of every entry point: XGBoost logs warnings and training
+// progress to stderr by default, and the trainer's output is its own JSON lines. Its
+// global configuration is per thread (a thread-local store), hence every time.
+Status Quiet() { return XGB_CALL(XGBSetGlobalConfig, "{\"verbosity\": 0}"); }
 
 class DMatrix {
  public:
