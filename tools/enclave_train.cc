@@ -33,6 +33,7 @@
 #include "enclave/dataset/csv.h"
 #include "enclave/trainer/backend.h"
 #include "enclave/trainer/checkpoint.h"
+#include "enclave/trainer/curves.h"
 #include "enclave/trainer/data.h"
 #include "enclave/trainer/importance.h"
 #include "enclave/trainer/job.h"
@@ -93,6 +94,7 @@ constexpr const char* kDevWarning =
     "the data is clear CSV); the report is not signed. Do not use with real data.";
 constexpr const char* kReportName = "report.json";
 constexpr const char* kPlotName = "training-curve.svg";
+constexpr const char* kCurvesName = "evaluation-curves.svg";  // binary models with validation rows
 constexpr const char* kModelName = "model.sealed";
 constexpr uint64_t kMaxModelBytes = uint64_t{2} << 30;
 
@@ -651,7 +653,7 @@ Status Run(const Args& args) {
   // Attested mode: before any key is asked for (a run that could not write its report
   // would waste a release and its audit entries).
   if (writes_outputs && !peek.broker.url.empty() && !args.Has("keystore") && !args.Has("force")) {
-    for (const char* name : {kReportName, kPlotName}) {
+    for (const char* name : {kReportName, kPlotName, kCurvesName}) {
       const std::string p = (std::filesystem::path(peek.output_dir) / name).string();
       if (std::filesystem::exists(p)) return AlreadyExists(p + " exists (use --force to overwrite)");
     }
@@ -728,13 +730,15 @@ Status Run(const Args& args) {
     return Internal("no export key after the checks before training");  // unreachable: refused above
   }
   // Every output is checked before training starts; each appears only when complete.
-  std::optional<AtomicOutputFile> report_out, plot_out;
+  std::optional<AtomicOutputFile> report_out, plot_out, curves_out;
   const std::string model_path = OutPath(s, kModelName);
   if (writes_outputs) {
     ASSIGN_OR_RETURN(AtomicOutputFile r, OpenReport(s, kReportName, force));
     report_out.emplace(std::move(r));
     ASSIGN_OR_RETURN(AtomicOutputFile p, CreateOutput(OutPath(s, kPlotName), force));
     plot_out.emplace(std::move(p));
+    ASSIGN_OR_RETURN(AtomicOutputFile c, CreateOutput(OutPath(s, kCurvesName), force));
+    curves_out.emplace(std::move(c));
     if (export_key && !force && std::filesystem::exists(model_path)) {
       return AlreadyExists(model_path + " exists (use --force to overwrite)");
     }
@@ -923,6 +927,28 @@ Status Run(const Args& args) {
   report["resumed_from"] = resume ? json{{"file", resumed_from}, {"step", r.resumed_step}, {"epoch", r.resumed_epoch}}
                                   : json(nullptr);
   report["plot"] = plot_out->path();
+  // ROC, precision-recall and calibration of a binary model on its validation rows; else
+  // the file is not written.
+  report["evaluation_plot"] = nullptr;
+  if (r.val_rows > 0 && r.shape.classes == 2) {
+    ASSIGN_OR_RETURN(LockedArray<float> val_labels, LockedArray<float>::Create(r.val_rows));
+    for (size_t i = 0; i < r.val_rows; ++i) val_labels[i] = s.data.labels[split.val[i]];
+    EvalOptions opt;
+    opt.bootstrap_resamples = 0;  // the curves and their AUC, AP and ECE need no intervals
+    opt.calibration_bins = s.job.evaluation.calibration_bins;
+    Result<ClassificationReport> cr = EvaluateClassification(r.val_predictions.data(), val_labels.data(), r.val_rows,
+                                                             2, opt);
+    Result<std::string> svg = cr.ok() ? EvaluationCurvesSvg(r.val_predictions.data(), val_labels.data(), r.val_rows,
+                                                            *cr, s.job.name)
+                                      : Result<std::string>(cr.status());
+    if (svg.ok()) {
+      RETURN_IF_ERROR(curves_out->Write(svg->data(), svg->size()));
+      RETURN_IF_ERROR(curves_out->Commit());
+      report["evaluation_plot"] = curves_out->path();
+    } else {
+      report["evaluation_plot_note"] = svg.status().message();  // e.g. one class among the validation rows
+    }
+  }
   report["signature"] = s.Attested() ? json(OutPath(s, std::string(kReportName) + ".sig")) : json(nullptr);
   report["signature_note"] = s.Attested() ? "report.json.sig: Ed25519 with the report key bound into the attested "
                                             "quote (docs/training.md, \"Signed report\")"

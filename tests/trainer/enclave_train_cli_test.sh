@@ -321,6 +321,22 @@ assert v["rows"] == r["val_rows"] == sum(b["confusion"].values()), v
 assert abs(b["accuracy"]["value"] - r["final"]["val_accuracy"]) < 6e-4, (b["accuracy"], r["final"])
 assert abs(b["roc_auc"]["value"] - r["final"]["val_roc_auc"]) < 6e-4, (b["roc_auc"], r["final"])
 assert len(b["reliability"]) == 10 and sum(x["count"] for x in b["reliability"]) == v["rows"], b["reliability"]
+# ROC, precision-recall and calibration beside the training curve: well-formed, three
+# panels, the ROC from (0,0) to (1,1) without going back, as many calibration points as
+# non-empty bins.
+import xml.etree.ElementTree as ET
+svg = ET.parse(r["evaluation_plot"]).getroot()
+ns = "{http://www.w3.org/2000/svg}"
+panels = {g.get("id"): g for g in svg.iter(ns + "g")}
+assert set(panels) == {"roc", "pr", "calibration"}, panels.keys()
+def points(panel):
+    line = panels[panel].find(ns + "polyline")
+    return [tuple(map(float, p.split(","))) for p in line.get("points").split()]
+roc = points("roc")
+xs = [p[0] for p in roc]
+assert xs == sorted(xs) and len(roc) >= 3, roc[:5]
+assert len(points("calibration")) == sum(1 for x in b["reliability"] if x["count"] > 0)
+assert "AUC " + ("%.4g" % b["roc_auc"]["value"])[:4] in ET.tostring(panels["roc"], encoding="unicode")
 PY
 "$DATA" inspect "$T/out-sealed/model.sealed" --json > "$T/inspect.json" 2>"$T/err" || fail "inspect model"
 grep -q '"model_format": "enclave-train-mlp/1"' "$T/inspect.json" || { cat "$T/inspect.json"; fail "format id in the envelope"; }

@@ -296,4 +296,6 @@ std::string TrainingCurveSvg(const std::vector<EpochMetrics>& epochs, uint32_t m
   return Svg(epochs, metrics, info.title, &info);
 }
 
+std::string EscapeXml(const std::string& s) { return Escape(s); }
+
 }  // namespace enclave::trainer

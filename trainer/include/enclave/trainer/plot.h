@@ -44,4 +44,8 @@ std::string TrainingCurveSvg(const std::vector<EpochMetrics>& epochs, uint32_t m
 // undefined. Console lines and the plot use it; JSON keeps full precision.
 std::string HumanMetric(double v);
 
+// Text for an SVG: the XML specials escaped, control characters dropped, bytes that are not
+// UTF-8 as U+FFFD (the document stays well-formed).
+std::string EscapeXml(const std::string& s);
+
 }  // namespace enclave::trainer
