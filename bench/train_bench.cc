@@ -43,6 +43,7 @@
 #include <string>
 #include <vector>
 
+#include "python_baseline.h"
 #include "enclave/crypto/keystore.h"
 #include "enclave/dataset/sealed_dataset.h"
 #include "enclave/trainer/data.h"
@@ -353,15 +354,11 @@ void BM_Mlp1mSklearn(benchmark::State& state) {
                           fx.big_records + "' " + std::to_string(kBigFeatures) + " " + std::to_string(kHidden) + " " +
                           std::to_string(kBatch) + " 1";
   for (auto _ : state) {
-    FILE* p = ::popen(cmd.c_str(), "r");
-    if (p == nullptr) Die("popen " + cmd);
-    char line[512] = {};
-    const bool got = std::fgets(line, sizeof line, p) != nullptr;
-    const int rc = ::pclose(p);
-    if (!got || rc != 0) Die("scikit-learn baseline failed (python3-sklearn installed?): " + cmd);
-    const char* at = std::strstr(line, "\"seconds\": ");
-    if (at == nullptr) Die(std::string("unexpected output: ") + line);
-    const double seconds = std::strtod(at + 11, nullptr);
+    const std::optional<std::string> line = PythonBaselineLine(cmd);
+    if (!line) Die("scikit-learn baseline failed (python3-sklearn installed?): " + cmd);
+    const std::optional<double> at = JsonNumberAfter(*line, "seconds");
+    if (!at) Die("unexpected output: " + *line);
+    const double seconds = *at;
     Record(state, "mlp_1m/sklearn", seconds);
   }
   state.counters["samples_per_s"] =

@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "python_baseline.h"
 #include "enclave/dataset/schema.h"
 #include "enclave/trainer/trees.h"
 
@@ -158,16 +159,11 @@ void BM_Python(benchmark::State& state) {
                           std::to_string(kFeatures) + " " + std::to_string(kRounds) + " " +
                           std::to_string(Threads()) + " " + std::to_string(kSeed);
   for (auto _ : state) {
-    FILE* p = ::popen(cmd.c_str(), "r");
-    if (p == nullptr) Die("popen " + cmd);
-    char line[512] = {};
-    const bool got = std::fgets(line, sizeof line, p) != nullptr;
-    const int rc = ::pclose(p);
-    if (!got || rc != 0) Die("XGBoost Python baseline failed (python3-xgboost installed?): " + cmd);
-    const char* wall = std::strstr(line, "\"seconds\": ");
-    const char* cpu = std::strstr(line, "\"cpu_seconds\": ");
-    if (wall == nullptr || cpu == nullptr) Die(std::string("unexpected output: ") + line);
-    Record(state, "trees/python", std::strtod(wall + 11, nullptr), std::strtod(cpu + 15, nullptr));
+    const std::optional<std::string> line = PythonBaselineLine(cmd);
+    if (!line) Die("XGBoost Python baseline failed (python3-xgboost installed?): " + cmd);
+    const std::optional<double> wall = JsonNumberAfter(*line, "seconds"), cpu = JsonNumberAfter(*line, "cpu_seconds");
+    if (!wall || !cpu) Die("unexpected output: " + *line);
+    Record(state, "trees/python", *wall, *cpu);
   }
   state.counters["rows_per_s"] = benchmark::Counter(static_cast<double>(kRows), benchmark::Counter::kIsIterationInvariantRate);
 }

@@ -41,15 +41,8 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 129' HUP INT TERM  # a signal ends the script through the EXIT trap too
-fail() { echo "FAIL: $*" >&2; exit 1; }
-expect_rc() {  # expect_rc CODE DESCRIPTION -- command...
-  local want=$1 what=$2; shift 3
-  "$@" >"$T/out" 2>"$T/err"; local rc=$?
-  [ "$rc" = "$want" ] || { cat "$T/err" >&2; fail "$what: exit $rc, want $want"; }
-}
-PASS="correct horse battery staple"
+. "$(dirname "$0")/cli_helpers.sh"
 PASS2="another tenant's passphrase"
-pass() { exec 3<<<"$PASS"; }
 now_ms() { date +%s%3N; }
 
 # launch NAME PASSPHRASE command...: in the background, stdout/stderr in $T/NAME.out/.err,

@@ -9,14 +9,7 @@ set -u
 TRAIN=$1 DATA=$2 SAMPLES=$3 EXAMPLES=$4
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-expect_rc() {  # expect_rc CODE DESCRIPTION -- command...
-  local want=$1 what=$2; shift 3
-  "$@" >"$T/out" 2>"$T/err"; local rc=$?
-  [ "$rc" = "$want" ] || { cat "$T/err" >&2; fail "$what: exit $rc, want $want"; }
-}
-PASS="correct horse battery staple"
-pass() { exec 3<<<"$PASS"; }
+. "$(dirname "$0")/cli_helpers.sh"
 
 # The tenant's keystore and export key (enclave-data): every run seals its model to it.
 pass; expect_rc 0 "keystore init" -- "$DATA" keystore init --keystore "$T/ks" --passphrase-fd 3 \

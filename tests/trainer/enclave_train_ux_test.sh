@@ -11,14 +11,7 @@ set -u
 TRAIN=$1 DATA=$2 SAMPLES=$3 EXAMPLES=$4
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-expect_rc() {  # expect_rc CODE DESCRIPTION -- command...
-  local want=$1 what=$2; shift 3
-  "$@" >"$T/out" 2>"$T/err"; local rc=$?
-  [ "$rc" = "$want" ] || { cat "$T/err" >&2; fail "$what: exit $rc, want $want"; }
-}
-PASS="correct horse battery staple"
-pass() { exec 3<<<"$PASS"; }
+. "$(dirname "$0")/cli_helpers.sh"
 CSV="$SAMPLES/breast_cancer_wisconsin.csv"
 
 # Setup: the tenant's keystore and export key; a 5-epoch job on the clear CSV, sealed to it;

@@ -97,12 +97,18 @@ Split HoldOut(const std::vector<float>& x, const std::vector<float>& y, size_t f
   return s;
 }
 
-TreeTrainInput Input(const Split& s, size_t features, bool with_val = false) {
+// Training rows x (rows x features) with labels y.
+TreeTrainInput Rows(const std::vector<float>& x, const std::vector<float>& y, size_t features) {
   TreeTrainInput in;
-  in.x = s.x.data();
-  in.y = s.y.data();
-  in.rows = s.y.size();
+  in.x = x.data();
+  in.y = y.data();
+  in.rows = y.size();
   in.features = features;
+  return in;
+}
+
+TreeTrainInput Input(const Split& s, size_t features, bool with_val = false) {
+  TreeTrainInput in = Rows(s.x, s.y, features);
   if (with_val) {
     in.x_val = s.x_test.data();
     in.y_val = s.y_test.data();
@@ -322,11 +328,7 @@ TEST(Trees, FeatureGain) {
     x.insert(x.end(), r, r + 5);
     y.push_back(r[0] + 0.5f * r[1] > 0 ? 1.0f : 0.0f);
   }
-  TreeTrainInput in;
-  in.x = x.data();
-  in.y = y.data();
-  in.rows = y.size();
-  in.features = 5;
+  TreeTrainInput in = Rows(x, y, 5);
   auto m = TrainTrees(Spec(20), TreeTask::kBinary, 2, in, 1);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   auto g = FeatureGain(*m);
@@ -341,10 +343,7 @@ TEST(Trees, FeatureGain) {
   // Multiclass: summed over every class's trees, still one entry per feature.
   std::vector<float> bx, by;
   Blobs(900, 2, &bx, &by);
-  in.x = bx.data();
-  in.y = by.data();
-  in.rows = by.size();
-  in.features = 6;
+  in = Rows(bx, by, 6);
   auto mm = TrainTrees(Spec(10), TreeTask::kMulticlass, 3, in, 1);
   ASSERT_TRUE(mm.ok()) << mm.status().ToString();
   auto mg = FeatureGain(*mm);
@@ -358,11 +357,7 @@ TEST(Trees, SampleWeights) {
   const Table& t = BreastCancer();
   std::vector<float> w(t.rows);
   for (size_t i = 0; i < t.rows; ++i) w[i] = t.y[i] == 1.0f ? 0.0f : 1.0f;
-  TreeTrainInput in;
-  in.x = t.x.data();
-  in.y = t.y.data();
-  in.rows = t.rows;
-  in.features = t.features;
+  TreeTrainInput in = Rows(t.x, t.y, t.features);
   in.weights = w.data();
   auto m = TrainTrees(Spec(10), TreeTask::kBinary, 2, in, 1);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
@@ -379,11 +374,7 @@ void ExpectRefused(const Result<TreeModel>& r, const std::string& fragment) {
 
 TEST(Trees, BadInputRefused) {
   const Table& t = BreastCancer();
-  TreeTrainInput in;
-  in.x = t.x.data();
-  in.y = t.y.data();
-  in.rows = t.rows;
-  in.features = t.features;
+  TreeTrainInput in = Rows(t.x, t.y, t.features);
   const TreeSpec spec = Spec(2);
 
   TreeTrainInput none = in;
@@ -442,11 +433,7 @@ TEST(Trees, BadInputRefused) {
 
 TEST(Trees, MismatchedModelRefused) {
   const Table& t = BreastCancer();
-  TreeTrainInput in;
-  in.x = t.x.data();
-  in.y = t.y.data();
-  in.rows = t.rows;
-  in.features = t.features;
+  TreeTrainInput in = Rows(t.x, t.y, t.features);
   auto m = TrainTrees(Spec(3), TreeTask::kBinary, 2, in, 1);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   auto expect = [&](TreeModel& model, const std::string& fragment) {
@@ -484,22 +471,15 @@ TEST(Trees, LockAllMemoryFailsAsTheTrainerDoes) {
 #ifdef ENCLAVE_TEST_ASAN
   GTEST_SKIP() << "AddressSanitizer makes mlockall a no-op";
 #else
-  if (::geteuid() != 0) {
-    // Not root: the environment did not lock; with the default RLIMIT_MEMLOCK this fails.
-    Status s = LockAllMemory();
-    if (s.ok()) GTEST_SKIP() << "RLIMIT_MEMLOCK allows locking this process";
-    EXPECT_EQ(s.code(), Code::kFailedPrecondition);
-    EXPECT_NE(s.message().find("RLIMIT_MEMLOCK"), std::string::npos) << s.message();
-    return;
-  }
-  // Root: the environment locked the process. A child that is not root, under a 64 KiB
-  // limit, cannot.
+  // A child under a 64 KiB RLIMIT_MEMLOCK (and, when this runs as root, not root any more:
+  // root's CAP_IPC_LOCK ignores the limit) cannot lock its whole memory.
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     ::munlockall();
     struct rlimit lim = {65536, 65536};
-    if (::setrlimit(RLIMIT_MEMLOCK, &lim) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
+    if (::setrlimit(RLIMIT_MEMLOCK, &lim) != 0) ::_exit(2);
+    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(2);
     Status s = LockAllMemory();
     const bool as_expected = !s.ok() && s.code() == Code::kFailedPrecondition &&
                              s.message().find("mlockall") != std::string::npos &&

@@ -54,41 +54,27 @@ Status Xgb(int rc, const char* call) {
 // global configuration is per thread (a thread-local store), hence every time.
 Status Quiet() { return XGB_CALL(XGBSetGlobalConfig, "{\"verbosity\": 0}"); }
 
-class DMatrix {
+// Owns one XGBoost handle and frees it with `Free`.
+template <typename H, int (*Free)(H)>
+class Handle {
  public:
-  DMatrix() = default;
-  DMatrix(DMatrix&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
-  DMatrix& operator=(DMatrix&& o) noexcept {
+  Handle() = default;
+  Handle(Handle&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+  Handle& operator=(Handle&& o) noexcept {
     std::swap(h_, o.h_);
     return *this;
   }
-  ~DMatrix() {
-    if (h_ != nullptr) XGDMatrixFree(h_);
+  ~Handle() {
+    if (h_ != nullptr) Free(h_);
   }
-  DMatrixHandle get() const { return h_; }
-  DMatrixHandle* out() { return &h_; }
+  H get() const { return h_; }
+  H* out() { return &h_; }
 
  private:
-  DMatrixHandle h_ = nullptr;
+  H h_ = nullptr;
 };
-
-class Booster {
- public:
-  Booster() = default;
-  Booster(Booster&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
-  Booster& operator=(Booster&& o) noexcept {
-    std::swap(h_, o.h_);
-    return *this;
-  }
-  ~Booster() {
-    if (h_ != nullptr) XGBoosterFree(h_);
-  }
-  BoosterHandle get() const { return h_; }
-  BoosterHandle* out() { return &h_; }
-
- private:
-  BoosterHandle h_ = nullptr;
-};
+using DMatrix = Handle<DMatrixHandle, XGDMatrixFree>;
+using Booster = Handle<BoosterHandle, XGBoosterFree>;
 
 const char* Objective(TreeTask task) {
   switch (task) {
