@@ -209,6 +209,24 @@ json ModelJson(const TrainResult& r) {
           {"parameters", r.shape.parameter_count()}};
 }
 
+// [training] weights as they were applied: the rule, each class's weight from these
+// training rows (by class name; cv: null here, each fold's in its entry), the
+// sample-weight column; null without weights.
+json WeightsJson(const JobSpec& job, const std::vector<double>* class_weights, const std::vector<std::string>& classes) {
+  if (!job.weights.any()) return nullptr;
+  json per_class = nullptr;
+  if (class_weights != nullptr && !class_weights->empty()) {
+    per_class = json::object();
+    for (size_t c = 0; c < class_weights->size() && c < classes.size(); ++c) per_class[classes[c]] = (*class_weights)[c];
+  }
+  const char* rule = job.weights.rule == ClassWeightRule::kBalanced ? "balanced"
+                     : job.weights.rule == ClassWeightRule::kGiven  ? "given"
+                                                                    : nullptr;
+  return {{"class_weight", rule != nullptr ? json(rule) : json(nullptr)},
+          {"class_weights", per_class},
+          {"sample_weight_column", job.weights.column.empty() ? json(nullptr) : json(job.weights.column)}};
+}
+
 // The validation board's metrics (metrics_report.h) of predictions `pred` (rows x 1, or
 // rows x classes) against `labels`, with bootstrap intervals; a binary model's threshold by
 // the job's rule ([evaluation]: fixed, or chosen on these same rows, which the JSON says).
@@ -887,6 +905,7 @@ Status Run(const Args& args) {
   }
   json report = ReportHeader(args, s, "run");
   report["model"] = ModelJson(r);
+  report["weights"] = WeightsJson(s.job, &r.class_weights, s.data.schema.classes);
   report["train_rows"] = r.train_rows;
   report["val_rows"] = r.val_rows;
   report["validation_fraction"] = s.job.validation_fraction;
@@ -1242,6 +1261,7 @@ Status Cv(const Args& args) {
   CvResult cv = std::move(validated).value();
   json report = ReportHeader(args, s, "cv");
   report["model"] = ModelJson(cv.folds[0]);
+  report["weights"] = WeightsJson(s.job, nullptr, s.data.schema.classes);
   json fj = json::array();
   double acc_sq = 0;
   for (size_t i = 0; i < cv.folds.size(); ++i) {
@@ -1253,6 +1273,7 @@ Status Cv(const Args& args) {
     j["train_rows"] = r.train_rows;
     j["val_rows"] = r.val_rows;
     ASSIGN_OR_RETURN(j["parameters_sha256"], ParamsDigest(*s.backend, r));
+    if (!r.class_weights.empty()) j["class_weights"] = r.class_weights;
     fj.push_back(j);
   }
   report["folds"] = fj;

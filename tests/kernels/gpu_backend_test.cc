@@ -279,12 +279,12 @@ TEST_F(GpuBackendTest, LossGradAndProbabilitiesBothKinds) {
     auto labels = Both(labels_host);
     auto grad = Zeros(rows * classes);
     double loss_cpu = 0, loss_gpu = 0;
-    ASSERT_TRUE(cpu_->LossAndGrad(kind, logits.cpu, labels.cpu, rows, classes, 0.25f, grad.cpu, &loss_cpu).ok());
-    ASSERT_TRUE(gpu_->LossAndGrad(kind, logits.gpu, labels.gpu, rows, classes, 0.25f, grad.gpu, &loss_gpu).ok());
+    ASSERT_TRUE(cpu_->LossAndGrad(kind, logits.cpu, labels.cpu, rows, classes, 0.25f, grad.cpu, &loss_cpu, Buffer{}).ok());
+    ASSERT_TRUE(gpu_->LossAndGrad(kind, logits.gpu, labels.gpu, rows, classes, 0.25f, grad.gpu, &loss_gpu, Buffer{}).ok());
     EXPECT_NEAR(loss_gpu, loss_cpu, 1e-5 * std::fabs(loss_cpu) + 1e-6) << name;
     ExpectClose(grad, kTranscendental, "LossAndGrad grad " + name);
     double loss_only = 0;
-    ASSERT_TRUE(gpu_->LossAndGrad(kind, logits.gpu, labels.gpu, rows, classes, 1.0f, Buffer{}, &loss_only).ok());
+    ASSERT_TRUE(gpu_->LossAndGrad(kind, logits.gpu, labels.gpu, rows, classes, 1.0f, Buffer{}, &loss_only, Buffer{}).ok());
     EXPECT_EQ(loss_only, loss_gpu) << "the loss does not depend on whether a gradient is asked for";
     auto probs = Zeros(rows * classes);
     ASSERT_TRUE(cpu_->Probabilities(kind, logits.cpu, rows, classes, probs.cpu).ok());
@@ -297,7 +297,7 @@ TEST_F(GpuBackendTest, LossGradAndProbabilitiesBothKinds) {
   bad_labels[6] = 3.0f;
   auto labels = Both(bad_labels);
   double loss = 0;
-  EXPECT_EQ(gpu_->LossAndGrad(LossKind::kSoftmax, logits.gpu, labels.gpu, 10, 3, 1.0f, Buffer{}, &loss).code(),
+  EXPECT_EQ(gpu_->LossAndGrad(LossKind::kSoftmax, logits.gpu, labels.gpu, 10, 3, 1.0f, Buffer{}, &loss, Buffer{}).code(),
             Code::kInternal);
 }
 
@@ -351,7 +351,7 @@ TEST_F(GpuBackendTest, ATrainingStepIsBitReproducible) {
       ASSERT_TRUE(gpu_->Gemm(false, false, rows, hidden, in, 1.0f, x, w, 0.0f, h).ok());
       ASSERT_TRUE(gpu_->BiasActivation(h, rows, hidden, bias, kernels::kActTanh).ok());
       ASSERT_TRUE(gpu_->Gemm(false, false, rows, 1, hidden, 1.0f, h, ones, 0.0f, logit).ok());
-      ASSERT_TRUE(gpu_->LossAndGrad(LossKind::kBinaryLogistic, logit, labels, rows, 1, 1.0f / rows, gl, loss).ok());
+      ASSERT_TRUE(gpu_->LossAndGrad(LossKind::kBinaryLogistic, logit, labels, rows, 1, 1.0f / rows, gl, loss, Buffer{}).ok());
       ASSERT_TRUE(gpu_->Gemm(false, true, rows, hidden, 1, 1.0f, gl, ones, 0.0f, gh).ok());
       ASSERT_TRUE(gpu_->ActivationBackward(gh, h, rows * hidden, kernels::kActTanh).ok());
       ASSERT_TRUE(gpu_->Gemm(true, false, in, hidden, rows, 1.0f, x, gh, 0.0f, gw).ok());

@@ -188,7 +188,7 @@ TEST_F(CpuBackendTest, LossAndProbabilities) {
   auto Z = Up(z), Y = Up(y);
   auto G = AllocOwned(*be, 4), P = AllocOwned(*be, 4);
   double loss = 0;
-  ASSERT_TRUE(be->LossAndGrad(LossKind::kBinaryLogistic, Z, Y, 4, 2, 0.25f, *G, &loss).ok());
+  ASSERT_TRUE(be->LossAndGrad(LossKind::kBinaryLogistic, Z, Y, 4, 2, 0.25f, *G, &loss, Buffer{}).ok());
   double want = 0;
   std::vector<double> gw(4), pw(4);
   for (size_t i = 0; i < 4; ++i) {
@@ -207,7 +207,7 @@ TEST_F(CpuBackendTest, LossAndProbabilities) {
   std::vector<float> zs = {1, 2, 3, 100, -100, 0}, ys = {2, 1};
   auto ZS = Up(zs), YS = Up(ys);
   auto GS = AllocOwned(*be, 6), PS = AllocOwned(*be, 6);
-  ASSERT_TRUE(be->LossAndGrad(LossKind::kSoftmax, ZS, YS, 2, 3, 1.0f, *GS, &loss).ok());
+  ASSERT_TRUE(be->LossAndGrad(LossKind::kSoftmax, ZS, YS, 2, 3, 1.0f, *GS, &loss, Buffer{}).ok());
   want = 0;
   std::vector<double> gs(6), ps(6);
   for (size_t r = 0; r < 2; ++r) {
@@ -227,7 +227,48 @@ TEST_F(CpuBackendTest, LossAndProbabilities) {
   // A label outside the classes is a bug caught, not an out-of-bounds read.
   std::vector<float> bad = {3, 0};
   auto YB = Up(bad);
-  EXPECT_FALSE(be->LossAndGrad(LossKind::kSoftmax, ZS, YB, 2, 3, 1.0f, Buffer{}, nullptr).ok());
+  EXPECT_FALSE(be->LossAndGrad(LossKind::kSoftmax, ZS, YB, 2, 3, 1.0f, Buffer{}, nullptr, Buffer{}).ok());
+}
+
+// Row weights scale each row's loss and gradient, for every loss kind; weights of 1 give
+// the unweighted bits.
+TEST_F(CpuBackendTest, WeightedLossScalesEachRow) {
+  const std::vector<float> w = {0.0f, 1.0f, 2.5f, 0.25f};
+  struct Case {
+    LossKind kind;
+    size_t classes, width;
+    std::vector<float> z, y;
+  };
+  const std::vector<Case> cases = {
+      {LossKind::kBinaryLogistic, 2, 1, {-3, 0, 2, 4}, {0, 1, 1, 0}},
+      {LossKind::kSquaredError, 0, 1, {-1, 0.5f, 2, 3}, {0, 1, -1, 3}},
+      {LossKind::kSoftmax, 3, 3, {1, 2, 3, 0, 0, 0, 5, -1, 2, 0.5f, 0.5f, 9}, {2, 1, 0, 1}},
+  };
+  for (const Case& c : cases) {
+    auto Z = Up(c.z), Y = Up(c.y), W = Up(w), ones = Up(std::vector<float>(4, 1.0f));
+    auto plain = AllocOwned(*be, 4 * c.width), weighted = AllocOwned(*be, 4 * c.width), unit = AllocOwned(*be, 4 * c.width);
+    double loss_plain = 0, loss_weighted = 0, loss_unit = 0;
+    ASSERT_TRUE(be->LossAndGrad(c.kind, Z, Y, 4, c.classes, 0.5f, *plain, &loss_plain, Buffer{}).ok());
+    ASSERT_TRUE(be->LossAndGrad(c.kind, Z, Y, 4, c.classes, 0.5f, *weighted, &loss_weighted, W).ok());
+    ASSERT_TRUE(be->LossAndGrad(c.kind, Z, Y, 4, c.classes, 0.5f, *unit, &loss_unit, ones).ok());
+    const auto gp = Down(*plain, 4 * c.width), gw = Down(*weighted, 4 * c.width), gu = Down(*unit, 4 * c.width);
+    EXPECT_EQ(gu, gp);
+    EXPECT_EQ(loss_unit, loss_plain);
+    double want = 0;
+    for (size_t r = 0; r < 4; ++r) {
+      double row = 0;  // the row's loss alone
+      ASSERT_TRUE(be->LossAndGrad(c.kind, Up(std::vector<float>(c.z.begin() + r * c.width, c.z.begin() + (r + 1) * c.width)),
+                                  Up(std::vector<float>{c.y[r]}), 1, c.classes, 1.0f, Buffer{}, &row, Buffer{}).ok());
+      want += w[r] * row;
+      for (size_t k = 0; k < c.width; ++k) EXPECT_FLOAT_EQ(gw[r * c.width + k], gp[r * c.width + k] * w[r]);
+    }
+    EXPECT_NEAR(loss_weighted, want, 1e-9 * (1 + std::abs(want)));
+  }
+  // Too few weights for the rows is refused, not read past.
+  auto short_w = Up(std::vector<float>{1, 1});
+  auto G = AllocOwned(*be, 4);
+  EXPECT_FALSE(be->LossAndGrad(LossKind::kBinaryLogistic, Up(std::vector<float>{0, 0, 0, 0}),
+                               Up(std::vector<float>{0, 1, 0, 1}), 4, 2, 1.0f, *G, nullptr, short_w).ok());
 }
 
 TEST_F(CpuBackendTest, OptimizerStepsMatchElementwise) {

@@ -51,7 +51,7 @@ TEST_P(GradCheck, AnalyticMatchesCentralDifferences) {
     auto logits = model.Forward(*X, rows);
     EXPECT_TRUE(logits.ok());
     double sum = 0;
-    EXPECT_TRUE(be->LossAndGrad(shape.loss(), *logits, *Y, rows, shape.classes, 1.0f, Buffer{}, &sum).ok());
+    EXPECT_TRUE(be->LossAndGrad(shape.loss(), *logits, *Y, rows, shape.classes, 1.0f, Buffer{}, &sum, Buffer{}).ok());
     return sum / rows;
   };
   ASSERT_TRUE(model.Forward(*X, rows).ok());

@@ -144,6 +144,37 @@ TEST(Job, PreprocessAndEvaluationTables) {
               "'evaluation.target_sensitivity' and 'threshold' exclude each other");
 }
 
+TEST(Job, ClassAndSampleWeights) {
+  auto balanced = Parse(std::string(kMinimal) + "[training]\nclass_weight = \"balanced\"\nsample_weight_column = \"w\"\n");
+  ASSERT_TRUE(balanced.ok()) << balanced.status().message();
+  EXPECT_EQ(balanced->weights.rule, ClassWeightRule::kBalanced);
+  EXPECT_EQ(balanced->weights.column, "w");
+  EXPECT_TRUE(balanced->weights.any());
+  auto given = Parse(std::string(kMinimal) + "[training]\nclass_weight = { no = 1, yes = 3.5 }\n");
+  ASSERT_TRUE(given.ok()) << given.status().message();
+  EXPECT_EQ(given->weights.rule, ClassWeightRule::kGiven);
+  ASSERT_EQ(given->weights.given.size(), 2u);
+  EXPECT_TRUE(given->weights.column.empty());
+  double yes = 0;
+  for (const auto& [name, w] : given->weights.given) yes = name == "yes" ? w : yes;
+  EXPECT_EQ(yes, 3.5);
+  auto none = Parse(kMinimal);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->weights.any());
+  ExpectError(std::string(kMinimal) + "[training]\nclass_weight = \"equal\"\n",
+              "job.toml:6: 'training.class_weight' must be \"balanced\" or a table of class = weight, got 'equal'");
+  ExpectError(std::string(kMinimal) + "[training]\nclass_weight = 2\n", "'training.class_weight' must be \"balanced\"");
+  ExpectError(std::string(kMinimal) + "[training]\nclass_weight = { yes = 0 }\n",
+              "'training.class_weight' 'yes' must be in (0, 1e6], got 0");
+  ExpectError(std::string(kMinimal) + "[training]\nclass_weight = { yes = \"3\" }\n",
+              "'training.class_weight' 'yes' must be a number");
+  ExpectError(std::string(kMinimal) + "[training]\nclass_weight = {}\n", "'training.class_weight' must name at least one class");
+  ExpectError(std::string(kMinimal) + "[training]\nsample_weight_column = \"\"\n",
+              "'training.sample_weight_column' must name a column");
+  ExpectError(std::string(kMinimal) + "[training]\nclass_weight = \"balanced\"\n[streaming]\n",
+              "job.toml:6: 'training.class_weight' and [streaming] do not go together yet");
+}
+
 TEST(Job, DigestIsOfTheBytes) {
   auto a = Parse(kMinimal), b = Parse(std::string(kMinimal) + "\n");
   ASSERT_TRUE(a.ok() && b.ok());

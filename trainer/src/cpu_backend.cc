@@ -246,25 +246,30 @@ Status CpuBackend::ColumnSums(Buffer m, size_t rows, size_t cols, Buffer out) {
 }
 
 Status CpuBackend::LossAndGrad(LossKind kind, Buffer logits, Buffer labels, size_t rows, size_t classes,
-                               float grad_scale, Buffer grad, double* loss_sum) {
+                               float grad_scale, Buffer grad, double* loss_sum, Buffer weights) {
   const size_t width = kind == LossKind::kSoftmax ? classes : 1;
   RETURN_IF_ERROR(Fits("LossAndGrad logits", logits, rows * width));
   RETURN_IF_ERROR(Fits("LossAndGrad labels", labels, rows));
   const bool want_grad = !grad.empty();
   if (want_grad) RETURN_IF_ERROR(Fits("LossAndGrad grad", grad, rows * width));
+  const bool weighted = !weights.empty();
+  if (weighted) RETURN_IF_ERROR(Fits("LossAndGrad weights", weights, rows));
   double total = 0.0;
   for (size_t r = 0; r < rows; ++r) {
     const float y = labels.data[r];
+    // Unweighted rows keep their exact bits (no multiplication by 1.0f is skipped or added).
+    const float scale = weighted ? grad_scale * weights.data[r] : grad_scale;
+    const double w = weighted ? weights.data[r] : 1.0;
     if (kind == LossKind::kBinaryLogistic) {
       const float z = logits.data[r];
-      total += kernels::BceWithLogits(z, y);
-      if (want_grad) grad.data[r] = kernels::BceWithLogitsGrad(z, y) * grad_scale;
+      total += w * kernels::BceWithLogits(z, y);
+      if (want_grad) grad.data[r] = kernels::BceWithLogitsGrad(z, y) * scale;
       continue;
     }
     if (kind == LossKind::kSquaredError) {
       const float z = logits.data[r];
-      total += kernels::HalfSquaredError(z, y);
-      if (want_grad) grad.data[r] = kernels::HalfSquaredErrorGrad(z, y) * grad_scale;
+      total += w * kernels::HalfSquaredError(z, y);
+      if (want_grad) grad.data[r] = kernels::HalfSquaredErrorGrad(z, y) * scale;
       continue;
     }
     const float* z = logits.data + r * width;
@@ -274,11 +279,11 @@ Status CpuBackend::LossAndGrad(LossKind kind, Buffer logits, Buffer labels, size
     for (size_t c = 1; c < width; ++c) mx = z[c] > mx ? z[c] : mx;
     float s = 0.0f;
     for (size_t c = 0; c < width; ++c) s += kernels::SoftmaxShiftedExp(z[c], mx);
-    total += kernels::SoftmaxCrossEntropy(z[label], mx, s);
+    total += w * kernels::SoftmaxCrossEntropy(z[label], mx, s);
     if (want_grad) {
       const float inv = 1.0f / s;
       float* g = grad.data + r * width;
-      for (size_t c = 0; c < width; ++c) g[c] = kernels::SoftmaxCrossEntropyGrad(z[c], mx, inv, c == label) * grad_scale;
+      for (size_t c = 0; c < width; ++c) g[c] = kernels::SoftmaxCrossEntropyGrad(z[c], mx, inv, c == label) * scale;
     }
   }
   if (loss_sum != nullptr) *loss_sum = total;

@@ -42,7 +42,7 @@ class CpuBackend final : public Backend {
   Status ActivationBackward(Buffer grad, Buffer y, size_t count, Activation act) override;
   Status ColumnSums(Buffer m, size_t rows, size_t cols, Buffer out) override;
   Status LossAndGrad(LossKind kind, Buffer logits, Buffer labels, size_t rows, size_t classes, float grad_scale,
-                     Buffer grad, double* loss_sum) override;
+                     Buffer grad, double* loss_sum, Buffer weights) override;
   Status Probabilities(LossKind kind, Buffer logits, size_t rows, size_t classes, Buffer probs) override;
 
   Status SgdStep(Buffer param, Buffer grad, Buffer velocity, size_t n, const SgdStepArgs& args) override;

@@ -1,4 +1,5 @@
 #include "enclave/trainer/data.h"
+#include "enclave/trainer/weights.h"
 
 #include <algorithm>
 #include <charconv>
@@ -549,8 +550,13 @@ Result<LoadedData> OpenDatasetsForStreaming(Backend& backend, const std::vector<
 }
 
 Result<LoadedData> LoadJobData(Backend& backend, const JobSpec& job, const crypto::Keystore* keystore) {
+  if (job.weights.any() && OnGpu(backend)) {
+    return Unsupported("training.class_weight and sample_weight_column train on the CPU backend only (device = \"cpu\")");
+  }
   if (job.streaming.enabled) return OpenDatasetsForStreaming(backend, job.datasets, keystore);
-  return LoadDatasets(backend, job.datasets, keystore);
+  ASSIGN_OR_RETURN(LoadedData data, LoadDatasets(backend, job.datasets, keystore));
+  if (!job.weights.column.empty()) RETURN_IF_ERROR(ExtractSampleWeights(job.weights.column, &data));
+  return data;
 }
 
 Result<LoadedData> LoadDatasets(Backend& backend, const std::vector<DatasetSpec>& specs,

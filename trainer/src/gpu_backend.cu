@@ -495,8 +495,9 @@ class GpuBackend final : public Backend {
   }
 
   Status LossAndGrad(LossKind kind, Buffer logits, Buffer labels, size_t rows, size_t classes, float grad_scale,
-                     Buffer grad, double* loss_sum) override {
+                     Buffer grad, double* loss_sum, Buffer weights) override {
     const size_t width = kind == LossKind::kSoftmax ? classes : 1;
+    if (!weights.empty()) return Unsupported("LossAndGrad: row weights train on the CPU backend only");
     RETURN_IF_ERROR(Fits("LossAndGrad logits", logits, rows * width));
     RETURN_IF_ERROR(Fits("LossAndGrad labels", labels, rows));
     const bool want_grad = !grad.empty();

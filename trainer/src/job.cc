@@ -377,6 +377,47 @@ Status ParseTrees(const toml::table& tab, const std::string& source, TreeSpec* s
   return t.Finish();
 }
 
+// [training] class_weight = "balanced" | { CLASS = WEIGHT, ... } and sample_weight_column.
+// The class names are checked against the data's classes when it is read (weights.h).
+Status ParseWeights(Table& t, const toml::table& training, WeightSpec* w) {
+  if (const toml::node* n = t.Get("class_weight")) {
+    if (n->is_string()) {
+      if (n->as_string()->get() != "balanced") {
+        return t.Error(*n, "class_weight", "must be \"balanced\" or a table of class = weight, got '" +
+                                               n->as_string()->get() + "'");
+      }
+      w->rule = ClassWeightRule::kBalanced;
+    } else if (const toml::table* given = n->as_table()) {
+      if (given->empty()) return t.Error(*n, "class_weight", "must name at least one class");
+      for (const auto& [name, value] : *given) {
+        const std::string cls(name.str());
+        double v = 0;
+        if (value.is_floating_point()) {
+          v = value.as_floating_point()->get();
+        } else if (value.is_integer()) {
+          v = static_cast<double>(value.as_integer()->get());
+        } else {
+          return t.Error(value, "class_weight", "'" + cls + "' must be a number");
+        }
+        if (!std::isfinite(v) || !(v > 0) || v > kMaxClassWeight) {
+          std::ostringstream got;
+          got << v;
+          return t.Error(value, "class_weight", "'" + cls + "' must be in (0, 1e6], got " + got.str());
+        }
+        w->given.emplace_back(cls, v);
+      }
+      w->rule = ClassWeightRule::kGiven;
+    } else {
+      return t.Error(*n, "class_weight", "must be \"balanced\" or a table of class = weight");
+    }
+  }
+  RETURN_IF_ERROR(t.String("sample_weight_column", &w->column));
+  if (const toml::node* n = training.get("sample_weight_column"); n != nullptr && w->column.empty()) {
+    return t.Error(*n, "sample_weight_column", "must name a column");
+  }
+  return OkStatus();
+}
+
 // What applies to one model family only is refused with the other, never ignored: the
 // network's tables and keys with xgboost, [trees] with mlp.
 Status CheckModelFamily(const toml::table& root, const JobSpec& job, const std::string& source) {
@@ -546,6 +587,7 @@ Result<JobSpec> ParseJob(std::string_view text, const std::string& source, const
         return t.Error(*n, "early_stopping_patience", "and [checkpoint] do not go together yet (checkpoints do not keep the best epoch)");
       }
     }
+    RETURN_IF_ERROR(ParseWeights(t, *training, &job.weights));
     const toml::node* mn = training->get("metrics");
     std::vector<std::string> metrics;
     RETURN_IF_ERROR(t.StringArray("metrics", &metrics));
@@ -630,6 +672,12 @@ Result<JobSpec> ParseJob(std::string_view text, const std::string& source, const
                           std::to_string(uint64_t{job.streaming.block_rows} * job.streaming.window_blocks) +
                           " rows) must be at least 'training.batch_size' (" + std::to_string(job.batch_size) + ")");
     }
+  }
+  if (job.streaming.enabled && job.weights.any()) {
+    const char* key = job.weights.column.empty() ? "class_weight" : "sample_weight_column";
+    const toml::node* n = root["training"][key].node();
+    return InvalidInput(source + ":" + std::to_string(n->source().begin.line) + ": 'training." + key +
+                        "' and [streaming] do not go together yet (weights train on loaded data)");
   }
   // [preprocess]
   ASSIGN_OR_RETURN(const toml::table* prep, SubTable(top, "preprocess"));

@@ -63,14 +63,14 @@ Result<Buffer> Mlp::Forward(Buffer x, size_t rows) {
   return in;
 }
 
-Status Mlp::Backward(Buffer x, Buffer labels, size_t rows, double* loss_sum, size_t mean_over) {
+Status Mlp::Backward(Buffer x, Buffer labels, size_t rows, double* loss_sum, size_t mean_over, Buffer weights) {
   if (mean_over == 0) mean_over = rows;
   const size_t L = shape_.layers();
   const Buffer p = params_, g = grads_;
   const size_t out = shape_.outputs();
   RETURN_IF_ERROR(backend_->LossAndGrad(shape_.loss(), acts_[L - 1].get().Slice(0, rows * out), labels, rows,
                                         shape_.classes, 1.0f / static_cast<float>(mean_over),
-                                        deltas_[L - 1].get().Slice(0, rows * out), loss_sum));
+                                        deltas_[L - 1].get().Slice(0, rows * out), loss_sum, weights));
   for (size_t l = L; l-- > 0;) {
     const size_t fi = shape_.fan_in(l), fo = shape_.fan_out(l);
     const Buffer delta = deltas_[l].get().Slice(0, rows * fo);

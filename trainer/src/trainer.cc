@@ -13,6 +13,7 @@
 #include "enclave/trainer/metrics.h"
 #include "enclave/trainer/preprocess.h"
 #include "enclave/trainer/rng.h"
+#include "enclave/trainer/weights.h"
 #include "stream.h"
 #include "train_internal.h"
 
@@ -54,9 +55,11 @@ Status UploadScaledTargets(Backend& backend, const LockedArray<float>& labels, c
 // Validation loss, accuracy and AUC (regression: RMSE, MAE, R^2) over the rows of xv / yv.
 // With `keep`, the predictions (probabilities; regression: values in the target's units)
 // are moved there.
+// With row weights `wv` (rows; their sum `wv_sum`), the loss is their weighted mean; the
+// other metrics count every row once.
 Status Evaluate(Backend& backend, Mlp& model, const Buffer& xv, const Buffer& yv, size_t rows, size_t features,
                 const LockedArray<float>& labels, const TargetScale& targets, EpochMetrics* m,
-                LockedArray<float>* keep = nullptr) {
+                LockedArray<float>* keep, const Buffer& wv, double wv_sum) {
   if (rows == 0) {
     m->val_loss = m->val_accuracy = m->val_auc = kNaN;
     m->val_rmse = m->val_mae = m->val_r2 = kNaN;
@@ -70,13 +73,14 @@ Status Evaluate(Backend& backend, Mlp& model, const Buffer& xv, const Buffer& yv
     const size_t n = std::min(kEvalBatch, rows - off);
     ASSIGN_OR_RETURN(Buffer logits, model.Forward(xv.Slice(off * features, n * features), n));
     double part = 0;
-    RETURN_IF_ERROR(backend.LossAndGrad(shape.loss(), logits, yv.Slice(off, n), n, shape.classes, 1.0f, Buffer{}, &part));
+    RETURN_IF_ERROR(backend.LossAndGrad(shape.loss(), logits, yv.Slice(off, n), n, shape.classes, 1.0f, Buffer{}, &part,
+                                        wv.empty() ? Buffer{} : wv.Slice(off, n)));
     loss += part;
     RETURN_IF_ERROR(backend.Probabilities(shape.loss(), logits, n, shape.classes, probs.get().Slice(off * width, n * width)));
   }
   ASSIGN_OR_RETURN(LockedArray<float> host, LockedArray<float>::Create(rows * width));
   RETURN_IF_ERROR(backend.Download(host.data(), probs, rows * width));
-  m->val_loss = loss / static_cast<double>(rows);
+  m->val_loss = wv.empty() ? loss / static_cast<double>(rows) : wv_sum > 0 ? loss / wv_sum : kNaN;
   if (shape.regression()) {
     for (float& v : host) v = v * targets.scale + targets.mean;  // back to the target's units
   }
@@ -268,6 +272,10 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
   // and a window stream); standardization from training rows only.
   OwnedBuffer xtr, ytr, xva, yva;
   LockedArray<float> val_labels;
+  // Row weights (job.weights; loaded data only): per training and validation row, and sums.
+  OwnedBuffer wtr, wva;
+  std::vector<double> class_weights;
+  double train_weight = 0, val_weight = 0;
   ASSIGN_OR_RETURN(OwnedBuffer mean, AllocOwned(backend, F));
   ASSIGN_OR_RETURN(OwnedBuffer inv_std, AllocOwned(backend, F));
   std::unique_ptr<WindowStream> stream;
@@ -303,6 +311,20 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
       }
       ASSIGN_OR_RETURN(val_labels, LockedArray<float>::Create(nva));
       for (size_t i = 0; i < nva; ++i) val_labels[i] = data.labels[split.val[i]];
+    }
+    if (job.weights.any()) {
+      ASSIGN_OR_RETURN(class_weights, ClassWeightsFor(job.weights, data, split.train));
+      ASSIGN_OR_RETURN(LockedArray<float> w, RowWeights(class_weights, data, split.train));
+      for (float v : w) train_weight += v;
+      if (!(train_weight > 0)) return InvalidInput("every training row has weight 0 (training.class_weight, sample_weight_column)");
+      ASSIGN_OR_RETURN(wtr, AllocOwned(backend, ntr));
+      RETURN_IF_ERROR(backend.Upload(wtr, w.data(), ntr));
+      if (nva > 0) {
+        ASSIGN_OR_RETURN(LockedArray<float> v, RowWeights(class_weights, data, split.val));
+        for (float x : v) val_weight += x;
+        ASSIGN_OR_RETURN(wva, AllocOwned(backend, nva));
+        RETURN_IF_ERROR(backend.Upload(wva, v.data(), nva));
+      }
     }
     RETURN_IF_ERROR(backend.ColumnMoments(xtr, ntr, F, mean, inv_std));
     RETURN_IF_ERROR(backend.Standardize(xtr, ntr, F, mean, inv_std));
@@ -352,6 +374,10 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
   }
   ASSIGN_OR_RETURN(OwnedBuffer xb, AllocOwned(backend, batch * F));
   ASSIGN_OR_RETURN(OwnedBuffer yb, AllocOwned(backend, batch));
+  OwnedBuffer wb;
+  if (!wtr.get().empty()) {
+    ASSIGN_OR_RETURN(wb, AllocOwned(backend, batch));
+  }
   ASSIGN_OR_RETURN(LockedArray<uint32_t> order, LockedArray<uint32_t>::Create(ntr));
   std::iota(order.begin(), order.end(), 0u);
   Rng shuffle(job.seed, kStreamShuffle);
@@ -376,6 +402,7 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
   result.preprocessing = prep;
   result.label_mean = targets.mean;
   result.label_scale = targets.scale;
+  result.class_weights = class_weights;
   result.train_rows = ntr;
   result.val_rows = nva;
   uint64_t step = 0;
@@ -482,9 +509,11 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
         } else {
           RETURN_IF_ERROR(backend.GatherRows(xtr, F, order.data() + lo, mine, xb));
           RETURN_IF_ERROR(backend.GatherRows(ytr, 1, order.data() + lo, mine, yb));
+          if (!wb.get().empty()) RETURN_IF_ERROR(backend.GatherRows(wtr, 1, order.data() + lo, mine, wb));
         }
         RETURN_IF_ERROR(model.Forward(xb, mine).status());
-        RETURN_IF_ERROR(model.Backward(xb, yb.get().Slice(0, mine), mine, &part, n));
+        RETURN_IF_ERROR(model.Backward(xb, yb.get().Slice(0, mine), mine, &part, n,
+                                       wb.get().empty() ? Buffer{} : wb.get().Slice(0, mine)));
       } else {
         RETURN_IF_ERROR(backend.Fill(model.grads(), 0.0f));
       }
@@ -533,12 +562,12 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
     m.epoch = epoch;
     m.lr = lr;
     if (world > 1) RETURN_IF_ERROR(collective->AllReduceSum(&loss_sum, 1).Annotate("epoch " + std::to_string(epoch)));
-    m.train_loss = loss_sum / static_cast<double>(ntr);
+    m.train_loss = loss_sum / (wtr.get().empty() ? static_cast<double>(ntr) : train_weight);
     if (!std::isfinite(m.train_loss)) {
       return InvalidInput("training diverged at epoch " + std::to_string(epoch) + " (loss is not finite): lower optimizer.lr");
     }
     LockedArray<float> predictions;
-    RETURN_IF_ERROR(Evaluate(backend, model, xva, yva, nva, F, val_labels, targets, &m, &predictions));
+    RETURN_IF_ERROR(Evaluate(backend, model, xva, yva, nva, F, val_labels, targets, &m, &predictions, wva, val_weight));
     m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     result.epochs.push_back(m);
     if (callbacks.on_epoch) callbacks.on_epoch(m);

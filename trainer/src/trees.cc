@@ -309,6 +309,11 @@ Result<TreeModel> TrainTrees(const TreeSpec& spec, TreeTask task, uint32_t class
     }
     if (!(sum > 0)) return InvalidInput("every sample weight is 0");
   }
+  for (size_t i = 0; in.weights_val != nullptr && i < in.val_rows; ++i) {
+    if (!std::isfinite(in.weights_val[i]) || in.weights_val[i] < 0) {
+      return InvalidInput("weight of validation row " + std::to_string(i) + " is not a finite value >= 0");
+    }
+  }
 
   RETURN_IF_ERROR(Quiet());
   const int threads = static_cast<int>(spec.threads);
@@ -321,6 +326,9 @@ Result<TreeModel> TrainTrees(const TreeSpec& spec, TreeTask task, uint32_t class
     ASSIGN_OR_RETURN(DMatrix v, MakeDMatrix(in.x_val, in.val_rows, in.features, threads));
     val = std::move(v);
     RETURN_IF_ERROR(XGB_CALL(XGDMatrixSetFloatInfo, val.get(), "label", in.y_val, in.val_rows));
+    if (in.weights_val != nullptr) {
+      RETURN_IF_ERROR(XGB_CALL(XGDMatrixSetFloatInfo, val.get(), "weight", in.weights_val, in.val_rows));
+    }
   }
 
   Booster b;

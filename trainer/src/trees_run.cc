@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "enclave/trainer/trees.h"
+#include "enclave/trainer/weights.h"
 #include "train_internal.h"
 
 namespace enclave::trainer {
@@ -30,20 +31,31 @@ Result<TrainResult> TrainTreesJob(Backend& backend, const JobSpec& job, const Lo
   const TreeTask task = data.classes == 0 ? TreeTask::kRegression
                         : data.classes == 2 ? TreeTask::kBinary
                                             : TreeTask::kMulticlass;
+  // [training] weights: per training and validation row (weights.h).
+  LockedArray<float> wtr, wva;
+  std::vector<double> class_weights;
+  if (job.weights.any()) {
+    ASSIGN_OR_RETURN(class_weights, ClassWeightsFor(job.weights, data, split.train));
+    ASSIGN_OR_RETURN(wtr, RowWeights(class_weights, data, split.train));
+    ASSIGN_OR_RETURN(wva, RowWeights(class_weights, data, split.val));
+  }
   TreeTrainInput in;
   in.x = xtr.data();
   in.y = ytr.data();
   in.rows = ntr;
   in.features = F;
+  in.weights = wtr.empty() ? nullptr : wtr.data();
   if (nva > 0) {
     in.x_val = xva.data();
     in.y_val = yva.data();
     in.val_rows = nva;
+    in.weights_val = wva.empty() ? nullptr : wva.data();
   }
   TrainResult result;
   result.family = ModelFamily::kXgboost;
   result.trees_spec = job.trees;
   result.preprocessing = prep;
+  result.class_weights = class_weights;
   result.shape.inputs = static_cast<uint32_t>(F);
   result.shape.classes = data.classes;
   result.train_rows = ntr;

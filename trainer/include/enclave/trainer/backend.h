@@ -113,11 +113,12 @@ class Backend {
   // out[c] = sum over rows of m[r][c], rows summed in order (bias gradients).
   virtual Status ColumnSums(Buffer m, size_t rows, size_t cols, Buffer out) = 0;
   // Loss of a batch of logits (rows x classes for kSoftmax, rows x 1 otherwise)
-  // against labels (rows); grad (same shape as logits) = dloss_row/dlogits * grad_scale
-  // unless grad is empty; *loss_sum (if non-null) = sum of the per-row losses, in double,
-  // summed in row order.
+  // against labels (rows), each row weighted by weights[r] (rows; empty: every weight 1);
+  // grad (same shape as logits) = dloss_row/dlogits * grad_scale * weight unless grad is
+  // empty; *loss_sum (if non-null) = sum of weight * per-row loss, in double, summed in row
+  // order. (The GPU backend takes no weights yet: unsupported.)
   virtual Status LossAndGrad(LossKind kind, Buffer logits, Buffer labels, size_t rows, size_t classes,
-                             float grad_scale, Buffer grad, double* loss_sum) = 0;
+                             float grad_scale, Buffer grad, double* loss_sum, Buffer weights) = 0;
   // probs = sigmoid(logits) (binary: rows x 1) or the row softmax (rows x classes); for
   // kSquaredError the outputs themselves (rows x 1).
   virtual Status Probabilities(LossKind kind, Buffer logits, size_t rows, size_t classes, Buffer probs) = 0;

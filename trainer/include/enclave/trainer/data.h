@@ -80,6 +80,7 @@ struct LoadedData {
   OwnedBuffer x;               // rows x features, backend memory (empty when streamed)
   OwnedBuffer y;               // rows (class indices), backend memory (empty when streamed)
   LockedArray<float> labels;   // the class indices again on the host (for stratification)
+  LockedArray<float> sample_weights;  // the job's sample_weight_column, by row (weights.h); empty: none
   std::vector<SourceInfo> sources;
   std::shared_ptr<RecordTable> table;  // set when streamed: Train reads rows from it each epoch
 };
@@ -99,7 +100,9 @@ Result<LoadedData> OpenDatasetsForStreaming(const std::vector<DatasetSpec>& spec
 Result<LoadedData> OpenDatasetsForStreaming(Backend& backend, const std::vector<DatasetSpec>& specs,
                                             const crypto::Keystore* keystore);
 
-// LoadDatasets or OpenDatasetsForStreaming, as the job says.
+// LoadDatasets or OpenDatasetsForStreaming, as the job says; then the job's sample-weight
+// column moves out of the features (weights.h). Weights train on the CPU backend only: the
+// GPU backend refuses a job with weights as unsupported before any record is read.
 Result<LoadedData> LoadJobData(Backend& backend, const JobSpec& job, const crypto::Keystore* keystore);
 
 struct Split {

@@ -100,6 +100,18 @@ struct EvaluationSpec {
   bool coefficients = false;         // a linear model's coefficients in the clear report (they are the model)
 };
 
+// [training] class_weight and sample_weight_column: each training row's loss and gradient
+// count (class weight x sample weight) times (docs/training.md, "Weights").
+enum class ClassWeightRule { kNone, kBalanced, kGiven };
+struct WeightSpec {
+  ClassWeightRule rule = ClassWeightRule::kNone;
+  // kGiven: a weight for every class, by class name, as the job lists them.
+  std::vector<std::pair<std::string, double>> given;
+  std::string column;  // the numeric column that holds each row's weight (not a feature); empty: none
+  bool any() const { return rule != ClassWeightRule::kNone || !column.empty(); }
+};
+inline constexpr double kMaxClassWeight = 1e6;
+
 enum Metric : uint32_t { kMetricLoss = 1, kMetricAccuracy = 2, kMetricRocAuc = 4 };
 
 struct JobSpec {
@@ -125,6 +137,7 @@ struct JobSpec {
   // Stop when the validation loss has not improved (strictly decreased) for this many
   // epochs, and keep the best epoch's parameters; 0: train every epoch.
   uint32_t early_stopping_patience = 0;
+  WeightSpec weights;  // [training] class_weight, sample_weight_column
   uint32_t metrics = kMetricLoss | kMetricAccuracy | kMetricRocAuc;
   crypto::Digest256 digest{};  // SHA-256 of the job file's bytes
   // Where each path-valued key was given, "job.toml:12", by key ("datasets[0].path",

@@ -46,8 +46,9 @@ class Mlp {
   Result<Buffer> Forward(Buffer x, size_t rows);
   // After Forward on the same x: grads = d(sum of row losses / mean_over)/d(params), where
   // mean_over is `rows` unless given (a rank's share of a larger global batch: the ranks'
-  // gradients then sum to the global batch's); *loss_sum = summed row losses.
-  Status Backward(Buffer x, Buffer labels, size_t rows, double* loss_sum, size_t mean_over = 0);
+  // gradients then sum to the global batch's); *loss_sum = summed row losses. With
+  // `weights` (rows), each row's loss counts weights[r] times (Backend::LossAndGrad).
+  Status Backward(Buffer x, Buffer labels, size_t rows, double* loss_sum, size_t mean_over = 0, Buffer weights = {});
 
   // Parameters to the host, in the layout above.
   Result<LockedArray<float>> DownloadParams() const;

@@ -22,8 +22,10 @@ namespace enclave::trainer {
 struct EpochMetrics {
   uint32_t epoch = 0;       // 1-based
   double lr = 0;            // learning rate of the epoch's last step
+  // Losses are weighted means with [training] weights (sum of weight x row loss / sum of
+  // the weights); the other metrics count every row once.
   double train_loss = 0;    // mean over the epoch's batches' rows, as they were trained
-  double val_loss = 0;      // NaN without validation rows
+  double val_loss = 0;      // NaN without validation rows (or when their weights sum to 0)
   double val_accuracy = 0;  // NaN without validation rows
   double val_auc = 0;       // NaN without validation rows or with one class in them; regression: NaN
   // Regression, in the target's units (else NaN): root mean squared error, mean absolute
@@ -87,6 +89,9 @@ struct TrainResult {
   // Regression: the network predicts (target - label_mean) / label_scale, from the training
   // rows' targets (mean; population standard deviation, 1 when they are all equal).
   float label_mean = 0, label_scale = 1;
+  // [training] class_weight: the weight of each class (class index order) from these
+  // training rows; empty without class weights.
+  std::vector<double> class_weights;
   // The final model's predictions of the validation rows, in split.val order: rows x 1
   // (binary P(class 1); regression values, in the target's units) or rows x classes.
   LockedArray<float> val_predictions;

@@ -61,6 +61,7 @@ struct TreeTrainInput {
   const float* x_val = nullptr;
   const float* y_val = nullptr;
   size_t val_rows = 0;
+  const float* weights_val = nullptr;  // optional, as weights: the validation loss is then weighted
 };
 
 // After each boosting round: the 1-based round and XGBoost's evaluation metric (logloss,
