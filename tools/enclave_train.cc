@@ -230,7 +230,10 @@ json WeightsJson(const JobSpec& job, const std::vector<double>* class_weights, c
 // The validation board's metrics (metrics_report.h) of predictions `pred` (rows x 1, or
 // rows x classes) against `labels`, with bootstrap intervals; a binary model's threshold by
 // the job's rule ([evaluation]: fixed, or chosen on these same rows, which the JSON says).
-Result<json> BoardMetrics(const JobSpec& job, const float* pred, const float* labels, size_t rows, uint32_t classes) {
+// *model_threshold (binary): the threshold, as the model file stores it (f32); the metrics
+// are computed at exactly that value.
+Result<json> BoardMetrics(const JobSpec& job, const float* pred, const float* labels, size_t rows, uint32_t classes,
+                          float* model_threshold = nullptr) {
   EvalOptions opt;
   opt.bootstrap_resamples = job.evaluation.bootstrap_resamples;
   opt.calibration_bins = job.evaluation.calibration_bins;
@@ -241,20 +244,21 @@ Result<json> BoardMetrics(const JobSpec& job, const float* pred, const float* la
   }
   json threshold = nullptr;
   if (classes == 2) {
-    opt.threshold = job.evaluation.threshold;
+    opt.threshold = static_cast<float>(job.evaluation.threshold);
     threshold = {{"rule", "fixed"}, {"value", opt.threshold}};
     if (job.evaluation.rule != ThresholdRule::kFixed) {
       const bool youden = job.evaluation.rule == ThresholdRule::kYouden;
       ASSIGN_OR_RETURN(ThresholdChoice choice,
                        youden ? ChooseThresholdYouden(pred, labels, rows)
                               : ChooseThresholdForSensitivity(pred, labels, rows, job.evaluation.target_sensitivity));
-      opt.threshold = choice.threshold;
+      opt.threshold = static_cast<float>(choice.threshold);  // a predicted value: exact in f32
       threshold = {{"rule", youden ? "youden" : "target_sensitivity"},
                    {"value", choice.threshold},
                    {"chosen_on", "these rows (the metrics at it are optimistic for new data)"},
                    {"choice", ToJson(choice)}};
       if (!youden) threshold["target_sensitivity"] = job.evaluation.target_sensitivity;
     }
+    if (model_threshold != nullptr) *model_threshold = static_cast<float>(opt.threshold);
   }
   ASSIGN_OR_RETURN(ClassificationReport cr, EvaluateClassification(pred, labels, rows, classes, opt));
   return json{{"rows", rows}, {"threshold", threshold}, {"metrics", ToJson(cr)}};
@@ -527,7 +531,7 @@ Result<double> AllRowsAccuracy(Backend& backend, const ResidentModel& model, con
   const uint32_t classes = model.shape.classes;
   if (data.table == nullptr) {
     ASSIGN_OR_RETURN(LockedArray<float> probs, PredictResident(backend, model, data.x, data.rows));
-    return Accuracy(probs.data(), data.labels.data(), data.rows, classes);
+    return Accuracy(probs.data(), data.labels.data(), data.rows, classes, model.threshold);
   }
   if (model.preprocessing != nullptr && !model.preprocessing->identity()) {
     return Internal("AllRowsAccuracy: streamed data has nothing to preprocess");
@@ -545,7 +549,7 @@ Result<double> AllRowsAccuracy(Backend& backend, const ResidentModel& model, con
     RETURN_IF_ERROR(data.table->Read(first, n, records.get().data));
     RETURN_IF_ERROR(backend.SplitRecords(records, n, F, xd, yd));
     ASSIGN_OR_RETURN(LockedArray<float> probs, PredictResident(backend, model, xd, n));
-    const double acc = Accuracy(probs.data(), data.labels.data() + first, n, classes);
+    const double acc = Accuracy(probs.data(), data.labels.data() + first, n, classes, model.threshold);
     correct += static_cast<uint64_t>(std::llround(acc * static_cast<double>(n)));
   }
   return static_cast<double>(correct) / static_cast<double>(data.rows);
@@ -620,6 +624,7 @@ Result<SealedModel> SealTreesModel(const TrainResult& r, const dataset::DatasetS
   m.shape = r.shape;
   m.schema = schema;
   m.preprocessing = r.preprocessing;
+  m.threshold = r.threshold;
   m.trees.task = r.trees.task;
   m.trees.features = r.trees.features;
   m.trees.classes = r.trees.classes;
@@ -795,6 +800,12 @@ Status Run(const Args& args) {
   // console, the JSON lines, the report and the plot say so instead of printing NaN.
   const bool validation = !split.val.empty();
   const bool regression = s.data.classes == 0;
+  if (!validation && s.data.classes == 2 && s.job.evaluation.rule != ThresholdRule::kFixed) {
+    const bool youden = s.job.evaluation.rule == ThresholdRule::kYouden;
+    return InvalidInput(JobPathAt(s.job, youden ? "evaluation.threshold" : "evaluation.target_sensitivity") +
+                        ": the threshold is chosen on the validation rows, and this run has " +
+                        NoValidationSplit(s.job) + ": nothing was trained");
+  }
   if (!validation && !args.json()) std::fprintf(stderr, "enclave-train: %s\n", NoValidationSplit(s.job).c_str());
   EpochLine line(!args.json(), s.job.epochs);
   line.set_validation(validation);
@@ -884,11 +895,21 @@ Status Run(const Args& args) {
     return OkStatus();
   }
 
+  // The validation board's metrics, and a binary model's decision threshold (fixed, or
+  // chosen on these rows): the exported model carries it, and predict applies it.
+  json validation_metrics = nullptr;
+  if (r.shape.classes == 2) r.threshold = static_cast<float>(s.job.evaluation.threshold);
+  if (r.val_rows > 0) {
+    ASSIGN_OR_RETURN(LockedArray<float> val_labels, LockedArray<float>::Create(r.val_rows));
+    for (size_t i = 0; i < r.val_rows; ++i) val_labels[i] = s.data.labels[split.val[i]];
+    ASSIGN_OR_RETURN(validation_metrics, BoardMetrics(s.job, r.val_predictions.data(), val_labels.data(), r.val_rows,
+                                                      r.shape.classes, &r.threshold));
+  }
   json all_rows = {{"rows", s.data.rows}};
   double all_rows_metric = 0;  // RMSE (regression) or accuracy over every row
   if (r.family == ModelFamily::kXgboost && !r.shape.regression()) {
     ASSIGN_OR_RETURN(LockedArray<float> probs, PredictLoaded(*s.backend, r, s.data));
-    all_rows_metric = Accuracy(probs.data(), s.data.labels.data(), s.data.rows, r.shape.classes);
+    all_rows_metric = Accuracy(probs.data(), s.data.labels.data(), s.data.rows, r.shape.classes, r.threshold);
     all_rows["accuracy"] = Num(all_rows_metric);
   } else if (r.shape.regression()) {  // loaded data only: regression is not streamed
     ASSIGN_OR_RETURN(LockedArray<float> pred, PredictLoaded(*s.backend, r, s.data));
@@ -924,14 +945,7 @@ Status Run(const Args& args) {
   report["epochs"] = epochs;
   report["final"] = EpochJson(r.Final(), s.job.metrics, validation, regression);
   report["best_epoch"] = r.best_epoch > 0 ? json(r.best_epoch) : json(nullptr);
-  if (r.val_rows > 0) {
-    ASSIGN_OR_RETURN(LockedArray<float> val_labels, LockedArray<float>::Create(r.val_rows));
-    for (size_t i = 0; i < r.val_rows; ++i) val_labels[i] = s.data.labels[split.val[i]];
-    ASSIGN_OR_RETURN(report["validation_metrics"], BoardMetrics(s.job, r.val_predictions.data(), val_labels.data(),
-                                                                r.val_rows, r.shape.classes));
-  } else {
-    report["validation_metrics"] = nullptr;
-  }
+  report["validation_metrics"] = validation_metrics;
   ASSIGN_OR_RETURN(report["importance"], ImportanceJson(s, r, split));
   if (s.job.evaluation.coefficients) {
     ASSIGN_OR_RETURN(report["coefficients"], LinearCoefficients(*s.backend, r, s.data.schema));
@@ -976,7 +990,7 @@ Status Run(const Args& args) {
   json exported = nullptr;
   if (export_key) {
     crypto::ModelSealOptions opt;
-    opt.info.format_id = ModelFormatIdFor(r.preprocessing, r.shape, r.family);
+    opt.info.format_id = ModelFormatIdFor(r.preprocessing, r.shape, r.family, r.threshold);
     opt.info.job_digest = s.job.digest;
     ASSIGN_OR_RETURN(const SealedModel sealed,
                      r.family == ModelFamily::kXgboost
@@ -1105,9 +1119,9 @@ Status Predict(const Args& args) {
     crypto::ModelExportInfo info;
     ASSIGN_OR_RETURN(bytes, crypto::OpenModelToMemory(model_path, ks, kMaxModelBytes, &info));
     format_id = info.metadata.info.format_id;
-    if (format_id != kModelFormatId && format_id != kModelFormatIdV2) {
+    if (format_id != kModelFormatId && format_id != kModelFormatIdV2 && format_id != kModelFormatIdV3) {
       return Unsupported(model_path + ": model format '" + format_id + "', this build reads '" + kModelFormatId +
-                         "' and '" + kModelFormatIdV2 + "'");
+                         "', '" + kModelFormatIdV2 + "' and '" + kModelFormatIdV3 + "'");
     }
   } else {
     // Straight into locked memory: the weights derive from the tenant's data.
@@ -1124,7 +1138,7 @@ Status Predict(const Args& args) {
   if (!parsed.ok()) return parsed.status().Annotate(model_path);
   const ModelFile& model = *parsed;
   // The version the file is in names its format; an envelope must have said the same.
-  const std::string file_format = ModelFormatIdFor(model.preprocessing, model.shape, model.family);
+  const std::string file_format = ModelFormatIdFor(model.preprocessing, model.shape, model.family, model.threshold);
   if (args.Has("keystore") && format_id != file_format) {
     return InvalidInput(model_path + ": the envelope says model format '" + format_id + "', the model inside is '" +
                         file_format + "'");
@@ -1167,7 +1181,7 @@ Status Predict(const Args& args) {
     }
   }
   for (size_t r = 0; r < t.rows && !regression; ++r) {
-    const std::string& predicted = model.schema.classes[PredictedClass(probs.data(), r, C)];
+    const std::string& predicted = model.schema.classes[PredictedClass(probs.data(), r, C, model.threshold)];
     json p_json = json::array();
     if (!in_json) text += std::to_string(r + 1) + "," + dataset::CsvEscape(predicted);
     for (uint32_t c = 0; c < C; ++c) {
@@ -1186,7 +1200,8 @@ Status Predict(const Args& args) {
       text += "\n";
     }
   }
-  const double accuracy = t.has_labels && !regression ? Accuracy(probs.data(), t.labels.data(), t.rows, C) : 0.0;
+  const double accuracy =
+      t.has_labels && !regression ? Accuracy(probs.data(), t.labels.data(), t.rows, C, model.threshold) : 0.0;
   double rmse = 0;
   for (size_t r = 0; r < t.rows && t.has_labels && regression; ++r) {
     const double d = static_cast<double>(probs[r]) - t.labels[r];
@@ -1205,6 +1220,7 @@ Status Predict(const Args& args) {
                 {"model_format", format_id},
                 {"rows", t.rows},
                 {"classes", model.schema.classes},
+                {"threshold", C == 2 ? json(model.threshold) : json(nullptr)},
                 {"accuracy", t.has_labels && !regression ? json(accuracy) : json(nullptr)},
                 {"rmse", t.has_labels && regression ? json(rmse) : json(nullptr)},
                 {"out", out ? json(args.Get("out")) : json(nullptr)}};
@@ -1217,7 +1233,10 @@ Status Predict(const Args& args) {
     if (regression) {
       std::fprintf(stderr, "rmse %s (%zu rows with targets)\n", HumanMetric(rmse).c_str(), t.rows);
     } else {
-      std::fprintf(stderr, "accuracy %s (%zu rows with labels)\n", HumanMetric(accuracy).c_str(), t.rows);
+      const std::string at = C == 2 && model.threshold != kDefaultThreshold
+                                 ? ", predicted " + model.schema.classes[1] + " at P >= " + HumanMetric(model.threshold)
+                                 : "";
+      std::fprintf(stderr, "accuracy %s (%zu rows with labels%s)\n", HumanMetric(accuracy).c_str(), t.rows, at.c_str());
     }
   }
   return OkStatus();

@@ -30,6 +30,10 @@ void Check(const uint8_t* data, size_t size) {
              : (m->params.size() != m->shape.parameter_count() || m->mean.size() != m->shape.inputs))) {
     __builtin_trap();
   }
+  // A threshold is in [0, 1], and other than 0.5 only for a binary model (version 3).
+  if (!(m->threshold >= 0.0f && m->threshold <= 1.0f) || (m->threshold != kDefaultThreshold && m->shape.classes != 2)) {
+    __builtin_trap();
+  }
   auto again = EncodeModelFile(*m);
   if (!again.ok() || again->size() != size || std::memcmp(again->ExposeSecret().data(), data, size) != 0) {
     __builtin_trap();

@@ -160,8 +160,11 @@ TEST_F(Outputs, ModelFileReaderIsStrict) {
     EXPECT_EQ(r.status().code(), code) << what << ": " << r.status().ToString();
   };
   std::vector<uint8_t> b = good;
-  b[8] = 3;
-  expect_code(b, Code::kUnsupported, "version 3");
+  b[8] = 4;
+  expect_code(b, Code::kUnsupported, "version 4");
+  b = good;
+  b[8] = 3;  // version 3 has version 2's layout and a threshold: version 1's bytes do not fit it
+  expect_code(b, Code::kInvalidInput, "version 3");
   b = good;
   b[8] = 2;  // a known version, but this model (plain data, classification) has only version 1
   expect_code(b, Code::kInvalidInput, "version 2");
@@ -552,6 +555,38 @@ TEST(ModelFileSeeds, ValidParseInvalidDoNot) {
   }
   EXPECT_GE(valid, 4u);
   EXPECT_GE(invalid, 5u);
+}
+
+// A binary model's threshold other than 0.5 makes the file version 3 (format id
+// enclave-train-model/3) and comes back as written; at 0.5 the bytes are version 1's, as
+// before thresholds existed; a model of three classes has none.
+TEST(ModelFileThreshold, VersionThreeCarriesTheThresholdAndOnlyWhenNeeded) {
+  auto read = [](const char* name) {
+    auto bytes = ReadWholeFile(std::string(ENCLAVE_MODEL_CORPUS) + "/" + name, 1 << 24);
+    EXPECT_TRUE(bytes.ok());
+    return std::move(bytes).value();
+  };
+  const std::vector<uint8_t> v1 = read("valid-logreg.model");
+  auto m = ParseModelFile(v1);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->threshold, 0.5f);
+  EXPECT_STREQ(ModelFormatIdFor(m->preprocessing, m->shape, m->family, m->threshold), "enclave-train-mlp/1");
+  m->threshold = 0.3125f;
+  EXPECT_STREQ(ModelFormatIdFor(m->preprocessing, m->shape, m->family, m->threshold), "enclave-train-model/3");
+  auto v3 = EncodeModelFile(*m);
+  ASSERT_TRUE(v3.ok()) << v3.status().message();
+  EXPECT_EQ(v3->ExposeSecret()[8], 3);  // version
+  auto back = ParseModelFile(v3->ExposeSecret());
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->threshold, 0.3125f);
+  back->threshold = 0.5f;
+  auto again = EncodeModelFile(*back);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->size() == v1.size() && std::memcmp(again->ExposeSecret().data(), v1.data(), v1.size()) == 0);
+  auto three = ParseModelFile(read("valid-softmax-3-classes.model"));
+  ASSERT_TRUE(three.ok());
+  three->threshold = 0.25f;
+  EXPECT_FALSE(EncodeModelFile(*three).ok());
 }
 
 TEST(Plot, SvgHasTheJobsSeriesAndSkipsUndefinedPoints) {

@@ -696,6 +696,8 @@ Result<JobSpec> ParseJob(std::string_view text, const std::string& source, const
     const toml::node* th = t.Get("threshold");
     const toml::node* sens = t.Get("target_sensitivity");
     if (th != nullptr && sens != nullptr) return t.Error(*sens, "target_sensitivity", "and 'threshold' exclude each other");
+    if (th != nullptr) job.key_at.emplace("evaluation.threshold", t.At(*th));
+    if (sens != nullptr) job.key_at.emplace("evaluation.target_sensitivity", t.At(*sens));
     if (th != nullptr && th->is_string()) {
       if (th->as_string()->get() != "youden") {
         return t.Error(*th, "threshold", "must be a number in [0, 1] or \"youden\", got '" + th->as_string()->get() + "'");

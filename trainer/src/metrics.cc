@@ -10,13 +10,13 @@
 
 namespace enclave::trainer {
 
-double Accuracy(const float* probs, const float* labels, size_t rows, uint32_t classes) {
+double Accuracy(const float* probs, const float* labels, size_t rows, uint32_t classes, float threshold) {
   if (rows == 0) return std::numeric_limits<double>::quiet_NaN();
   size_t correct = 0;
   for (size_t r = 0; r < rows; ++r) {
     uint32_t pred = 0;
     if (classes == 2) {
-      pred = probs[r] >= 0.5f ? 1u : 0u;
+      pred = probs[r] >= threshold ? 1u : 0u;
     } else {
       const float* p = probs + r * classes;
       for (uint32_t c = 1; c < classes; ++c) pred = p[c] > p[pred] ? c : pred;

@@ -94,16 +94,21 @@ Result<ModelFile> ReadTrees(ByteReader& b, ModelFile m) {
 
 }  // namespace
 
-uint16_t ModelVersionFor(const Preprocessing& p, const ModelShape& s, ModelFamily family) {
+uint16_t ModelVersionFor(const Preprocessing& p, const ModelShape& s, ModelFamily family, float threshold) {
+  if (s.classes == 2 && threshold != kDefaultThreshold) return kModelVersion3;
   return p.identity() && !s.regression() && family == ModelFamily::kMlp ? kModelVersion : kModelVersion2;
 }
-const char* ModelFormatIdFor(const Preprocessing& p, const ModelShape& s, ModelFamily family) {
-  return ModelVersionFor(p, s, family) == kModelVersion ? kModelFormatId : kModelFormatIdV2;
+const char* ModelFormatIdFor(const Preprocessing& p, const ModelShape& s, ModelFamily family, float threshold) {
+  switch (ModelVersionFor(p, s, family, threshold)) {
+    case kModelVersion: return kModelFormatId;
+    case kModelVersion2: return kModelFormatIdV2;
+    default: return kModelFormatIdV3;
+  }
 }
 
 Result<std::vector<uint8_t>> EncodeModelHead(const ModelShape& s, const dataset::DatasetSchema& schema,
                                              const Preprocessing* prep, float label_mean, float label_scale,
-                                             ModelFamily family) {
+                                             ModelFamily family, float threshold) {
   const bool trees = family == ModelFamily::kXgboost;
   const Preprocessing identity = PlanPreprocessing(schema, {trees ? Impute::kKeepMissing : Impute::kMedian, !trees});
   const Preprocessing& p = prep != nullptr ? *prep : identity;
@@ -120,9 +125,13 @@ Result<std::vector<uint8_t>> EncodeModelHead(const ModelShape& s, const dataset:
       (scaled && !(std::isfinite(label_mean) && std::isfinite(label_scale) && label_scale > 0))) {
     return Internal("EncodeModelHead: regression shape, schema and target scale disagree");
   }
-  const uint16_t version = ModelVersionFor(p, s, family);
+  if (!(threshold >= 0.0f && threshold <= 1.0f) || (s.classes != 2 && threshold != kDefaultThreshold)) {
+    return Internal("EncodeModelHead: a threshold is in [0, 1], and only a binary model has one");
+  }
+  const uint16_t version = ModelVersionFor(p, s, family, threshold);
   const std::vector<uint8_t> encoded = dataset::EncodeSchema(schema);
-  const size_t prep_bytes = version == kModelVersion ? 0 : 5 * p.raw_features() + (scaled ? 8 : 0);
+  const size_t prep_bytes =
+      version == kModelVersion ? 0 : 5 * p.raw_features() + (scaled ? 8 : 0) + (version == kModelVersion3 ? 4 : 0);
   std::vector<uint8_t> head(kFixedBytes + 4 * s.hidden.size() + 4 + encoded.size() + prep_bytes);
   LeCursor c(head);
   c.Raw(kModelMagic, sizeof(kModelMagic));
@@ -141,13 +150,14 @@ Result<std::vector<uint8_t>> EncodeModelHead(const ModelShape& s, const dataset:
   for (uint32_t h : s.hidden) c.Le(h, 4);
   c.Le(encoded.size(), 4);
   c.Raw(encoded.data(), encoded.size());
-  if (version == kModelVersion2) {
+  if (version != kModelVersion) {
     for (const ColumnPlan& col : p.columns) c.Array32(&col.fill, 1);
     for (const ColumnPlan& col : p.columns) c.Le(col.indicator ? 1 : 0, 1);
     if (scaled) {
       c.Array32(&label_mean, 1);
       c.Array32(&label_scale, 1);
     }
+    if (version == kModelVersion3) c.Array32(&threshold, 1);
   }
   if (c.pos() != head.size()) return Internal("EncodeModelHead: size mismatch");
   return head;
@@ -161,7 +171,7 @@ Result<crypto::SecretBytes> EncodeTreesModelFile(const ModelFile& m) {
     return Internal("EncodeModelFile: the trees do not match the shape");
   }
   ASSIGN_OR_RETURN(const std::vector<uint8_t> head,
-                   EncodeModelHead(s, m.schema, &m.preprocessing, 0, 1, ModelFamily::kXgboost));
+                   EncodeModelHead(s, m.schema, &m.preprocessing, 0, 1, ModelFamily::kXgboost, m.threshold));
   const size_t total = head.size() + 8 + n + kDigestBytes;
   ASSIGN_OR_RETURN(crypto::SecretBytes out, crypto::SecretBytes::Create(total));
   LeCursor c(out.ExposeSecretMutable());
@@ -183,7 +193,8 @@ Result<crypto::SecretBytes> EncodeModelFile(const ModelFile& m) {
     return Internal("EncodeModelFile: array sizes do not match the shape");
   }
   ASSIGN_OR_RETURN(const std::vector<uint8_t> head,
-                   EncodeModelHead(s, m.schema, &m.preprocessing, m.label_mean, m.label_scale));
+                   EncodeModelHead(s, m.schema, &m.preprocessing, m.label_mean, m.label_scale, ModelFamily::kMlp,
+                                   m.threshold));
   const size_t total = head.size() + 4 * (2 * F + P) + kDigestBytes;
   ASSIGN_OR_RETURN(crypto::SecretBytes out, crypto::SecretBytes::Create(total));
   LeCursor c(out.ExposeSecretMutable());
@@ -206,9 +217,10 @@ Result<ModelFile> ParseModelFile(ByteSpan bytes) {
   }
   uint16_t version = 0, flags = 0, reserved = 0;
   RETURN_IF_ERROR(r.U16("version", &version).Annotate("model file"));
-  if (version != kModelVersion && version != kModelVersion2) {
-    return Unsupported("model file version " + std::to_string(version) + " (this build reads 1 and 2)");
+  if (version != kModelVersion && version != kModelVersion2 && version != kModelVersion3) {
+    return Unsupported("model file version " + std::to_string(version) + " (this build reads 1, 2 and 3)");
   }
+  const bool v2_layout = version != kModelVersion;  // versions 2 and 3
   // Everything after the version is covered by the digest: check it before trusting any field.
   if (bytes.size() < kFixedBytes + 4 + kDigestBytes) {
     return InvalidInput("model file is truncated (" + std::to_string(bytes.size()) + " bytes)");
@@ -231,7 +243,7 @@ Result<ModelFile> ParseModelFile(ByteSpan bytes) {
   RETURN_IF_ERROR(b.U8("activation", &act).Annotate("model file"));
   RETURN_IF_ERROR(b.U8("hidden_count", &nh).Annotate("model file"));
   uint8_t family = 0, impute = 0;
-  if (version == kModelVersion) {
+  if (!v2_layout) {
     RETURN_IF_ERROR(b.U16("reserved", &reserved).Annotate("model file"));
   } else {
     RETURN_IF_ERROR(b.U8("family", &family).Annotate("model file"));
@@ -243,6 +255,10 @@ Result<ModelFile> ParseModelFile(ByteSpan bytes) {
   if ((s.classes < 2 && !(version == kModelVersion2 && s.classes == 0)) || s.classes > dataset::kMaxClasses) {
     return InvalidInput("model file: classes " + std::to_string(s.classes) + " out of range 2..65536" +
                         (version == kModelVersion2 ? " (or 0: regression)" : ""));
+  }
+  if (version == kModelVersion3 && s.classes != 2) {
+    return InvalidInput("model file: version 3 (a decision threshold) with " + std::to_string(s.classes) +
+                        " classes: only a binary model has a threshold");
   }
   if (family != kModelFamilyNetwork && family != kModelFamilyTrees) {
     return Unsupported("model file: model family " + std::to_string(family) + " at offset 22");
@@ -294,7 +310,7 @@ Result<ModelFile> ParseModelFile(ByteSpan bytes) {
     }
     m.preprocessing = identity;
   } else {
-    if (identity.identity() && !regression && !trees) {
+    if (version == kModelVersion2 && identity.identity() && !regression && !trees) {
       return InvalidInput("model file: version 2 of a classification model with nothing to preprocess (that model is "
                           "version 1)");
     }
@@ -308,6 +324,17 @@ Result<ModelFile> ParseModelFile(ByteSpan bytes) {
       if (!std::isfinite(m.label_mean) || !std::isfinite(m.label_scale) || !(m.label_scale > 0.0f)) {
         return InvalidInput("model file: label_mean and label_scale at offset " + std::to_string(at) +
                             " must be finite and the scale positive");
+      }
+    }
+    if (version == kModelVersion3) {
+      ByteSpan raw;
+      const size_t at = b.offset();
+      RETURN_IF_ERROR(b.Bytes("threshold", 4, &raw).Annotate("model file"));
+      m.threshold = LoadLe32As<float>(raw.data());
+      // Canonical: a threshold of 0.5 is written in version 1 or 2.
+      if (!(m.threshold >= 0.0f && m.threshold <= 1.0f) || m.threshold == kDefaultThreshold) {
+        return InvalidInput("model file: threshold at offset " + std::to_string(at) +
+                            " must be in [0, 1] and not 0.5 (a model at 0.5 is version 1 or 2)");
       }
     }
   }

@@ -40,8 +40,9 @@ Result<SealedModel> SealResidentModel(Backend& backend, const ResidentModel& mod
   if (model.mean.size < F || model.inv_std.size < F || model.params.size < P) {
     return Internal("SealResidentModel: buffers smaller than the shape");
   }
-  ASSIGN_OR_RETURN(const std::vector<uint8_t> head, EncodeModelHead(model.shape, schema, model.preprocessing,
-                                                                     model.label_mean, model.label_scale));
+  ASSIGN_OR_RETURN(const std::vector<uint8_t> head,
+                   EncodeModelHead(model.shape, schema, model.preprocessing, model.label_mean, model.label_scale,
+                                   ModelFamily::kMlp, model.threshold));
   const size_t body = head.size() + sizeof(float) * (2 * F + P), total = body + kModelDigestBytes;
   // The file's bytes in backend memory (zeroized when freed, like every backend buffer).
   ASSIGN_OR_RETURN(OwnedBuffer image, AllocOwned(backend, (total + sizeof(float) - 1) / sizeof(float)));

@@ -202,7 +202,7 @@ Result<ResidentModel> NetworkOf(Backend& backend, const TrainResult& r, OwnedBuf
   RETURN_IF_ERROR(backend.Upload(scratch->get().Slice(F, F), r.inv_std.data(), F));
   RETURN_IF_ERROR(backend.Upload(scratch->get().Slice(2 * F, P), r.params.data(), P));
   return ResidentModel{r.shape, scratch->get().Slice(0, F), scratch->get().Slice(F, F), scratch->get().Slice(2 * F, P),
-                       &r.preprocessing, r.label_mean, r.label_scale};
+                       &r.preprocessing, r.label_mean, r.label_scale, r.threshold};
 }
 
 Result<LockedArray<float>> PredictRawRows(Backend& backend, const TrainResult& r, const float* x, size_t rows) {
@@ -219,8 +219,8 @@ Result<LockedArray<float>> PredictRawRows(Backend& backend, const TrainResult& r
   return PredictTrees(r.trees, inputs.data(), rows);
 }
 
-uint32_t PredictedClass(const float* probs, size_t r, uint32_t classes) {
-  if (classes == 2) return probs[r] >= 0.5f ? 1u : 0u;
+uint32_t PredictedClass(const float* probs, size_t r, uint32_t classes, float threshold) {
+  if (classes == 2) return probs[r] >= threshold ? 1u : 0u;
   const float* p = probs + r * classes;
   uint32_t best = 0;
   for (uint32_t c = 1; c < classes; ++c) {

@@ -141,8 +141,9 @@ struct JobSpec {
   uint32_t metrics = kMetricLoss | kMetricAccuracy | kMetricRocAuc;
   crypto::Digest256 digest{};  // SHA-256 of the job file's bytes
   // Where each path-valued key was given, "job.toml:12", by key ("datasets[0].path",
-  // "output_dir", "export_key", "broker.ca", "broker.witness_policy"): path errors name
-  // the key and its line (JobPathAt).
+  // "output_dir", "export_key", "broker.ca", "broker.witness_policy"; also
+  // "evaluation.threshold", "evaluation.target_sensitivity"): errors name the key and its
+  // line (JobPathAt).
   std::map<std::string, std::string> key_at;
 };
 

@@ -8,8 +8,9 @@
 namespace enclave::trainer {
 
 // probs: rows x 1 (binary: P(class 1)) or rows x classes; labels: class indices.
-// Binary: predicted class 1 when p >= 0.5; multiclass: argmax (first maximum on ties).
-double Accuracy(const float* probs, const float* labels, size_t rows, uint32_t classes);
+// Binary: predicted class 1 when p >= threshold (the per-epoch metrics use 0.5; a model's
+// own threshold, model_file.h, for its predictions); multiclass: argmax (first maximum on ties).
+double Accuracy(const float* probs, const float* labels, size_t rows, uint32_t classes, float threshold = 0.5f);
 
 // ROC AUC as the Mann-Whitney statistic with ties given half credit (average ranks):
 // binary on P(class 1); multiclass the unweighted mean of one-vs-rest AUCs over classes

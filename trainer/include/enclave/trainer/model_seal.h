@@ -28,6 +28,7 @@ struct ResidentModel {
   const Preprocessing* preprocessing = nullptr;
   // Regression: predictions are output * label_scale + label_mean.
   float label_mean = 0, label_scale = 1;
+  float threshold = 0.5f;  // binary: the decision threshold the model file carries (model_file.h)
 };
 
 struct SealedModel {

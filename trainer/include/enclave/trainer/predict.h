@@ -56,8 +56,8 @@ Result<ResidentModel> NetworkOf(Backend& backend, const TrainResult& r, OwnedBuf
 // The same for `rows` rows of raw features in host memory (CPU backend only).
 Result<LockedArray<float>> PredictRawRows(Backend& backend, const TrainResult& r, const float* x, size_t rows);
 
-// The predicted class of row r (binary: p >= 0.5; multiclass: argmax, first on ties), as
-// Accuracy (metrics.h) counts it.
-uint32_t PredictedClass(const float* probs, size_t r, uint32_t classes);
+// The predicted class of row r (binary: p >= threshold, the model's; multiclass: argmax,
+// first on ties), as Accuracy (metrics.h) counts it.
+uint32_t PredictedClass(const float* probs, size_t r, uint32_t classes, float threshold = 0.5f);
 
 }  // namespace enclave::trainer

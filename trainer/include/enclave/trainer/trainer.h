@@ -92,6 +92,9 @@ struct TrainResult {
   // [training] class_weight: the weight of each class (class index order) from these
   // training rows; empty without class weights.
   std::vector<double> class_weights;
+  // Binary: the decision threshold the exported model carries ([evaluation]; set by the
+  // caller once it is chosen on the validation rows); 0.5 by default.
+  float threshold = 0.5f;
   // The final model's predictions of the validation rows, in split.val order: rows x 1
   // (binary P(class 1); regression values, in the target's units) or rows x classes.
   LockedArray<float> val_predictions;
@@ -114,7 +117,7 @@ struct TrainResult {
     const size_t F = shape.inputs;
     return ResidentModel{shape, resident.get().Slice(0, F), resident.get().Slice(F, F),
                          resident.get().Slice(2 * F, shape.parameter_count()), &preprocessing, label_mean,
-                         label_scale};
+                         label_scale, threshold};
   }
 };
 
