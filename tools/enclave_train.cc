@@ -33,6 +33,7 @@
 #include "enclave/dataset/csv.h"
 #include "enclave/trainer/backend.h"
 #include "enclave/trainer/checkpoint.h"
+#include "enclave/trainer/clear_outputs.h"
 #include "enclave/trainer/curves.h"
 #include "enclave/trainer/data.h"
 #include "enclave/trainer/importance.h"
@@ -112,22 +113,35 @@ Result<std::string> ParamsDigest(Backend& backend, const TrainResult& r) {
 // double). Without a validation split (`validation` false) every val_* key the job asks
 // for is null, as is a metric that cannot be computed. Regression (`regression`, or
 // validation RMSE present): val_rmse, val_mae, val_r2 instead of accuracy and AUC.
-json EpochJson(const EpochMetrics& m, uint32_t metrics, bool validation = true, bool regression = false) {
+// One epoch's values, those of the job's clear outputs only (regression has its own).
+json EpochJson(const EpochMetrics& m, const ClearOutputs& clear, bool validation = true) {
   auto val = [validation](double v) { return validation ? Num(v) : json(nullptr); };
   json j = {{"epoch", m.epoch}, {"lr", m.lr}, {"seconds", m.seconds}};
-  if (metrics & kMetricLoss) {
+  if (clear.loss) {
     j["train_loss"] = Num(m.train_loss);
     j["val_loss"] = val(m.val_loss);
   }
-  if (regression || !std::isnan(m.val_rmse)) {  // regression: its own validation metrics
-    j["val_rmse"] = val(m.val_rmse);
-    j["val_mae"] = val(m.val_mae);
-    j["val_r2"] = val(m.val_r2);
-    return j;
-  }
-  if (metrics & kMetricAccuracy) j["val_accuracy"] = val(m.val_accuracy);
-  if (metrics & kMetricRocAuc) j["val_roc_auc"] = val(m.val_auc);
+  if (clear.rmse) j["val_rmse"] = val(m.val_rmse);
+  if (clear.mae) j["val_mae"] = val(m.val_mae);
+  if (clear.r2) j["val_r2"] = val(m.val_r2);
+  if (clear.accuracy) j["val_accuracy"] = val(m.val_accuracy);
+  if (clear.roc_auc) j["val_roc_auc"] = val(m.val_auc);
   return j;
+}
+
+// For people: "loss 0.1234 val_loss ... val_acc ...", the clear outputs only.
+std::string EpochText(const EpochMetrics& m, const ClearOutputs& clear, bool validation) {
+  std::string t;
+  auto add = [&t](const char* name, double v) { t += std::string(t.empty() ? "" : " ") + name + " " + HumanMetric(v); };
+  if (clear.loss) add("loss", m.train_loss);
+  if (!validation) return t + (t.empty() ? "" : " ") + "(no validation split)";
+  if (clear.loss) add("val_loss", m.val_loss);
+  if (clear.rmse) add("val_rmse", m.val_rmse);
+  if (clear.mae) add("val_mae", m.val_mae);
+  if (clear.r2) add("val_r2", m.val_r2);
+  if (clear.accuracy) add("val_acc", m.val_accuracy);
+  if (clear.roc_auc) add("val_auc", m.val_auc);
+  return t;
 }
 
 // Why a run has no validation metrics, for people: "no validation split (validation_fraction = 0)".
@@ -232,13 +246,16 @@ json WeightsJson(const JobSpec& job, const std::vector<double>* class_weights, c
 // the job's rule ([evaluation]: fixed, or chosen on these same rows, which the JSON says).
 // *model_threshold (binary): the threshold, as the model file stores it (f32); the metrics
 // are computed at exactly that value.
+// With `shown` false (the job's clear outputs leave board_metrics out) only the
+// threshold is chosen, and the answer is null.
 Result<json> BoardMetrics(const JobSpec& job, const float* pred, const float* labels, size_t rows, uint32_t classes,
-                          float* model_threshold = nullptr) {
+                          float* model_threshold = nullptr, bool shown = true) {
   EvalOptions opt;
   opt.bootstrap_resamples = job.evaluation.bootstrap_resamples;
   opt.calibration_bins = job.evaluation.calibration_bins;
   opt.seed = job.seed;
   if (classes == 0) {
+    if (!shown) return json(nullptr);
     ASSIGN_OR_RETURN(RegressionReport rr, EvaluateRegression(pred, labels, rows, opt));
     return json{{"rows", rows}, {"metrics", ToJson(rr)}};
   }
@@ -260,6 +277,7 @@ Result<json> BoardMetrics(const JobSpec& job, const float* pred, const float* la
     }
     if (model_threshold != nullptr) *model_threshold = static_cast<float>(opt.threshold);
   }
+  if (!shown) return json(nullptr);
   ASSIGN_OR_RETURN(ClassificationReport cr, EvaluateClassification(pred, labels, rows, classes, opt));
   return json{{"rows", rows}, {"threshold", threshold}, {"metrics", ToJson(cr)}};
 }
@@ -279,7 +297,8 @@ json SourcesJson(const LoadedData& data) {
 // Prints a one-line progress display on a terminal (never with --json).
 class EpochLine {
  public:
-  EpochLine(bool enabled, uint32_t epochs) : enabled_(enabled && StderrIsTerminal()), epochs_(epochs) {}
+  EpochLine(bool enabled, uint32_t epochs, const ClearOutputs& clear)
+      : enabled_(enabled && StderrIsTerminal()), epochs_(epochs), clear_(clear) {}
   void Step(uint32_t epoch, uint64_t done, uint64_t total) {
     if (!enabled_ || (done % 16 != 0 && done != total)) return;
     const int filled = static_cast<int>(30.0 * static_cast<double>(done) / static_cast<double>(total));
@@ -290,18 +309,9 @@ class EpochLine {
   }
   void Epoch(const EpochMetrics& m) {
     if (!enabled_) return;
-    if (!validation_) {
-      std::fprintf(stderr, "\r%sepoch %u/%u loss %s (no validation split) lr %.4g  \n", prefix_.c_str(), m.epoch,
-                   epochs_, HumanMetric(m.train_loss).c_str(), m.lr);
-    } else if (!std::isnan(m.val_rmse)) {
-      std::fprintf(stderr, "\r%sepoch %u/%u loss %s val_loss %s val_rmse %s val_r2 %s lr %.4g  \n", prefix_.c_str(),
-                   m.epoch, epochs_, HumanMetric(m.train_loss).c_str(), HumanMetric(m.val_loss).c_str(),
-                   HumanMetric(m.val_rmse).c_str(), HumanMetric(m.val_r2).c_str(), m.lr);
-    } else {
-      std::fprintf(stderr, "\r%sepoch %u/%u loss %s val_loss %s val_acc %s val_auc %s lr %.4g  \n", prefix_.c_str(),
-                   m.epoch, epochs_, HumanMetric(m.train_loss).c_str(), HumanMetric(m.val_loss).c_str(),
-                   HumanMetric(m.val_accuracy).c_str(), HumanMetric(m.val_auc).c_str(), m.lr);
-    }
+    const std::string values = EpochText(m, clear_, validation_);
+    std::fprintf(stderr, "\r%sepoch %u/%u %s%slr %.4g  \n", prefix_.c_str(), m.epoch, epochs_, values.c_str(),
+                 values.empty() ? "" : " ", m.lr);
   }
   void set_prefix(std::string p) { prefix_ = std::move(p); }
   void set_validation(bool v) { validation_ = v; }
@@ -309,12 +319,17 @@ class EpochLine {
  private:
   bool enabled_;
   uint32_t epochs_;
+  ClearOutputs clear_;
   std::string prefix_;
   bool validation_ = true;
 };
 
 struct Session {
   JobSpec job;
+  // What this job shows in clear (trainer/clear_outputs.h): every report, JSON line,
+  // plot and console line below writes only these (in the attested mode: what the broker
+  // approved for the release).
+  ClearOutputs clear;
   std::unique_ptr<Backend> backend;
   LoadedData data;
   std::optional<crypto::Keystore> keystore;
@@ -336,6 +351,18 @@ struct Session {
     return keystore ? &*keystore : nullptr;
   }
 };
+
+// The job's clear outputs once the task is known, with a note when training.metrics names
+// metrics of the other task (they are not shown: docs/formats/job.md).
+ClearOutputs JobClearOutputs(const JobSpec& job, const std::string& kind, bool regression) {
+  const uint32_t other = regression ? (kMetricAccuracy | kMetricRocAuc) : (kMetricRmse | kMetricMae | kMetricR2);
+  if (job.metrics != kAllMetrics && (job.metrics & other) != 0) {
+    std::fprintf(stderr, "enclave-train: note: %s: %s do not apply to a %s label and are not shown\n",
+                 JobPathAt(job, "training.metrics").c_str(), regression ? "accuracy and roc_auc" : "rmse, mae and r2",
+                 regression ? "regression" : "classification");
+  }
+  return ClearOutputsOf(job, kind, regression);
+}
 
 // `checkpoints`: the run writes or reads checkpoints, whose key is in the keystore.
 // The job's backend.
@@ -385,6 +412,11 @@ Result<Session> Prepare(const Args& args, bool checkpoints, const std::string& k
                  static_cast<long long>(l.reattest_by));
     ASSIGN_OR_RETURN(s.backend, MakeJobBackend(s.job));
     ASSIGN_OR_RETURN(s.data, LoadJobData(*s.backend, s.job, s.Keys()));
+    s.clear = JobClearOutputs(s.job, kind, s.data.classes == 0);
+    // The claims were made from the sealed headers' task; the data are those files.
+    if (s.clear.Names() != s.attested->clear_outputs()) {
+      return Internal("the job's clear outputs differ from those its key release claimed: nothing written");
+    }
     return s;
 #else
     return Unsupported("this enclave-train was built without the attested mode (tpm2-tss or the broker missing)");
@@ -419,6 +451,7 @@ Result<Session> Prepare(const Args& args, bool checkpoints, const std::string& k
   }
   ASSIGN_OR_RETURN(s.backend, MakeJobBackend(s.job));
   ASSIGN_OR_RETURN(s.data, LoadJobData(*s.backend, s.job, s.Keys()));
+  s.clear = JobClearOutputs(s.job, kind, s.data.classes == 0);
   return s;
 }
 
@@ -500,16 +533,16 @@ Status WriteReport(AtomicOutputFile& out, const json& report) {
   return out.Commit();
 }
 
-TrainCallbacks Callbacks(const Args& args, const JobSpec& job, EpochLine* line, const json& extra,
-                         uint32_t* current_epoch, bool validation = true, bool regression = false) {
+TrainCallbacks Callbacks(const Args& args, const ClearOutputs& clear, EpochLine* line, const json& extra,
+                         uint32_t* current_epoch, bool validation = true) {
   TrainCallbacks cb;
   cb.on_step = [line, current_epoch](uint64_t done, uint64_t total) { line->Step(*current_epoch, done, total); };
-  cb.on_epoch = [&args, &job, line, extra, current_epoch, validation, regression](const EpochMetrics& m) {
+  cb.on_epoch = [&args, clear, line, extra, current_epoch, validation](const EpochMetrics& m) {
     ++*current_epoch;
     if (args.json()) {
       json j = {{"event", "epoch"}};
       j.update(extra);
-      j.update(EpochJson(m, job.metrics, validation, regression));
+      j.update(EpochJson(m, clear, validation));
       EmitLine(j);
     } else {
       line->Epoch(m);
@@ -807,10 +840,10 @@ Status Run(const Args& args) {
                         NoValidationSplit(s.job) + ": nothing was trained");
   }
   if (!validation && !args.json()) std::fprintf(stderr, "enclave-train: %s\n", NoValidationSplit(s.job).c_str());
-  EpochLine line(!args.json(), s.job.epochs);
+  EpochLine line(!args.json(), s.job.epochs, s.clear);
   line.set_validation(validation);
   uint32_t epoch = resume ? resume->epoch : 1;
-  TrainCallbacks cb = Callbacks(args, s.job, &line, json::object(), &epoch, validation, regression);
+  TrainCallbacks cb = Callbacks(args, s.clear, &line, json::object(), &epoch, validation);
   cb.model_stays_on_backend = true;  // sealed where it is (on the GPU backend: on the device)
   uint64_t written = 0;
   std::string last_checkpoint;
@@ -882,15 +915,12 @@ Status Run(const Args& args) {
     if (args.json()) {
       EmitLine({{"event", "done"}, {"ok", true}, {"rank", dist.rank}, {"world_size", dist.world_size},
                 {"validation_split", validation},
-                {"final", EpochJson(f, s.job.metrics, validation, regression)}, {"parameters_sha256", params_digest},
+                {"final", EpochJson(f, s.clear, validation)}, {"parameters_sha256", params_digest},
                 {"ring_bytes_sent", ring != nullptr ? json(ring->bytes_sent()) : json(nullptr)}});
     } else {
-      std::printf("rank %u of %u: trained %s for %u epochs, %s\nparameters sha256 %s\n", dist.rank, dist.world_size,
-                  s.job.name.c_str(), s.job.epochs,
-                  !validation  ? NoValidationSplit(s.job).c_str()
-                  : regression ? ("validation RMSE " + HumanMetric(f.val_rmse)).c_str()
-                               : ("validation accuracy " + HumanMetric(f.val_accuracy)).c_str(),
-                  params_digest.c_str());
+      std::printf("rank %u of %u: trained %s for %u epochs%s%s\nparameters sha256 %s\n", dist.rank, dist.world_size,
+                  s.job.name.c_str(), s.job.epochs, validation ? "" : ", ",
+                  validation ? "" : NoValidationSplit(s.job).c_str(), params_digest.c_str());
     }
     return OkStatus();
   }
@@ -903,11 +933,14 @@ Status Run(const Args& args) {
     ASSIGN_OR_RETURN(LockedArray<float> val_labels, LockedArray<float>::Create(r.val_rows));
     for (size_t i = 0; i < r.val_rows; ++i) val_labels[i] = s.data.labels[split.val[i]];
     ASSIGN_OR_RETURN(validation_metrics, BoardMetrics(s.job, r.val_predictions.data(), val_labels.data(), r.val_rows,
-                                                      r.shape.classes, &r.threshold));
+                                                      r.shape.classes, &r.threshold, s.clear.board_metrics));
   }
   json all_rows = {{"rows", s.data.rows}};
   double all_rows_metric = 0;  // RMSE (regression) or accuracy over every row
-  if (r.family == ModelFamily::kXgboost && !r.shape.regression()) {
+  const bool all_rows_shown = r.shape.regression() ? s.clear.rmse : s.clear.accuracy;
+  if (!all_rows_shown) {
+    // Not among the job's clear outputs: not computed.
+  } else if (r.family == ModelFamily::kXgboost && !r.shape.regression()) {
     ASSIGN_OR_RETURN(LockedArray<float> probs, PredictLoaded(*s.backend, r, s.data));
     all_rows_metric = Accuracy(probs.data(), s.data.labels.data(), s.data.rows, r.shape.classes, r.threshold);
     all_rows["accuracy"] = Num(all_rows_metric);
@@ -941,13 +974,17 @@ Status Run(const Args& args) {
                                      {"ring_bytes_sent", ring != nullptr ? json(ring->bytes_sent()) : json(nullptr)}}
                               : json(nullptr);
   json epochs = json::array();
-  for (const EpochMetrics& m : r.epochs) epochs.push_back(EpochJson(m, s.job.metrics, validation, regression));
+  for (const EpochMetrics& m : r.epochs) epochs.push_back(EpochJson(m, s.clear, validation));
   report["epochs"] = epochs;
-  report["final"] = EpochJson(r.Final(), s.job.metrics, validation, regression);
+  report["final"] = EpochJson(r.Final(), s.clear, validation);
   report["best_epoch"] = r.best_epoch > 0 ? json(r.best_epoch) : json(nullptr);
   report["validation_metrics"] = validation_metrics;
-  ASSIGN_OR_RETURN(report["importance"], ImportanceJson(s, r, split));
-  if (s.job.evaluation.coefficients) {
+  if (s.job.evaluation.importance) {
+    ASSIGN_OR_RETURN(report["importance"], ImportanceJson(s, r, split));
+  } else {
+    report["importance"] = {{"permutation", nullptr}, {"permutation_note", "off (evaluation.importance = false)"}};
+  }
+  if (s.clear.coefficients) {
     ASSIGN_OR_RETURN(report["coefficients"], LinearCoefficients(*s.backend, r, s.data.schema));
   } else {
     report["coefficients"] = nullptr;
@@ -963,7 +1000,9 @@ Status Run(const Args& args) {
   // ROC, precision-recall and calibration of a binary model on its validation rows; else
   // the file is not written.
   report["evaluation_plot"] = nullptr;
-  if (r.val_rows > 0 && r.shape.classes == 2) {
+  if (!s.clear.curves) {
+    report["evaluation_plot_note"] = "off (evaluation.curves = false)";
+  } else if (r.val_rows > 0 && r.shape.classes == 2) {
     ASSIGN_OR_RETURN(LockedArray<float> val_labels, LockedArray<float>::Create(r.val_rows));
     for (size_t i = 0; i < r.val_rows; ++i) val_labels[i] = s.data.labels[split.val[i]];
     EvalOptions opt;
@@ -1025,7 +1064,7 @@ Status Run(const Args& args) {
   plot.development_mode = !s.Attested();
   plot.regression = regression;
   plot.kept_epoch = r.best_epoch;
-  const std::string svg = TrainingCurveSvg(r.epochs, s.job.metrics, plot);
+  const std::string svg = TrainingCurveSvg(r.epochs, s.clear.MetricBits(), plot);
   RETURN_IF_ERROR(plot_out->Write(svg.data(), svg.size()));
   RETURN_IF_ERROR(plot_out->Commit());
   const std::string path = report_out->path();
@@ -1070,25 +1109,30 @@ Status Run(const Args& args) {
   } else {
     const EpochMetrics& f = r.Final();
     if (!validation) {
-      std::printf("trained %s on %zu rows for %u epochs on %s\n%s; training loss %s\n", s.job.name.c_str(),
-                  r.train_rows, s.job.epochs, s.backend->Describe().c_str(), NoValidationSplit(s.job).c_str(),
-                  HumanMetric(f.train_loss).c_str());
+      std::printf("trained %s on %zu rows for %u epochs on %s\n%s\n", s.job.name.c_str(), r.train_rows, s.job.epochs,
+                  s.backend->Describe().c_str(), NoValidationSplit(s.job).c_str());
     } else {
       std::printf("trained %s on %zu rows (%zu validation) for %u epochs on %s\n", s.job.name.c_str(), r.train_rows,
                   r.val_rows, s.job.epochs, s.backend->Describe().c_str());
-      if (regression) {
-        std::printf("validation RMSE %s, MAE %s, R^2 %s\n", HumanMetric(f.val_rmse).c_str(),
-                    HumanMetric(f.val_mae).c_str(), HumanMetric(f.val_r2).c_str());
-      } else {
-        std::printf("validation accuracy %s, ROC AUC %s, loss %s (training loss %s)\n",
-                    HumanMetric(f.val_accuracy).c_str(), HumanMetric(f.val_auc).c_str(),
-                    HumanMetric(f.val_loss).c_str(), HumanMetric(f.train_loss).c_str());
-      }
     }
-    if (regression) {
-      std::printf("RMSE over all %zu rows %s\n", s.data.rows, HumanMetric(all_rows_metric).c_str());
-    } else {
-      std::printf("accuracy over all %zu rows %s\n", s.data.rows, HumanMetric(all_rows_metric).c_str());
+    // The final values, those of the job's clear outputs only.
+    std::string values;
+    auto add = [&values](const std::string& name, double v) {
+      values += (values.empty() ? "" : ", ") + name + " " + HumanMetric(v);
+    };
+    if (validation) {
+      if (s.clear.rmse) add("validation RMSE", f.val_rmse);
+      if (s.clear.mae) add("MAE", f.val_mae);
+      if (s.clear.r2) add("R^2", f.val_r2);
+      if (s.clear.accuracy) add("validation accuracy", f.val_accuracy);
+      if (s.clear.roc_auc) add("ROC AUC", f.val_auc);
+      if (s.clear.loss) add("validation loss", f.val_loss);
+    }
+    if (s.clear.loss) add("training loss", f.train_loss);
+    if (!values.empty()) std::printf("%s\n", values.c_str());
+    if (all_rows_shown) {
+      std::printf("%s over all %zu rows %s\n", regression ? "RMSE" : "accuracy", s.data.rows,
+                  HumanMetric(all_rows_metric).c_str());
     }
     std::printf("parameters sha256 %s\n", params_digest.c_str());
     if (export_key) {
@@ -1250,14 +1294,14 @@ Status Cv(const Args& args) {
   if (s.Attested() && !args.Has("force") && std::filesystem::exists(out.path() + ".sig")) {
     return AlreadyExists(out.path() + ".sig exists (use --force to overwrite)");
   }
-  EpochLine line(!args.json(), s.job.epochs);
+  EpochLine line(!args.json(), s.job.epochs, s.clear);
   uint32_t epoch = 1;
   json extra = json::object();
   TrainCallbacks cb;
   auto on_fold = [&](uint32_t f, uint32_t n) {
     epoch = 1;
     extra = {{"fold", f}};
-    cb = Callbacks(args, s.job, &line, extra, &epoch);
+    cb = Callbacks(args, s.clear, &line, extra, &epoch);
     line.set_prefix("fold " + std::to_string(f) + "/" + std::to_string(n) + " ");
   };
   // The callbacks change per fold; CrossValidate takes them once, so forward through this.
@@ -1287,7 +1331,7 @@ Status Cv(const Args& args) {
     const TrainResult& r = cv.folds[i];
     const EpochMetrics& f = r.Final();
     acc_sq += (f.val_accuracy - cv.mean_accuracy) * (f.val_accuracy - cv.mean_accuracy);
-    json j = EpochJson(f, s.job.metrics);
+    json j = EpochJson(f, s.clear);
     j["fold"] = i + 1;
     j["train_rows"] = r.train_rows;
     j["val_rows"] = r.val_rows;
@@ -1297,14 +1341,16 @@ Status Cv(const Args& args) {
   }
   report["folds"] = fj;
   // Pooled over the folds: every row predicted once, by the model that did not see it.
-  ASSIGN_OR_RETURN(report["out_of_fold_metrics"], BoardMetrics(s.job, cv.out_of_fold.data(), s.data.labels.data(),
-                                                                s.data.rows, cv.folds[0].shape.classes));
-  report["mean_accuracy"] = Num(cv.mean_accuracy);
-  report["std_accuracy"] = Num(std::sqrt(acc_sq / static_cast<double>(cv.folds.size())));
-  report["mean_roc_auc"] = Num(cv.mean_auc);
-  const bool regression = cv.folds[0].shape.regression();
-  report["mean_rmse"] = regression ? Num(cv.mean_rmse) : json(nullptr);
-  report["mean_r2"] = regression ? Num(cv.mean_r2) : json(nullptr);
+  ASSIGN_OR_RETURN(report["out_of_fold_metrics"],
+                   BoardMetrics(s.job, cv.out_of_fold.data(), s.data.labels.data(), s.data.rows,
+                                cv.folds[0].shape.classes, nullptr, s.clear.board_metrics));
+  // The means over the folds: null where the job's clear outputs leave the metric out.
+  const double std_accuracy = std::sqrt(acc_sq / static_cast<double>(cv.folds.size()));
+  report["mean_accuracy"] = s.clear.accuracy ? Num(cv.mean_accuracy) : json(nullptr);
+  report["std_accuracy"] = s.clear.accuracy ? Num(std_accuracy) : json(nullptr);
+  report["mean_roc_auc"] = s.clear.roc_auc ? Num(cv.mean_auc) : json(nullptr);
+  report["mean_rmse"] = s.clear.rmse ? Num(cv.mean_rmse) : json(nullptr);
+  report["mean_r2"] = s.clear.r2 ? Num(cv.mean_r2) : json(nullptr);
   const std::string path = (std::filesystem::path(s.job.output_dir) / "cv_metrics.json").string();
   report["signature"] = s.Attested() ? json(path + ".sig") : json(nullptr);
 #ifdef ENCLAVE_HAVE_ATTESTED_MODE
@@ -1323,17 +1369,16 @@ Status Cv(const Args& args) {
     EmitLine({{"event", "done"}, {"ok", true}, {"metrics_file", path}, {"folds", folds},
               {"mean_accuracy", report["mean_accuracy"]}, {"mean_roc_auc", report["mean_roc_auc"]},
               {"mean_rmse", report["mean_rmse"]}, {"mean_r2", report["mean_r2"]}});
-  } else if (regression) {
-    std::printf("%llu-fold cross-validation of %s on %zu rows (%s)\nmean RMSE %s, mean R^2 %s\nmetrics: %s\n",
-                static_cast<unsigned long long>(folds), s.job.name.c_str(), s.data.rows, s.backend->Describe().c_str(),
-                HumanMetric(cv.mean_rmse).c_str(), HumanMetric(cv.mean_r2).c_str(), path.c_str());
   } else {
-    std::printf("%llu-fold cross-validation of %s on %zu rows (%s)\nmean accuracy %s (std %s), mean ROC AUC %s\n"
-                "metrics: %s\n",
+    std::string values;  // the job's clear outputs only
+    auto add = [&values](const std::string& text) { values += (values.empty() ? "" : ", ") + text; };
+    if (s.clear.rmse) add("mean RMSE " + HumanMetric(cv.mean_rmse));
+    if (s.clear.r2) add("mean R^2 " + HumanMetric(cv.mean_r2));
+    if (s.clear.accuracy) add("mean accuracy " + HumanMetric(cv.mean_accuracy) + " (std " + HumanMetric(std_accuracy) + ")");
+    if (s.clear.roc_auc) add("mean ROC AUC " + HumanMetric(cv.mean_auc));
+    std::printf("%llu-fold cross-validation of %s on %zu rows (%s)\n%s%smetrics: %s\n",
                 static_cast<unsigned long long>(folds), s.job.name.c_str(), s.data.rows, s.backend->Describe().c_str(),
-                HumanMetric(cv.mean_accuracy).c_str(),
-                HumanMetric(std::sqrt(acc_sq / static_cast<double>(cv.folds.size()))).c_str(),
-                HumanMetric(cv.mean_auc).c_str(), path.c_str());
+                values.c_str(), values.empty() ? "" : "\n", path.c_str());
   }
   return OkStatus();
 }

@@ -55,10 +55,12 @@ const std::vector<std::string>& JobKinds() {
   return k;
 }
 
-// The metric names the trainer knows: the `known` table of trainer/src/job.cc ([training]
-// metrics). Copied, not linked: the broker does not depend on the trainer. Keep in sync.
+// The names of what the trainer can show in clear: trainer::ClearOutputNames()
+// (trainer/clear_outputs.h). Copied, not linked: the broker does not depend on the
+// trainer. Keep in sync (docs/formats/data-use-policy.md lists them).
 const std::vector<std::string>& TrainerMetrics() {
-  static const std::vector<std::string> k = {"accuracy", "loss", "roc_auc"};
+  static const std::vector<std::string> k = {"loss", "accuracy", "roc_auc", "rmse", "mae",
+                                             "r2", "board_metrics", "curves", "importance", "coefficients"};
   return k;
 }
 

@@ -50,6 +50,7 @@ Result<std::unique_ptr<AttestedJob>> AttestedJob::Start(const trainer::JobSpec& 
   a->options_ = options;
   a->url_ = job.broker.url;
   ASSIGN_OR_RETURN(broker::ReleaseRequest request, ReleaseRequestForJob(job, options.release));
+  a->clear_outputs_ = request.job.clear_metrics;
   ASSIGN_OR_RETURN(a->client_, broker::BrokerClient::Create(job.broker.url, job.broker.ca));
   if (!job.broker.witness_policy.empty()) {
     auto policy = audit::WitnessPolicy::Load(job.broker.witness_policy);

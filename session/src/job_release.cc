@@ -6,12 +6,20 @@
 
 #include "enclave/common/files.h"
 #include "enclave/crypto/sealed_file.h"
+#include "enclave/dataset/schema.h"
+#include "enclave/trainer/clear_outputs.h"
 
 namespace enclave::session {
 namespace {
 
-// The key id of a sealed dataset, from its header only (its length first).
-Result<crypto::Id128> SealedKeyId(const trainer::DatasetSpec& d) {
+struct SealedFacts {
+  crypto::Id128 key_id{};
+  bool regression = false;  // the schema's task (what the clear outputs depend on)
+};
+
+// The key id and task of a sealed dataset, from its header only (its length first): the
+// schema is authenticated metadata, readable without the key.
+Result<SealedFacts> ReadSealedFacts(const trainer::DatasetSpec& d) {
   ASSIGN_OR_RETURN(FileReader reader, FileReader::Open(d.path));
   std::vector<uint8_t> fixed(crypto::kSealedFixedPrefix);
   if (reader.size() < fixed.size()) return InvalidInput(d.path + ": too short for a sealed file");
@@ -27,7 +35,9 @@ Result<crypto::Id128> SealedKeyId(const trainer::DatasetSpec& d) {
     return InvalidInput(d.path + ": not a sealed dataset");
   if (header->params.object_id != d.id)
     return InvalidInput(d.path + ": sealed for dataset '" + header->params.object_id + "', the job says '" + d.id + "'");
-  return header->params.key_id;
+  auto schema = dataset::DecodeSchema(header->params.metadata);
+  if (!schema.ok()) return schema.status().Annotate(d.path);
+  return SealedFacts{header->params.key_id, schema->task == dataset::Task::kRegression};
 }
 
 }  // namespace
@@ -47,9 +57,6 @@ Result<broker::ReleaseRequest> ReleaseRequestForJob(const trainer::JobSpec& job,
   r.job.epochs = job.epochs;
   r.job.world_size = o.world_size;
   r.rank = o.rank;
-  if (job.metrics & trainer::kMetricLoss) r.job.clear_metrics.push_back("loss");
-  if (job.metrics & trainer::kMetricAccuracy) r.job.clear_metrics.push_back("accuracy");
-  if (job.metrics & trainer::kMetricRocAuc) r.job.clear_metrics.push_back("roc_auc");
   r.job.model_export = true;
   r.job.writes_keys = o.writes_keys;
   // The process's own executable: /proc/self/exe names the file it was started from even
@@ -60,13 +67,17 @@ Result<broker::ReleaseRequest> ReleaseRequestForJob(const trainer::JobSpec& job,
   ASSIGN_OR_RETURN(r.workload, broker::WorkloadOfExecutable("/proc/self/exe", exe_path));
   RETURN_IF_ERROR(broker::AddWorkloadCode(o.code_dir, o.code, &r.workload));
   r.job.workload_digest = broker::WorkloadDigest(r.workload);
+  bool regression = false;
   for (const trainer::DatasetSpec& d : job.datasets) {
     if (d.format != trainer::DatasetFormat::kSealed)
       return InvalidInput("dataset '" + d.id + "' is a clear CSV: the broker releases keys of sealed datasets only");
-    ASSIGN_OR_RETURN(crypto::Id128 key_id, SealedKeyId(d));
-    r.keys.push_back({d.id, key_id});
+    ASSIGN_OR_RETURN(SealedFacts facts, ReadSealedFacts(d));
+    r.keys.push_back({d.id, facts.key_id});
     r.job.datasets.push_back(d.id);
+    regression = regression || facts.regression;  // the loader refuses datasets of different tasks
   }
+  // What the job will show in clear, as enclave-train decides it (trainer/clear_outputs.h).
+  if (o.trainer_outputs) r.job.clear_metrics = trainer::ClearOutputsOf(job, o.kind, regression).Names();
   return r;
 }
 

@@ -27,9 +27,15 @@ inline constexpr char kToken[] = "0123456789abcdef0123456789abcdef-test-admin-to
 // itself), enclave-train and enclave-attest, as a JSON array of digests (set in SetUp).
 inline std::string g_workloads = "[]";
 
+// What the test policies let leave in clear by default: every result but a linear
+// model's coefficients (trainer/clear_outputs.h).
+inline const char kClearOutputs[] =
+    R"(["loss","accuracy","roc_auc","rmse","mae","r2","board_metrics","curves","importance"])";
+
 inline std::string UsagePolicyJson(const std::string& attestation_sha256, uint64_t serial, int lease_s = 600,
                             int reattest_s = 60, const std::string& requester = "alice@hospital.example",
-                            const std::string& released_keys = "may-be-written") {
+                            const std::string& released_keys = "may-be-written",
+                            const std::string& clear_metrics = kClearOutputs) {
   return R"({"format":"enclave-data-use-policy","version":2,"policy_id":"medical","serial":)" + std::to_string(serial) +
          R"(,"description":"test","attestation_policy_sha256":")" + attestation_sha256 +
          R"(","datasets":[{"id":"wdbc","job_kinds":["train","cv"],"requesters":[")" + requester +
@@ -37,7 +43,7 @@ inline std::string UsagePolicyJson(const std::string& attestation_sha256, uint64
          g_workloads + R"(}],"cipher_suites":["aes-256-gcm"],)"
          R"("lease":{"duration_s":)" + std::to_string(lease_s) + R"(,"reattest_interval_s":)" + std::to_string(reattest_s) +
          R"(},"max_epochs":100,"max_world_size":4,"outputs":{"model":"encrypted-to-export-key",)"
-         R"("clear_metrics":["loss","accuracy","roc_auc"],"released_keys":")" + released_keys + R"("}})";
+         R"("clear_metrics":)" + clear_metrics + R"(,"released_keys":")" + released_keys + R"("}})";
 }
 
 class ReleaseTest : public EnrolAttestTest {

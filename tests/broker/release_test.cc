@@ -999,6 +999,98 @@ TEST_F(ReleaseTest, EnclaveTrainCvSignsItsMetricsInTheAttestedMode) {
   EXPECT_TRUE(logged);
 }
 
+// Issue 18 §6: on 96aabf4 the trainer claimed only its per-epoch metrics (loss, accuracy,
+// ROC AUC) to the broker, yet its signed report carried the validation board's metrics
+// (confusion matrix, sensitivity, calibration), permutation importance and the evaluation
+// curves in clear, under a data-use policy that allowed none of them; and a job whose
+// metrics were only ["loss"] still printed the validation accuracy. Now every clear output
+// is claimed, the policy decides, and what is not allowed is neither computed nor shown.
+TEST_F(ReleaseTest, ResultsTheDataUsePolicyDoesNotAllowNeverLeaveInClear) {
+  PrepareKeysAndSampleBeforeLaunch();
+  StartBroker();
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_EQ(Activate(UsagePolicyJson(AttestationPolicySha256(), 1, 600, 60, "alice@hospital.example", "may-be-written",
+                                     R"(["loss","accuracy","roc_auc"])"))
+                .status,
+            200);
+  const std::string url = "https://127.0.0.1:" + std::to_string(broker_->port());
+  const std::vector<std::string> host = {"--state", work_ + "/clear-host", "--tcti", fixture_->tcti()};
+  std::string out;
+  std::vector<std::string> reg = {"register", "--broker", url, "--ca", broker_->Path("tls.crt")};
+  reg.insert(reg.end(), host.begin(), host.end());
+  ASSERT_EQ(BrokerProcess::RunProgram(ENCLAVE_ATTEST_BIN, reg, "", &out), 0) << out;
+  auto run = [&](const std::string& name, const std::string& extra) {
+    testing::WriteText(work_ + "/" + name + ".toml", JobToml(work_ + "/" + name, name) + extra);
+    std::vector<std::string> args = {"run", "--job", work_ + "/" + name + ".toml", "--event-log=", ImaLogFlag(),
+                                     "--device", "cpu"};
+    args.insert(args.end(), host.begin(), host.end());
+    return BrokerProcess::RunProgram(ENCLAVE_TRAIN_BIN, args, "", &out);
+  };
+  auto refusal = [&](const std::string& job_id) {
+    std::string reason;
+    for (const auto& e : AuditEntries()) {
+      EXPECT_FALSE(e.event.type == audit::EventType::kKeyReleased && e.event.fields["job_id"] == job_id) << job_id;
+      if (e.event.type == audit::EventType::kReleaseRefused && e.event.fields["job_id"] == job_id) {
+        reason = e.event.fields["reason"].get<std::string>();
+      }
+    }
+    return reason;
+  };
+
+  // A job with the default evaluation asks to show what the policy does not allow: refused.
+  EXPECT_EQ(run("full", ""), 5) << out;
+  EXPECT_FALSE(std::filesystem::exists(work_ + "/full/report.json"));
+  const std::string reason = refusal("full");
+  for (const char* name : {"board_metrics", "curves", "importance"}) {
+    EXPECT_NE(reason.find(std::string("metric '") + name + "' may not leave in clear under policy 'medical'"),
+              std::string::npos)
+        << reason;
+  }
+
+  // The same job without them is released, and its outputs hold only the allowed metrics.
+  const std::string off = "[evaluation]\nboard_metrics = false\ncurves = false\nimportance = false\n";
+  ASSERT_EQ(run("within", off), 0) << out;
+  auto report = nlohmann::json::parse(testing::ReadText(work_ + "/within/report.json"), nullptr, false);
+  ASSERT_TRUE(report.is_object());
+  EXPECT_TRUE(report["validation_metrics"].is_null()) << report["validation_metrics"];
+  EXPECT_TRUE(report["importance"]["permutation"].is_null());
+  EXPECT_FALSE(report["importance"].contains("gain"));
+  EXPECT_TRUE(report["coefficients"].is_null());
+  EXPECT_TRUE(report["evaluation_plot"].is_null());
+  EXPECT_FALSE(std::filesystem::exists(work_ + "/within/evaluation-curves.svg"));
+  EXPECT_TRUE(report["final"].contains("val_accuracy"));  // allowed
+  EXPECT_EQ(out.find("sensitivity"), std::string::npos) << out;
+
+  // A policy that lets only the loss out, and a job that shows only the loss.
+  ASSERT_EQ(Activate(UsagePolicyJson(AttestationPolicySha256(), 2, 600, 60, "alice@hospital.example", "may-be-written",
+                                     R"(["loss"])"))
+                .status,
+            200);
+  EXPECT_EQ(run("accuracy", off), 5) << out;  // claims accuracy and roc_auc
+  EXPECT_NE(refusal("accuracy").find("metric 'accuracy' may not leave in clear"), std::string::npos);
+  ASSERT_EQ(run("loss", "metrics = [\"loss\"]\n" + off), 0) << out;  // JobToml ends in [training]
+  report = nlohmann::json::parse(testing::ReadText(work_ + "/loss/report.json"), nullptr, false);
+  ASSERT_TRUE(report.is_object());
+  for (const auto& e : report["epochs"]) {
+    EXPECT_TRUE(e.contains("val_loss"));
+    EXPECT_FALSE(e.contains("val_accuracy") || e.contains("val_roc_auc")) << e;
+  }
+  EXPECT_FALSE(report["final"].contains("val_accuracy"));
+  EXPECT_FALSE(report["all_rows"].contains("accuracy")) << report["all_rows"];
+  EXPECT_EQ(out.find("accuracy"), std::string::npos) << out;
+  EXPECT_EQ(out.find("ROC AUC"), std::string::npos) << out;
+  const std::string plot = testing::ReadText(work_ + "/loss/training-curve.svg");
+  EXPECT_EQ(plot.find("val_accuracy"), std::string::npos);
+  EXPECT_EQ(plot.find("accuracy 0"), std::string::npos);
+  // The broker's job.finished entry (the last one: this job's) records the clear metrics only.
+  nlohmann::json finished;
+  for (const auto& e : AuditEntries()) {
+    if (e.event.type == audit::EventType::kJobFinished) finished = e.event.fields["metrics"];
+  }
+  EXPECT_TRUE(finished.contains("val_loss")) << finished;
+  EXPECT_FALSE(finished.contains("val_accuracy") || finished.contains("val_roc_auc")) << finished;
+}
+
 // Checkpoints in the attested mode: sealed under a key derived from the job key, so a
 // resumed run (a new process, a new release for the same job id) reads them and ends with
 // the model an uninterrupted run makes.

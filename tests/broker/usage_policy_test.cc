@@ -119,7 +119,7 @@ TEST(UsagePolicyExamples, HipaaMedicalTerms) {
   EXPECT_EQ(p->reattest_interval_s, 600);
   EXPECT_EQ(p->max_epochs, 500u);
   EXPECT_EQ(p->max_world_size, 8u);
-  EXPECT_EQ(p->clear_metrics, (std::vector<std::string>{"loss", "accuracy", "roc_auc"}));
+  EXPECT_EQ(p->clear_metrics, (std::vector<std::string>{"loss", "accuracy", "roc_auc", "board_metrics", "curves"}));
 }
 
 TEST(UsagePolicyExamples, DevSwtpmAllowsTheDemoDatasets) {
@@ -332,7 +332,8 @@ TEST(UsagePolicyParse, EveryRuleNamesItsPath) {
       {"model clear", [](ojson& j) { j["outputs"]["model"] = "clear"; },
        p + "'outputs.model' must be \"encrypted-to-export-key\" (the only value in v2)"},
       {"metric unknown", [](ojson& j) { j["outputs"]["clear_metrics"][1] = "f1"; },
-       p + "'outputs.clear_metrics[1]' must be one of accuracy, loss, roc_auc"},
+       p + "'outputs.clear_metrics[1]' must be one of loss, accuracy, roc_auc, rmse, mae, r2, board_metrics, curves, "
+           "importance, coefficients"},
       {"metric repeated", [](ojson& j) { j["outputs"]["clear_metrics"][1] = "loss"; },
        p + "'outputs.clear_metrics[1]' repeats 'loss'"},
       {"metrics type", [](ojson& j) { j["outputs"]["clear_metrics"] = "loss"; },
@@ -464,6 +465,23 @@ TEST_F(Evaluate, ClearMetrics) {
   claims_.clear_metrics = {"loss", "roc_auc", "f1"};
   EXPECT_EQ(Reasons(), (std::vector<std::string>{"metric 'roc_auc' may not leave in clear under policy 'unit'",
                                                  "metric 'f1' may not leave in clear under policy 'unit'"}));
+}
+
+// The validation board's metrics, the curves, importance and coefficients are names of
+// their own: a policy that lists only the per-epoch metrics lets none of them out.
+TEST_F(Evaluate, EvaluationResultsNeedTheirOwnNames) {
+  claims_.clear_metrics = {"loss", "board_metrics", "curves", "importance", "coefficients"};
+  EXPECT_EQ(Reasons(), (std::vector<std::string>{
+                           "metric 'board_metrics' may not leave in clear under policy 'unit'",
+                           "metric 'curves' may not leave in clear under policy 'unit'",
+                           "metric 'importance' may not leave in clear under policy 'unit'",
+                           "metric 'coefficients' may not leave in clear under policy 'unit'"}));
+  auto j = nlohmann::ordered_json::parse(kBase);
+  j["outputs"]["clear_metrics"] = {"loss", "board_metrics", "curves", "importance", "coefficients", "rmse", "mae", "r2"};
+  auto wide = ParseUsagePolicy(j.dump());
+  ASSERT_TRUE(wide.ok()) << wide.status().ToString();
+  policy_ = *wide;
+  EXPECT_TRUE(Reasons().empty());
 }
 
 TEST_F(Evaluate, ModelExport) {

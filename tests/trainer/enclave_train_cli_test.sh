@@ -152,7 +152,9 @@ pass; expect_unsupported "categorical, streamed" \
 pass; expect_rc 0 "seal regression" -- "$DATA" seal --csv "$SAMPLES/credit_card_applications.csv" --label income \
   --task regression --suite aes-256-gcm --dataset-id credit-card --keystore "$T/ks" --out "$T/cc-reg.sealed" \
   --passphrase-fd 3
-v2_job "$T/cc-reg.sealed" > "$T/v2-reg.toml"
+# The regression metrics by name (the example names the classification ones).
+v2_job "$T/cc-reg.sealed" | sed 's/^metrics = .*/metrics = ["loss", "rmse", "mae", "r2"]/' > "$T/v2-reg.toml"
+grep -q '^metrics = \["loss", "rmse"' "$T/v2-reg.toml" || fail "regression job: metrics line"
 rm -rf "$T/out-v2"
 pass; expect_rc 0 "cv, regression" -- "$TRAIN" cv --job "$T/v2-reg.toml" --folds 3 --keystore "$T/ks" \
   --passphrase-fd 3 --device cpu --json

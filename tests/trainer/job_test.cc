@@ -1,6 +1,7 @@
 // Strict parsing of the job TOML: the examples parse; every error names the key and line.
 #include "enclave/trainer/job.h"
 #include "enclave/common/bytes.h"
+#include "enclave/trainer/clear_outputs.h"
 
 #include <gtest/gtest.h>
 
@@ -142,6 +143,40 @@ TEST(Job, PreprocessAndEvaluationTables) {
   ExpectError(std::string(kMinimal) + "[evaluation]\nthreshold = 1.5\n", "'evaluation.threshold' must be in [0, 1]");
   ExpectError(std::string(kMinimal) + "[evaluation]\nthreshold = 0.4\ntarget_sensitivity = 0.9\n",
               "'evaluation.target_sensitivity' and 'threshold' exclude each other");
+}
+
+// What a job claims to show in clear (docs/training.md, "What leaves in clear").
+TEST(Job, ClearOutputsFollowTheJobKindAndTask) {
+  using V = std::vector<std::string>;
+  auto d = Parse(kMinimal);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(ClearOutputsOf(*d, "train", false).Names(),
+            (V{"loss", "accuracy", "roc_auc", "board_metrics", "curves", "importance"}));
+  EXPECT_EQ(ClearOutputsOf(*d, "cv", false).Names(), (V{"loss", "accuracy", "roc_auc", "board_metrics"}));
+  EXPECT_EQ(ClearOutputsOf(*d, "train", true).Names(), (V{"loss", "rmse", "mae", "r2", "board_metrics", "importance"}));
+  EXPECT_EQ(ClearOutputNames().size(), 10u);
+
+  auto narrow = Parse(std::string(kMinimal) +
+                      "[training]\nmetrics = [\"loss\", \"r2\"]\nvalidation_fraction = 0\n[evaluation]\ncurves = false\n");
+  ASSERT_TRUE(narrow.ok()) << narrow.status().ToString();
+  // No validation rows: no board, no curves, no permutation importance in run; cv has folds.
+  EXPECT_EQ(ClearOutputsOf(*narrow, "train", false).Names(), (V{"loss"}));
+  EXPECT_EQ(ClearOutputsOf(*narrow, "train", true).Names(), (V{"loss", "r2"}));
+  EXPECT_EQ(ClearOutputsOf(*narrow, "cv", true).Names(), (V{"loss", "r2", "board_metrics"}));
+  EXPECT_EQ(ClearOutputsOf(*narrow, "cv", true).MetricBits(), kMetricLoss | kMetricR2);
+
+  auto off = Parse(std::string(kMinimal) +
+                   "[evaluation]\nboard_metrics = false\nimportance = false\ncoefficients = true\n");
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_EQ(ClearOutputsOf(*off, "train", false).Names(), (V{"loss", "accuracy", "roc_auc", "curves", "coefficients"}));
+  EXPECT_EQ(ClearOutputsOf(*off, "cv", false).Names(), (V{"loss", "accuracy", "roc_auc"}));
+  auto no_repeats = Parse(std::string(kMinimal) + "[evaluation]\npermutation_repeats = 0\n");
+  ASSERT_TRUE(no_repeats.ok());
+  EXPECT_FALSE(ClearOutputsOf(*no_repeats, "train", false).importance);  // the network has no gain
+
+  ExpectError(std::string(kMinimal) + "[training]\nmetrics = [\"f1\"]\n",
+              "has unknown metric 'f1' (loss, accuracy, roc_auc, rmse, mae, r2)");
+  ExpectError(std::string(kMinimal) + "[evaluation]\ncurves = 1\n", "'evaluation.curves'");
 }
 
 TEST(Job, ClassAndSampleWeights) {

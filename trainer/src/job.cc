@@ -592,12 +592,16 @@ Result<JobSpec> ParseJob(std::string_view text, const std::string& source, const
     std::vector<std::string> metrics;
     RETURN_IF_ERROR(t.StringArray("metrics", &metrics));
     if (mn != nullptr) {
+      job.key_at.emplace("training.metrics", t.At(*mn));
       job.metrics = 0;
-      const std::map<std::string, Metric> known = {
-          {"loss", kMetricLoss}, {"accuracy", kMetricAccuracy}, {"roc_auc", kMetricRocAuc}};
+      const std::map<std::string, Metric> known = {{"loss", kMetricLoss}, {"accuracy", kMetricAccuracy},
+                                                   {"roc_auc", kMetricRocAuc}, {"rmse", kMetricRmse},
+                                                   {"mae", kMetricMae}, {"r2", kMetricR2}};
       for (const std::string& m : metrics) {
         auto it = known.find(m);
-        if (it == known.end()) return t.Error(*mn, "metrics", "has unknown metric '" + m + "' (loss, accuracy, roc_auc)");
+        if (it == known.end()) {
+          return t.Error(*mn, "metrics", "has unknown metric '" + m + "' (loss, accuracy, roc_auc, rmse, mae, r2)");
+        }
         job.metrics |= it->second;
       }
       if (job.metrics == 0) return t.Error(*mn, "metrics", "must name at least one metric");
@@ -714,6 +718,9 @@ Result<JobSpec> ParseJob(std::string_view text, const std::string& source, const
     RETURN_IF_ERROR(t.UInt("calibration_bins", 2, 100, &job.evaluation.calibration_bins));
     RETURN_IF_ERROR(t.UInt("permutation_repeats", 0, 1000, &job.evaluation.permutation_repeats));
     RETURN_IF_ERROR(t.Bool("coefficients", &job.evaluation.coefficients));
+    RETURN_IF_ERROR(t.Bool("board_metrics", &job.evaluation.board_metrics));
+    RETURN_IF_ERROR(t.Bool("curves", &job.evaluation.curves));
+    RETURN_IF_ERROR(t.Bool("importance", &job.evaluation.importance));
     RETURN_IF_ERROR(t.Finish());
   }
   if (job.schedule.kind == kernels::kLrCosine && job.schedule.min_lr > job.optimizer.lr) {

@@ -232,9 +232,9 @@ std::string Svg(const std::vector<EpochMetrics>& epochs, uint32_t metrics, const
         m.push_back("no validation split");
       } else if (info->regression) {
         if (metrics & kMetricLoss) m.push_back("validation loss " + HumanMetric(f.val_loss));
-        m.push_back("validation RMSE " + HumanMetric(f.val_rmse));
-        m.push_back("MAE " + HumanMetric(f.val_mae));
-        m.push_back("R^2 " + HumanMetric(f.val_r2));
+        if (metrics & kMetricRmse) m.push_back("validation RMSE " + HumanMetric(f.val_rmse));
+        if (metrics & kMetricMae) m.push_back("MAE " + HumanMetric(f.val_mae));
+        if (metrics & kMetricR2) m.push_back("R^2 " + HumanMetric(f.val_r2));
       } else {
         if (metrics & kMetricLoss) m.push_back("validation loss " + HumanMetric(f.val_loss));
         if (metrics & kMetricAccuracy) m.push_back("validation accuracy " + HumanMetric(f.val_accuracy));
@@ -264,7 +264,7 @@ std::string Svg(const std::vector<EpochMetrics>& epochs, uint32_t metrics, const
     loss.push_back({"val_loss", "validation loss", "#ff7f0e", "6 3", [](const EpochMetrics& m) { return m.val_loss; }});
   }
   const bool regression = info != nullptr && info->regression;
-  if (regression) {
+  if ((metrics & kMetricRmse) && regression) {
     quality.push_back({"val_rmse", "val. RMSE", "#2ca02c", "", [](const EpochMetrics& m) { return m.val_rmse; }});
   }
   if ((metrics & kMetricAccuracy) && !regression) {
@@ -273,13 +273,16 @@ std::string Svg(const std::vector<EpochMetrics>& epochs, uint32_t metrics, const
   if ((metrics & kMetricRocAuc) && !regression) {
     quality.push_back({"val_roc_auc", "val. ROC AUC", "#d62728", "6 3", [](const EpochMetrics& m) { return m.val_auc; }});
   }
+  // A panel whose every series the job leaves out of its clear outputs says so.
+  const std::string hidden = "not shown in clear (the job's training.metrics)";
   Panel(out, epochs, loss, top0 + 20, no_validation ? "training loss (mean cross-entropy)" : "loss (mean cross-entropy)",
-        false);
+        false, loss.empty() ? hidden : "");
   Panel(out, epochs, quality, top0 + 20 + kPanelHeight + kGap,
         regression ? "validation RMSE (target units)" : "validation accuracy and ROC AUC", !regression,
-        !no_validation ? ""
-        : regression   ? "no validation split: no validation RMSE"
-                       : "no validation split: no validation accuracy or ROC AUC");
+        no_validation && regression ? "no validation split: no validation RMSE"
+        : no_validation             ? "no validation split: no validation accuracy or ROC AUC"
+        : quality.empty()           ? hidden
+                                    : "");
   out += "</svg>\n";
   return out;
 }

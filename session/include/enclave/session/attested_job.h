@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "enclave/attest/host/agent.h"
 #include "enclave/attest/host/tpm.h"
@@ -56,6 +57,8 @@ class AttestedJob {
   crypto::Keystore& keystore() { return *keystore_; }
   const broker::Release& release() const { return release_; }
   const std::string& url() const { return url_; }
+  // What the release claimed the job shows in clear, as the broker approved it.
+  const std::vector<std::string>& clear_outputs() const { return clear_outputs_; }
 
   // False once the lease has ended: a renewal was refused, its deadline passed, or the
   // broker answered that it is no longer active (revoked). The keeper renews at two thirds
@@ -84,6 +87,7 @@ class AttestedJob {
   Result<broker::RendezvousInfo> Rendezvous(const std::string& address);
 
   std::string url_;
+  std::vector<std::string> clear_outputs_;
   Options options_;
   std::unique_ptr<broker::BrokerClient> client_;
   std::unique_ptr<attest::host::Tpm> tpm_;

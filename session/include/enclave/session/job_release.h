@@ -27,6 +27,10 @@ struct JobReleaseOptions {
   // those relative names (broker::Workload::code): what the data-use policy approves.
   std::string code_dir;
   std::vector<std::string> code;
+  // The clear outputs claimed: enclave-train's (trainer::ClearOutputsOf the job, kind and
+  // task); false for a requester that itself shows no result in clear (the Python
+  // package: what the approved script prints is the script's, approved by its digest).
+  bool trainer_outputs = true;
 };
 
 // The workload is this process's executable (/proc/self/exe, hashed as IMA measures it

@@ -98,6 +98,11 @@ struct EvaluationSpec {
   uint32_t calibration_bins = 10;
   uint32_t permutation_repeats = 5;  // permutation importance on the validation rows; 0: none
   bool coefficients = false;         // a linear model's coefficients in the clear report (they are the model)
+  // Which results are computed and shown in clear at all (trainer/clear_outputs.h): a job
+  // turns off what its data-use policy does not allow to leave.
+  bool board_metrics = true;  // run's validation_metrics, cv's out_of_fold_metrics
+  bool curves = true;         // run: evaluation-curves.svg
+  bool importance = true;     // run: permutation importance and the trees' gain
 };
 
 // [training] class_weight and sample_weight_column: each training row's loss and gradient
@@ -112,7 +117,17 @@ struct WeightSpec {
 };
 inline constexpr double kMaxClassWeight = 1e6;
 
-enum Metric : uint32_t { kMetricLoss = 1, kMetricAccuracy = 2, kMetricRocAuc = 4 };
+// [training] metrics: per-epoch values shown in clear. Accuracy and ROC AUC apply to
+// classification, RMSE, MAE and R^2 to regression; the loss to both.
+enum Metric : uint32_t {
+  kMetricLoss = 1,
+  kMetricAccuracy = 2,
+  kMetricRocAuc = 4,
+  kMetricRmse = 8,
+  kMetricMae = 16,
+  kMetricR2 = 32,
+};
+inline constexpr uint32_t kAllMetrics = kMetricLoss | kMetricAccuracy | kMetricRocAuc | kMetricRmse | kMetricMae | kMetricR2;
 
 struct JobSpec {
   std::string name;
@@ -138,7 +153,7 @@ struct JobSpec {
   // epochs, and keep the best epoch's parameters; 0: train every epoch.
   uint32_t early_stopping_patience = 0;
   WeightSpec weights;  // [training] class_weight, sample_weight_column
-  uint32_t metrics = kMetricLoss | kMetricAccuracy | kMetricRocAuc;
+  uint32_t metrics = kAllMetrics;
   crypto::Digest256 digest{};  // SHA-256 of the job file's bytes
   // Where each path-valued key was given, "job.toml:12", by key ("datasets[0].path",
   // "output_dir", "export_key", "broker.ca", "broker.witness_policy"; also
