@@ -132,6 +132,7 @@ Result<JobSpec> SubstitutedJob(std::string_view text, const std::string& source,
   const toml::table* params = root["tune"]["parameters"].as_table();
   if (params == nullptr) return Internal("SubstitutedJob: no [tune.parameters]");
   ASSIGN_OR_RETURN(std::vector<ParamNode> nodes, SortedParams(*params, source));
+  std::string made_at;
   if (nodes.size() != picks.size()) return Internal("SubstitutedJob: picks do not match the parameters");
   for (size_t p = 0; p < nodes.size(); ++p) {
     if (picks[p] == kKeep) continue;
@@ -139,13 +140,24 @@ Result<JobSpec> SubstitutedJob(std::string_view text, const std::string& source,
     const size_t dot = key.find('.');
     const std::string table = key.substr(0, dot), name = key.substr(dot + 1);
     toml::table* into = root.get_as<toml::table>(table);
-    if (into == nullptr) into = root.insert_or_assign(table, toml::table{}).first->second.as_table();
+    if (into == nullptr) {  // a table the job does not have: made for the candidate (it has no line)
+      if (made_at.empty()) made_at = At(source, *nodes[p].values->get(picks[p]));
+      into = root.insert_or_assign(table, toml::table{}).first->second.as_table();
+    }
     // Our own freshly parsed tree: the candidate is moved out of [tune], which is dropped.
     toml::node& cand = *const_cast<toml::array*>(nodes[p].values)->get(picks[p]);
     cand.visit([&](auto& v) { into->insert_or_assign(name, std::move(v)); });
   }
   root.erase("tune");
-  return internal::ParseJobTable(root, text, source, base_dir);
+  Result<JobSpec> job = internal::ParseJobTable(root, text, source, base_dir);
+  if (!job.ok() && !made_at.empty()) {
+    // An error about a table made here names line 0: name the candidate's instead.
+    std::string m = job.status().message();
+    const std::string zero = source + ":0:";
+    if (const size_t at = m.find(zero); at != std::string::npos) m.replace(at, zero.size(), made_at + ":");
+    return Status(job.status().code(), m);
+  }
+  return job;
 }
 
 }  // namespace
