@@ -175,6 +175,7 @@ TEST(Tune, ErrorsNameTheKeyAndLine) {
   ExpectError("[tune]\n[tune.parameters]\n\"optimizer.lr\" = []\n", "job.toml:11: 'tune.parameters' \"optimizer.lr\" must list at least one candidate");
   ExpectError("[tune]\n[tune.parameters]\n\"optimizer.lr\" = 0.1\n", "job.toml:11: 'tune.parameters' \"optimizer.lr\" must be an array");
   ExpectError("[tune]\n[tune.parameters]\n\"optimizer.lr\" = [0.1, 0.1]\n", "lists the candidate 0.1 twice");
+  ExpectError("[tune]\n[tune.parameters]\n\"optimizer.lr\" = [1, 1.0]\n", "lists the candidate 1.0 twice");
   ExpectError("[tune]\n[tune.parameters]\n", "job.toml:10: 'tune.parameters' must name at least one job key");
   ExpectError("[tune]\nfolds = 3\n", "missing required key 'tune.parameters'");
   // A candidate of the wrong type or range: the job's own rule, at the candidate's line.
