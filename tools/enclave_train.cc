@@ -1399,9 +1399,8 @@ Status Cv(const Args& args) {
     std::printf("%llu-fold cross-validation of %s on %zu rows (%s)\nmean accuracy %s (std %s), mean ROC AUC %s\n"
                 "metrics: %s\n",
                 static_cast<unsigned long long>(folds), s.job.name.c_str(), s.data.rows, s.backend->Describe().c_str(),
-                HumanMetric(cv.mean_accuracy).c_str(), HumanMetric(report["std_accuracy"].is_null()
-                                                                       ? std::nan("")
-                                                                       : report["std_accuracy"].get<double>()).c_str(),
+                HumanMetric(cv.mean_accuracy).c_str(),
+                HumanMetric(report["std_accuracy"].is_number() ? report["std_accuracy"].get<double>() : NAN).c_str(),
                 HumanMetric(cv.mean_auc).c_str(), path.c_str());
   }
   return OkStatus();

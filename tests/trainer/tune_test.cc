@@ -199,7 +199,10 @@ TEST(Tune, ErrorsNameTheKeyAndLine) {
   ASSERT_FALSE(not_table.ok());
   EXPECT_NE(not_table.status().message().find("job.toml:1: 'tune' must be a table"), std::string::npos)
       << not_table.status().message();
-  // Caps: at most 1000 configurations in a grid.
+  // Caps: at most 1000 candidates in all, 1000 configurations in a grid.
+  std::string long_list = "[tune]\n[tune.parameters]\n\"training.epochs\" = [";
+  for (int i = 1; i <= 1001; ++i) long_list += std::to_string(i) + (i < 1001 ? ", " : "]\n");
+  ExpectError(long_list, "job.toml:11: 'tune.parameters' \"training.epochs\": [tune.parameters] may list at most 1000 candidates in all");
   std::string many = "[tune]\n[tune.parameters]\n";
   for (const char* key : {"optimizer.lr", "optimizer.l2", "optimizer.weight_decay"}) {
     many += std::string("\"") + key + "\" = [0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09, 0.1, 0.11]\n";

@@ -229,6 +229,7 @@ Status internal::ParseTuneTable(const toml::table& root, std::string_view text, 
     return bad(*pn, "parameters", "may name at most " + std::to_string(kMaxTuneParameters) + " job keys");
   }
   spec.grid_size = 1;
+  size_t candidates = 0;
   for (const ParamNode& p : nodes) {
     const std::string where = At(source, *p.values) + ": 'tune.parameters' \"" + p.key + "\"";
     if (const char* why = WhyNotTunable(p.key); why != nullptr) {
@@ -236,8 +237,10 @@ Status internal::ParseTuneTable(const toml::table& root, std::string_view text, 
       return InvalidInput(where + " cannot be tuned: " + why);
     }
     if (p.values->empty()) return InvalidInput(where + " must list at least one candidate");
-    if (p.values->size() > kMaxTuneCandidates) {
-      return InvalidInput(where + " may list at most " + std::to_string(kMaxTuneCandidates) + " candidates");
+    candidates += p.values->size();
+    if (candidates > kMaxTuneCandidates) {
+      return InvalidInput(where + ": [tune.parameters] may list at most " + std::to_string(kMaxTuneCandidates) +
+                          " candidates in all");
     }
     TuneParameter tp{p.key, At(source, *p.values), {}};
     std::vector<json> seen;

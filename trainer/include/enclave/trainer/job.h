@@ -126,7 +126,7 @@ struct TuneParameter {
 };
 inline constexpr uint32_t kMaxTuneConfigurations = 1000;
 inline constexpr uint32_t kMaxTuneParameters = 32;
-inline constexpr uint32_t kMaxTuneCandidates = 1000;  // per parameter
+inline constexpr uint32_t kMaxTuneCandidates = 1000;  // over all parameters (each is checked in a parse of the job)
 struct TuneSpec {
   bool enabled = false;  // the job has a [tune] table
   std::string at;        // where: "job.toml:20"
