@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -286,6 +287,74 @@ TEST(Tune, BestIsTheArgmaxTiesToTheEarlierUndefinedLast) {
   EXPECT_DOUBLE_EQ(s.std, std::sqrt(1.25));  // population standard deviation, as cv's
   EXPECT_TRUE(std::isnan(Summarize({1, nan}).mean));
   EXPECT_TRUE(std::isnan(Summarize({1, nan}).std));
+}
+
+// Independent of metrics_report.cc: scikit-learn's step-wise average precision, and the
+// Brier score, of (p, y) pairs.
+double AveragePrecision(std::vector<std::pair<float, float>> py) {
+  std::sort(py.begin(), py.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  double positives = 0;
+  for (const auto& [p, y] : py) positives += y;
+  double ap = 0, tp = 0, fp = 0, recall = 0;
+  for (size_t i = 0; i < py.size();) {
+    size_t j = i;
+    for (; j < py.size() && py[j].first == py[i].first; ++j) (py[j].second == 1 ? tp : fp) += 1;
+    const double r = tp / positives;
+    ap += (r - recall) * tp / (tp + fp);
+    recall = r;
+    i = j;
+  }
+  return ap;
+}
+
+TEST(Tune, FoldScoresAreEachFoldsOwnRows) {
+  // 40 rows, 4 folds of the real fold assignment; each fold's "model" predicts its rows.
+  const size_t n = 40;
+  const uint64_t seed = 3;
+  LoadedData data;
+  data.rows = n;
+  data.classes = 2;
+  auto labels = LockedArray<float>::Create(n);
+  ASSERT_TRUE(labels.ok());
+  data.labels = std::move(labels).value();
+  for (size_t i = 0; i < n; ++i) data.labels[i] = (i * 7 + i / 3) % 3 == 0 ? 1.0f : 0.0f;
+  auto splits = StratifiedKFold(data.labels, 2, 4, seed);
+  ASSERT_TRUE(splits.ok());
+  CvResult cv;
+  std::vector<std::vector<std::pair<float, float>>> rows(4);
+  for (size_t f = 0; f < 4; ++f) {
+    TrainResult r;
+    EpochMetrics m;
+    m.val_accuracy = 0.5 + 0.1 * static_cast<double>(f);
+    m.val_auc = 0.6 + 0.1 * static_cast<double>(f);
+    m.val_loss = 0.3 - 0.05 * static_cast<double>(f);
+    r.epochs.push_back(m);
+    const LockedArray<uint32_t>& val = (*splits)[f].val;
+    auto pred = LockedArray<float>::Create(val.size());
+    ASSERT_TRUE(pred.ok());
+    r.val_predictions = std::move(pred).value();
+    for (size_t i = 0; i < val.size(); ++i) {
+      // Scores that depend on the row and the fold, with ties.
+      r.val_predictions[i] = static_cast<float>((val[i] * 13 + f * 5) % 10) / 10.0f;
+      rows[f].emplace_back(r.val_predictions[i], data.labels[val[i]]);
+    }
+    cv.folds.push_back(std::move(r));
+  }
+  auto ap = FoldScores(*FindTuneMetric("average_precision"), cv, data, seed);
+  auto brier = FoldScores(*FindTuneMetric("brier"), cv, data, seed);
+  auto acc = FoldScores(*FindTuneMetric("accuracy"), cv, data, seed);
+  auto auc = FoldScores(*FindTuneMetric("roc_auc"), cv, data, seed);
+  auto loss = FoldScores(*FindTuneMetric("log_loss"), cv, data, seed);
+  ASSERT_TRUE(ap.ok() && brier.ok() && acc.ok() && auc.ok() && loss.ok()) << ap.status().ToString();
+  for (size_t f = 0; f < 4; ++f) {
+    EXPECT_NEAR((*ap)[f], AveragePrecision(rows[f]), 1e-12) << f;
+    double b = 0;
+    for (const auto& [p, y] : rows[f]) b += (static_cast<double>(p) - y) * (static_cast<double>(p) - y);
+    EXPECT_NEAR((*brier)[f], b / static_cast<double>(rows[f].size()), 1e-12) << f;
+    EXPECT_EQ((*acc)[f], cv.folds[f].epochs[0].val_accuracy);
+    EXPECT_EQ((*auc)[f], cv.folds[f].epochs[0].val_auc);
+    EXPECT_EQ((*loss)[f], cv.folds[f].epochs[0].val_loss);
+  }
 }
 
 }  // namespace
