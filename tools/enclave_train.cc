@@ -1350,6 +1350,7 @@ Result<json> CvResultJson(const Session& s, const JobSpec& job, const CvResult& 
 // "Signed report"), the signature first; the broker's job report endpoint takes only run
 // reports (it logs the exported model), so these stay local.
 Status CommitMetrics(const Args& args, Session& s, AtomicOutputFile& out, json& report) {
+  RETURN_IF_ERROR(LeaseEnded(s));  // nothing is written once the lease has ended
   report["signature"] = s.Attested() ? json(out.path() + ".sig") : json(nullptr);
 #ifdef ENCLAVE_HAVE_ATTESTED_MODE
   if (s.attested) {
