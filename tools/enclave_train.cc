@@ -46,6 +46,7 @@
 #include "enclave/trainer/plot.h"
 #include "enclave/trainer/predict.h"
 #include "enclave/trainer/trainer.h"
+#include "enclave/trainer/tune.h"
 #ifdef ENCLAVE_HAVE_ATTESTED_MODE
 #include "enclave/session/attested_job.h"
 #endif
@@ -71,6 +72,9 @@ const FlagSpec kKeystore{"keystore", "K", "local tenant keystore holding the dat
 const FlagSpec kDevice{"device", "cpu|gpu|auto", "override the job's device"};
 const FlagSpec kRunForce{"force", "", "overwrite existing outputs (report, plot, model) in the output directory"};
 const FlagSpec kCvForce{"force", "", "overwrite an existing cv_metrics.json in the output directory"};
+const FlagSpec kTuneJson{"json", "", "emit one JSON line per configuration (its values, per-fold metric, mean, std) "
+                                     "and a final JSON line with the best on stdout"};
+const FlagSpec kTuneForce{"force", "", "overwrite an existing tune_metrics.json in the output directory"};
 const FlagSpec kExportKey{"export-key", "F.pub",
                           "the tenant's export public key file (enclave-data keystore export-key show --out); "
                           "overrides the job's export_key; one of them is required (development mode)"};
@@ -314,6 +318,7 @@ class EpochLine {
                  values.empty() ? "" : " ", m.lr);
   }
   void set_prefix(std::string p) { prefix_ = std::move(p); }
+  void set_epochs(uint32_t e) { epochs_ = e; }
   void set_validation(bool v) { validation_ = v; }
 
  private:
@@ -368,8 +373,10 @@ ClearOutputs JobClearOutputs(const JobSpec& job, const std::string& kind, bool r
 // The job's backend.
 Result<std::unique_ptr<Backend>> MakeJobBackend(const JobSpec& job) { return MakeBackend(job.device); }
 
+// `claim_epochs` (tune): the epochs the release claims, when not the job's own (the most any
+// configuration trains).
 Result<Session> Prepare(const Args& args, bool checkpoints, const std::string& kind, uint32_t rank = 0,
-                        uint32_t world_size = 1) {
+                        uint32_t world_size = 1, uint32_t claim_epochs = 0) {
   Session s;
   ASSIGN_OR_RETURN(s.job, LoadJob(args.Get("job")));
   // XGBoost allocates (and copies the rows into) memory of its own: in tree mode every page
@@ -402,7 +409,9 @@ Result<Session> Prepare(const Args& args, bool checkpoints, const std::string& k
     o.release.kind = kind;
     o.release.rank = rank;
     o.release.world_size = world_size;
-    auto attested = AttestedJob::Start(s.job, o);
+    JobSpec claimed = s.job;
+    if (claim_epochs > 0) claimed.epochs = claim_epochs;
+    auto attested = AttestedJob::Start(claimed, o);
     if (!attested.ok()) return attested.status().Annotate("attested key release from " + s.job.broker.url);
     s.attested = std::move(attested).value();
     const broker::Lease& l = s.attested->release().lease;
@@ -715,6 +724,9 @@ Status Run(const Args& args) {
     }
   }
   ASSIGN_OR_RETURN(Session s, Prepare(args, checkpoints, "train", dist.rank, dist.world_size));
+  if (s.job.tune.enabled && writes_outputs) {
+    std::fprintf(stderr, "enclave-train: note: [tune] is read by enclave-train tune; run trains the job as written\n");
+  }
   const bool force = args.Has("force");
 
   // The other ranks, before anything is written: every rank proves the job key to its
@@ -1286,45 +1298,73 @@ Status Predict(const Args& args) {
   return OkStatus();
 }
 
-Status Cv(const Args& args) {
-  ASSIGN_OR_RETURN(uint64_t folds, args.GetU64("folds", 5));
-  if (folds < 2 || folds > 100) return InvalidInput("--folds must be in 2..100");
-  ASSIGN_OR_RETURN(Session s, Prepare(args, false, "cv"));
-  ASSIGN_OR_RETURN(AtomicOutputFile out, OpenReport(s, "cv_metrics.json", args.Has("force")));
+// The output file of cv or tune (cv_metrics.json, tune_metrics.json), refused when it
+// exists unless --force, and in the attested mode its signature too, before any training.
+Result<AtomicOutputFile> OpenMetricsFile(const Args& args, const Session& s, const char* name) {
+  ASSIGN_OR_RETURN(AtomicOutputFile out, OpenReport(s, name, args.Has("force")));
   if (s.Attested() && !args.Has("force") && std::filesystem::exists(out.path() + ".sig")) {
     return AlreadyExists(out.path() + ".sig exists (use --force to overwrite)");
   }
-  EpochLine line(!args.json(), s.job.epochs, s.clear);
-  uint32_t epoch = 1;
-  json extra = json::object();
-  TrainCallbacks cb;
-  auto on_fold = [&](uint32_t f, uint32_t n) {
-    epoch = 1;
-    extra = {{"fold", f}};
-    cb = Callbacks(args, s.clear, &line, extra, &epoch);
-    line.set_prefix("fold " + std::to_string(f) + "/" + std::to_string(n) + " ");
-  };
-  // The callbacks change per fold; CrossValidate takes them once, so forward through this.
-  TrainCallbacks forward;
-  forward.model_stays_on_backend = true;  // only the digests of the folds' parameters are reported
-  forward.on_step = [&](uint64_t d, uint64_t t) { cb.on_step(d, t); };
-  forward.on_epoch = [&](const EpochMetrics& m) { cb.on_epoch(m); };
+  return out;
+}
+
+// The callbacks of cross-validation runs: a progress line per epoch on a terminal or, with
+// `epoch_lines` and --json, a JSON line per epoch (with `extra` and the fold); in the
+// attested mode training stops when the lease ends. CrossValidate takes the callbacks once,
+// so they forward to the current fold's.
+class CvProgress {
+ public:
+  CvProgress(const Args& args, const Session& s, bool epoch_lines)
+      : args_(args), clear_(s.clear), line_(!args.json(), s.job.epochs, s.clear), epoch_lines_(epoch_lines) {
+    forward.model_stays_on_backend = true;  // only the digests of the folds' parameters are reported
+    forward.on_step = [this](uint64_t d, uint64_t t) { if (cb_.on_step) cb_.on_step(d, t); };
+    forward.on_epoch = [this](const EpochMetrics& m) { if (cb_.on_epoch) cb_.on_epoch(m); };
 #ifdef ENCLAVE_HAVE_ATTESTED_MODE
-  // As in run: when the lease ends, cross-validation stops and nothing is written.
-  if (s.attested) forward.should_stop = [a = s.attested.get()](uint64_t) { return !a->LeaseHeld(); };
+    // As in run: when the lease ends, cross-validation stops and nothing is written.
+    if (s.attested) forward.should_stop = [a = s.attested.get()](uint64_t) { return !a->LeaseHeld(); };
 #endif
-  Result<CvResult> validated = CrossValidate(*s.backend, s.job, s.data, static_cast<uint32_t>(folds), forward, on_fold);
+  }
+  CvProgress(const CvProgress&) = delete;
+  CvProgress& operator=(const CvProgress&) = delete;
+
+  // Before fold f of n of `job` (which must outlive the fold): `label` prefixes the
+  // progress line, `extra` goes into the JSON lines.
+  void Fold(const JobSpec& job, uint32_t f, uint32_t n, const std::string& label, json extra) {
+    epoch_ = 1;
+    extra["fold"] = f;
+    line_.set_epochs(job.epochs);
+    line_.set_prefix(label + "fold " + std::to_string(f) + "/" + std::to_string(n) + " ");
+    cb_ = Callbacks(args_, clear_, &line_, extra, &epoch_);
+    if (args_.json() && !epoch_lines_) cb_.on_epoch = [this](const EpochMetrics&) { ++epoch_; };
+  }
+
+  TrainCallbacks forward;
+
+ private:
+  const Args& args_;
+  ClearOutputs clear_;  // every configuration's are the job's: [tune] cannot change them
+  EpochLine line_;
+  bool epoch_lines_;
+  uint32_t epoch_ = 1;
+  TrainCallbacks cb_;
+};
+
+// Attested mode: a lease that ended during cross-validation stops it, nothing written.
+Status LeaseEnded([[maybe_unused]] const Session& s) {
 #ifdef ENCLAVE_HAVE_ATTESTED_MODE
   if (s.attested && !s.attested->LeaseHeld()) {
     return PermissionDenied("the lease ended during cross-validation (" + s.attested->LeaseEndReason() +
                             "): stopped, nothing written, keys wiped");
   }
 #endif
-  if (!validated.ok()) return validated.status();
-  CvResult cv = std::move(validated).value();
-  json report = ReportHeader(args, s, "cv");
-  report["model"] = ModelJson(cv.folds[0]);
-  report["weights"] = WeightsJson(s.job, nullptr, s.data.schema.classes);
+  return OkStatus();
+}
+
+// One cross-validation's results as cv_metrics.json has them: `folds` (each fold's final
+// metrics, rows, parameter digest, class weights), `out_of_fold_metrics` (pooled over the
+// folds: every row predicted once, by the model that did not see it) and the means.
+Result<json> CvResultJson(const Session& s, const JobSpec& job, const CvResult& cv) {
+  json out;
   json fj = json::array();
   double acc_sq = 0;
   for (size_t i = 0; i < cv.folds.size(); ++i) {
@@ -1339,32 +1379,61 @@ Status Cv(const Args& args) {
     if (!r.class_weights.empty()) j["class_weights"] = r.class_weights;
     fj.push_back(j);
   }
-  report["folds"] = fj;
-  // Pooled over the folds: every row predicted once, by the model that did not see it.
-  ASSIGN_OR_RETURN(report["out_of_fold_metrics"],
-                   BoardMetrics(s.job, cv.out_of_fold.data(), s.data.labels.data(), s.data.rows,
+  out["folds"] = fj;
+  ASSIGN_OR_RETURN(out["out_of_fold_metrics"],
+                   BoardMetrics(job, cv.out_of_fold.data(), s.data.labels.data(), s.data.rows,
                                 cv.folds[0].shape.classes, nullptr, s.clear.board_metrics));
   // The means over the folds: null where the job's clear outputs leave the metric out.
   const double std_accuracy = std::sqrt(acc_sq / static_cast<double>(cv.folds.size()));
-  report["mean_accuracy"] = s.clear.accuracy ? Num(cv.mean_accuracy) : json(nullptr);
-  report["std_accuracy"] = s.clear.accuracy ? Num(std_accuracy) : json(nullptr);
-  report["mean_roc_auc"] = s.clear.roc_auc ? Num(cv.mean_auc) : json(nullptr);
-  report["mean_rmse"] = s.clear.rmse ? Num(cv.mean_rmse) : json(nullptr);
-  report["mean_r2"] = s.clear.r2 ? Num(cv.mean_r2) : json(nullptr);
-  const std::string path = (std::filesystem::path(s.job.output_dir) / "cv_metrics.json").string();
-  report["signature"] = s.Attested() ? json(path + ".sig") : json(nullptr);
+  out["mean_accuracy"] = s.clear.accuracy ? Num(cv.mean_accuracy) : json(nullptr);
+  out["std_accuracy"] = s.clear.accuracy ? Num(std_accuracy) : json(nullptr);
+  out["mean_roc_auc"] = s.clear.roc_auc ? Num(cv.mean_auc) : json(nullptr);
+  out["mean_rmse"] = s.clear.rmse ? Num(cv.mean_rmse) : json(nullptr);
+  out["mean_r2"] = s.clear.r2 ? Num(cv.mean_r2) : json(nullptr);
+  return out;
+}
+
+// Writes a cv or tune report: in the attested mode signed like run's report (docs/training.md,
+// "Signed report"), the signature first; the broker's job report endpoint takes only run
+// reports (it logs the exported model), so these stay local.
+Status CommitMetrics(const Args& args, Session& s, AtomicOutputFile& out, json& report) {
+  RETURN_IF_ERROR(LeaseEnded(s));  // nothing is written once the lease has ended
+  report["signature"] = s.Attested() ? json(out.path() + ".sig") : json(nullptr);
 #ifdef ENCLAVE_HAVE_ATTESTED_MODE
   if (s.attested) {
-    // Signed like run's report (docs/training.md, "Signed report"); the broker's job report
-    // endpoint takes only run reports (it logs the exported model), so this one stays local.
     const std::string text = ReportText(report);
     ASSIGN_OR_RETURN(std::string sig, s.attested->SignReport(text));
-    ASSIGN_OR_RETURN(AtomicOutputFile sig_out, CreateOutput(path + ".sig", args.Has("force")));
+    ASSIGN_OR_RETURN(AtomicOutputFile sig_out, CreateOutput(out.path() + ".sig", args.Has("force")));
     RETURN_IF_ERROR(sig_out.Write(sig.data(), sig.size()));
     RETURN_IF_ERROR(sig_out.Commit());
   }
+#else
+  (void)args;
 #endif
-  RETURN_IF_ERROR(WriteReport(out, report));
+  return WriteReport(out, report);
+}
+
+Status Cv(const Args& args) {
+  ASSIGN_OR_RETURN(uint64_t folds, args.GetU64("folds", 5));
+  if (folds < 2 || folds > 100) return InvalidInput("--folds must be in 2..100");
+  ASSIGN_OR_RETURN(Session s, Prepare(args, false, "cv"));
+  if (s.job.tune.enabled) {
+    std::fprintf(stderr, "enclave-train: note: [tune] is read by enclave-train tune; cv validates the job as written\n");
+  }
+  ASSIGN_OR_RETURN(AtomicOutputFile out, OpenMetricsFile(args, s, "cv_metrics.json"));
+  CvProgress progress(args, s, true);
+  Result<CvResult> validated = CrossValidate(*s.backend, s.job, s.data, static_cast<uint32_t>(folds), progress.forward,
+                                             [&](uint32_t f, uint32_t n) { progress.Fold(s.job, f, n, "", {}); });
+  RETURN_IF_ERROR(LeaseEnded(s));
+  if (!validated.ok()) return validated.status();
+  CvResult cv = std::move(validated).value();
+  json report = ReportHeader(args, s, "cv");
+  report["model"] = ModelJson(cv.folds[0]);
+  report["weights"] = WeightsJson(s.job, nullptr, s.data.schema.classes);
+  ASSIGN_OR_RETURN(json results, CvResultJson(s, s.job, cv));
+  report.update(results);
+  const std::string path = out.path();
+  RETURN_IF_ERROR(CommitMetrics(args, s, out, report));
   if (args.json()) {
     EmitLine({{"event", "done"}, {"ok", true}, {"metrics_file", path}, {"folds", folds},
               {"mean_accuracy", report["mean_accuracy"]}, {"mean_roc_auc", report["mean_roc_auc"]},
@@ -1374,12 +1443,158 @@ Status Cv(const Args& args) {
     auto add = [&values](const std::string& text) { values += (values.empty() ? "" : ", ") + text; };
     if (s.clear.rmse) add("mean RMSE " + HumanMetric(cv.mean_rmse));
     if (s.clear.r2) add("mean R^2 " + HumanMetric(cv.mean_r2));
-    if (s.clear.accuracy) add("mean accuracy " + HumanMetric(cv.mean_accuracy) + " (std " + HumanMetric(std_accuracy) + ")");
+    if (s.clear.accuracy) {
+      add("mean accuracy " + HumanMetric(cv.mean_accuracy) + " (std " +
+          HumanMetric(report["std_accuracy"].is_number() ? report["std_accuracy"].get<double>() : NAN) + ")");
+    }
     if (s.clear.roc_auc) add("mean ROC AUC " + HumanMetric(cv.mean_auc));
     std::printf("%llu-fold cross-validation of %s on %zu rows (%s)\n%s%smetrics: %s\n",
                 static_cast<unsigned long long>(folds), s.job.name.c_str(), s.data.rows, s.backend->Describe().c_str(),
                 values.c_str(), values.empty() ? "" : "\n", path.c_str());
   }
+  return OkStatus();
+}
+
+// The clear output a [tune] metric is part of (docs/training.md, "What leaves in clear").
+std::string ClearOutputOfTuneMetric(std::string_view metric) {
+  if (metric == "log_loss") return "loss";
+  if (metric == "average_precision" || metric == "brier") return "board_metrics";
+  return std::string(metric);  // accuracy, roc_auc, rmse, mae, r2
+}
+
+bool ClearOutputsAllow(const ClearOutputs& clear, const std::string& name) {
+  const std::vector<std::string> names = clear.Names();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// A configuration's parameter values as JSON, by key.
+json TuneValuesJson(const TuneSpec& spec, const std::vector<uint32_t>& picks) {
+  json j = json::object();
+  for (size_t p = 0; p < spec.parameters.size(); ++p) j[spec.parameters[p].key] = json::parse(spec.parameters[p].candidates[picks[p]]);
+  return j;
+}
+
+// tune: every configuration of the job's [tune] search cross-validated on the same folds
+// of data loaded once; tune_metrics.json reports them all and the best.
+Status Tune(const Args& args) {
+  // Every configuration is made and parsed before any key is asked for or data read.
+  ASSIGN_OR_RETURN(TunePlan plan, LoadTunePlan(args.Get("job")));
+  const TuneSpec& spec = plan.base.tune;
+  uint32_t most_epochs = 0;
+  for (const TuneConfiguration& c : plan.configurations) most_epochs = std::max(most_epochs, c.job.epochs);
+  // The release is a cross-validation's (kind "cv": the broker knows run and cv), claiming
+  // the most epochs any configuration trains.
+  ASSIGN_OR_RETURN(Session s, Prepare(args, false, "cv", 0, 1, most_epochs));
+  if (s.job.digest != plan.base.digest) {
+    return InvalidInput(args.Get("job") + ": the job file changed while it was read");
+  }
+  ASSIGN_OR_RETURN(const TuneMetric* metric, ResolveTuneMetric(spec, s.data.classes));
+  // The search's metric leaves in clear too: it must be one of the job's clear outputs
+  // (what the release claimed), before anything is trained.
+  if (const std::string needs = ClearOutputOfTuneMetric(metric->name); !ClearOutputsAllow(s.clear, needs)) {
+    return InvalidInput(spec.at + ": [tune] metric '" + metric->name + "' is shown in clear as '" + needs +
+                        "', which this job does not show (training.metrics, [evaluation]): nothing was trained");
+  }
+  ASSIGN_OR_RETURN(AtomicOutputFile out, OpenMetricsFile(args, s, "tune_metrics.json"));
+  if (args.Has("device")) {
+    for (TuneConfiguration& c : plan.configurations) c.job.device = s.job.device;
+  }
+  const size_t n = plan.configurations.size();
+  const char* method = spec.method == TuneMethod::kGrid ? "grid" : "random";
+  if (!args.json()) {
+    std::fprintf(stderr, "enclave-train: %s search: %zu configuration(s), %u-fold cross-validation each, by %s (%s "
+                 "is better)\n", method, n, spec.folds, metric->name, metric->higher_is_better ? "higher" : "lower");
+  }
+  CvProgress progress(args, s, false);
+  json configurations = json::array();
+  std::vector<double> means;
+  std::vector<TuneScore> scores;
+  for (const TuneConfiguration& c : plan.configurations) {
+    const std::string label = "configuration " + std::to_string(c.index) + "/" + std::to_string(n) + " ";
+    Result<CvResult> validated =
+        CrossValidate(*s.backend, c.job, s.data, spec.folds, progress.forward,
+                      [&](uint32_t f, uint32_t k) { progress.Fold(c.job, f, k, label, {{"configuration", c.index}}); });
+    RETURN_IF_ERROR(LeaseEnded(s));
+    if (!validated.ok()) {
+      return validated.status().Annotate("[tune] configuration " + std::to_string(c.index) + " (" +
+                                         DescribeConfiguration(spec, c.picks) + ")");
+    }
+    const CvResult cv = std::move(validated).value();
+    ASSIGN_OR_RETURN(std::vector<double> per_fold, FoldScores(*metric, cv, s.data, c.job.seed));
+    const TuneScore score = Summarize(per_fold);
+    json per_fold_json = json::array();
+    for (double v : per_fold) per_fold_json.push_back(Num(v));
+    json j = {{"configuration", c.index},
+              {"parameters", TuneValuesJson(spec, c.picks)},
+              {"metric_per_fold", per_fold_json},
+              {"mean", Num(score.mean)},
+              {"std", Num(score.std)},
+              {"model", ModelJson(cv.folds[0])}};
+    ASSIGN_OR_RETURN(json results, CvResultJson(s, c.job, cv));
+    j.update(results);
+    if (args.json()) {
+      EmitLine({{"event", "configuration"}, {"configuration", c.index}, {"of", n}, {"parameters", j["parameters"]},
+                {"metric", metric->name}, {"metric_per_fold", per_fold_json}, {"mean", j["mean"]}, {"std", j["std"]}});
+    }
+    configurations.push_back(std::move(j));
+    means.push_back(score.mean);
+    scores.push_back(score);
+  }
+  const std::vector<size_t> order = RankConfigurations(means, metric->higher_is_better);
+  for (size_t r = 0; r < order.size(); ++r) configurations[order[r]]["rank"] = r + 1;
+  const bool found = !order.empty() && !std::isnan(means[order[0]]);
+  const size_t best = found ? order[0] : 0;
+  json report = ReportHeader(args, s, "tune");
+  report["weights"] = WeightsJson(s.job, nullptr, s.data.schema.classes);
+  json params = json::array();
+  for (const TuneParameter& p : spec.parameters) {
+    json cands = json::array();
+    for (const std::string& c : p.candidates) cands.push_back(json::parse(c));
+    params.push_back({{"key", p.key}, {"candidates", cands}});
+  }
+  report["search"] = {{"method", method},
+                      {"metric", metric->name},
+                      {"direction", metric->higher_is_better ? "higher is better" : "lower is better"},
+                      {"folds", spec.folds},
+                      {"fold_seed", s.job.seed},
+                      {"seed", spec.method == TuneMethod::kRandom ? json(spec.seed) : json(nullptr)},
+                      {"trials", spec.method == TuneMethod::kRandom ? json(spec.trials) : json(nullptr)},
+                      {"grid_size", spec.grid_size},
+                      {"configurations", n},
+                      {"parameters", params},
+                      {"selection", "the best mean over the folds; equal means: the earlier configuration; a "
+                                    "configuration with an undefined mean is never the best"}};
+  report["configurations"] = configurations;
+  report["best"] = found ? json{{"configuration", best + 1},
+                                {"parameters", configurations[best]["parameters"]},
+                                {"mean", configurations[best]["mean"]},
+                                {"std", configurations[best]["std"]}}
+                         : json(nullptr);
+  const std::string path = out.path();
+  RETURN_IF_ERROR(CommitMetrics(args, s, out, report));
+  if (args.json()) {
+    EmitLine({{"event", "done"}, {"ok", true}, {"metrics_file", path}, {"configurations", n},
+              {"metric", metric->name}, {"best", report["best"]}});
+    return OkStatus();
+  }
+  // For people: one row per configuration in search order, 4 significant digits.
+  std::printf("%s search of %s: %zu configuration(s), %u-fold cross-validation on %zu rows (%s), by mean %s (%s "
+              "is better)\n", method, s.job.name.c_str(), n, spec.folds, s.data.rows, s.backend->Describe().c_str(),
+              metric->name, metric->higher_is_better ? "higher" : "lower");
+  std::printf("%4s %4s  %-10s %-10s  %s\n", "#", "rank", "mean", "std", "parameters");
+  for (size_t i = 0; i < n; ++i) {
+    std::printf("%4zu %4zu  %-10s %-10s  %s\n", i + 1, configurations[i]["rank"].get<size_t>(),
+                HumanMetric(scores[i].mean).c_str(), HumanMetric(scores[i].std).c_str(),
+                DescribeConfiguration(spec, plan.configurations[i].picks).c_str());
+  }
+  if (found) {
+    std::printf("best: configuration %zu (%s): mean %s %s (std %s)\n", best + 1,
+                DescribeConfiguration(spec, plan.configurations[best].picks).c_str(), metric->name,
+                HumanMetric(scores[best].mean).c_str(), HumanMetric(scores[best].std).c_str());
+  } else {
+    std::printf("best: none (%s is undefined for every configuration)\n", metric->name);
+  }
+  std::printf("metrics: %s\n", path.c_str());
   return OkStatus();
 }
 
@@ -1400,6 +1615,9 @@ int main(int argc, char** argv) {
       {"cv", "stratified k-fold cross-validation of the job (shuffled, seeded)", "", 0,
        {kJob, {"folds", "K", "number of folds (default 5)"}, kKeystore, pass, kDevice, kCvForce, kTcti, kState, kEventLog,
         kImaLog, kCvJson}, Cv},
+      {"tune", "grid or random search over the job's [tune] parameters, each configuration cross-validated on the "
+               "same folds; reports every configuration and the best (tune_metrics.json)", "", 0,
+       {kJob, kKeystore, pass, kDevice, kTuneForce, kTcti, kState, kEventLog, kImaLog, kTuneJson}, Tune},
       {"predict", "class predictions and probabilities of a model for the rows of a CSV (data owner side)", "", 0,
        {{"model", "M", "plaintext model file (enclave-data open-model), or an exported one with --keystore", true},
         {"keystore", "K", "the tenant keystore: open the exported model M in locked memory"},

@@ -1091,6 +1091,93 @@ TEST_F(ReleaseTest, ResultsTheDataUsePolicyDoesNotAllowNeverLeaveInClear) {
   EXPECT_FALSE(finished.contains("val_accuracy") || finished.contains("val_roc_auc")) << finished;
 }
 
+// tune in the attested mode: released as a cross-validation claiming the most epochs any
+// configuration trains (a search past the policy's max_epochs gets no keys), and its
+// tune_metrics.json signed like cv's metrics.
+TEST_F(ReleaseTest, EnclaveTrainTuneSignsItsMetricsAndClaimsItsMostEpochs) {
+  PrepareKeysAndSampleBeforeLaunch();
+  std::vector<std::string> host;
+  ASSERT_NO_FATAL_FAILURE(StartAndRegister("tune-host", &host));
+  const std::string search = "[tune]\nfolds = 2\n[tune.parameters]\n\"optimizer.lr\" = [0.01, 0.1]\n";
+  testing::WriteText(work_ + "/tune.toml", JobToml(work_ + "/tune", "tune-job") + search);
+  std::vector<std::string> tune = {"tune", "--job", work_ + "/tune.toml", "--event-log=", ImaLogFlag(), "--device", "cpu"};
+  tune.insert(tune.end(), host.begin(), host.end());
+  std::string out;
+  ASSERT_EQ(BrokerProcess::RunProgram(ENCLAVE_TRAIN_BIN, tune, "", &out), 0) << out;
+  const std::string text = testing::ReadText(work_ + "/tune/tune_metrics.json");
+  auto metrics = nlohmann::json::parse(text, nullptr, false);
+  ASSERT_TRUE(metrics.is_object());
+  EXPECT_EQ(metrics["mode"], "attested");
+  EXPECT_EQ(metrics["verb"], "tune");
+  EXPECT_EQ(metrics["configurations"].size(), 2u);
+  EXPECT_EQ(metrics["signature"], work_ + "/tune/tune_metrics.json.sig");
+  auto sig = nlohmann::json::parse(testing::ReadText(work_ + "/tune/tune_metrics.json.sig"), nullptr, false);
+  ASSERT_TRUE(sig.is_object());
+  const crypto::Digest256 digest = crypto::Sha256(AsBytes(text));
+  EXPECT_EQ(sig["report_sha256"], HexEncode(digest));
+  std::string domain = "enclave-train report v1";
+  std::vector<uint8_t> message(domain.begin(), domain.end());
+  message.push_back(0);
+  message.insert(message.end(), digest.begin(), digest.end());
+  auto key = HexDecode(sig["report_key"].get<std::string>());
+  auto signature = HexDecode(sig["signature"].get<std::string>());
+  ASSERT_TRUE(key.ok() && signature.ok() && key->size() == 32 && signature->size() == 64);
+  EXPECT_EQ(crypto_sign_verify_detached(signature->data(), message.data(), message.size(), key->data()), 0);
+  bool logged = false;
+  for (const auto& e : AuditEntries()) {
+    if (e.event.type == audit::EventType::kKeyReleased && e.event.fields["job_id"] == "tune-job") {
+      EXPECT_EQ(e.event.fields["report_key"], sig["report_key"]);
+      logged = true;
+    }
+  }
+  EXPECT_TRUE(logged);
+  // The policy allows 100 epochs; a configuration of 150 makes the release claim 150.
+  const std::string longer = "[tune]\nfolds = 2\n[tune.parameters]\n\"training.epochs\" = [20, 150]\n";
+  testing::WriteText(work_ + "/long.toml", JobToml(work_ + "/long", "long-tune-job") + longer);
+  tune[2] = work_ + "/long.toml";
+  EXPECT_EQ(BrokerProcess::RunProgram(ENCLAVE_TRAIN_BIN, tune, "", &out), 5) << out;
+  const audit::Entry refused = AuditEntries().back();  // the trainer hears only "refused"; the log says why
+  ASSERT_EQ(refused.event.type, audit::EventType::kReleaseRefused);
+  const std::string reason = refused.event.fields["reason"].get<std::string>();
+  EXPECT_NE(reason.find("epochs 150 exceed max_epochs 100"), std::string::npos) << reason;
+  EXPECT_FALSE(std::filesystem::exists(work_ + "/long/tune_metrics.json"));
+}
+
+// tune stops like cv when its lease ends: exit 5, nothing written.
+TEST_F(ReleaseTest, EnclaveTrainTuneStopsWhenItsLeaseEnds) {
+  settings_.before_launch = [this](const std::string& dir) -> Status { return PrepareKeysAndBigSample(dir); };
+  std::vector<std::string> host;
+  ASSERT_NO_FATAL_FAILURE(StartAndRegister("long-tune-host", &host, /*lease_s=*/600, /*reattest_s=*/30));
+  std::string job = JobToml(work_ + "/long", "long-tune-job");
+  job.replace(job.find("epochs = 20"), 11, "epochs = 100");
+  job += "batch_size = 16\n[model]\nhidden = [512, 512]\n[tune]\nfolds = 2\n[tune.parameters]\n"
+         "\"optimizer.lr\" = [0.001, 0.01]\n";
+  testing::WriteText(work_ + "/long.toml", job);
+  std::vector<std::string> tune = {"tune", "--job", work_ + "/long.toml", "--event-log=", ImaLogFlag(), "--device", "cpu"};
+  tune.insert(tune.end(), host.begin(), host.end());
+  int rc = -1;
+  std::string train_out;
+  const auto start = std::chrono::steady_clock::now();
+  std::thread trainer([&] { rc = BrokerProcess::RunProgram(ENCLAVE_TRAIN_BIN, tune, "", &train_out); });
+  bool revoked = false;
+  for (int i = 0; i < 100 && !revoked; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::string leases;
+    if (BrokerProcess::RunBroker({"leases", "--config", broker_->config(), "--json"}, "", &leases) != 0) continue;
+    auto j = nlohmann::json::parse(leases, nullptr, false);
+    if (j.is_object() && j["leases"].size() == 1) {
+      revoked = PostAdmin("/v1/admin/revocations", EncodeRevocationRequest({"job", "long-tune-job", "test"})).status == 200;
+    }
+  }
+  trainer.join();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(revoked);
+  EXPECT_EQ(rc, 5) << train_out;
+  EXPECT_NE(train_out.find("the lease ended during cross-validation"), std::string::npos) << train_out;
+  EXPECT_FALSE(std::filesystem::exists(work_ + "/long/tune_metrics.json"));
+  EXPECT_LT(seconds, 18) << "tune did not stop soon after the revocation";
+}
+
 // Checkpoints in the attested mode: sealed under a key derived from the job key, so a
 // resumed run (a new process, a new release for the same job id) reads them and ends with
 // the model an uninterrupted run makes.

@@ -11,6 +11,7 @@
 #include "enclave/common/bytes.h"
 #include "enclave/common/files.h"
 #include "enclave/crypto/sealed_file.h"
+#include "job_internal.h"
 
 namespace enclave::trainer {
 namespace {
@@ -471,6 +472,11 @@ Result<JobSpec> ParseJob(std::string_view text, const std::string& source, const
   } catch (const toml::parse_error& e) {
     return InvalidInput(source + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
   }
+  return internal::ParseJobTable(root, text, source, base_dir);
+}
+
+Result<JobSpec> internal::ParseJobTable(const toml::table& root, std::string_view text, const std::string& source,
+                                        const std::string& base_dir) {
   JobSpec job;
   job.digest = crypto::Sha256({reinterpret_cast<const uint8_t*>(text.data()), text.size()});
   Table top(root, "", source);
@@ -735,7 +741,13 @@ Result<JobSpec> ParseJob(std::string_view text, const std::string& source, const
   RETURN_IF_ERROR(CheckModelFamily(root, job, source));
   // The trees' rounds play the epochs' part in every output (progress, JSON lines, plot).
   if (job.family == ModelFamily::kXgboost) job.epochs = job.trees.rounds;
+  const toml::node* tune = top.Get("tune");
   RETURN_IF_ERROR(top.Finish());
+  // [tune] last: each of its candidates is checked in this (otherwise valid) job (tune.cc).
+  if (tune != nullptr) {
+    if (!tune->is_table()) return top.Error(*tune, "tune", "must be a table ([tune])");
+    RETURN_IF_ERROR(internal::ParseTuneTable(root, text, source, base_dir, &job));
+  }
   return job;
 }
 

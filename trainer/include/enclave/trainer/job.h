@@ -129,6 +129,31 @@ enum Metric : uint32_t {
 };
 inline constexpr uint32_t kAllMetrics = kMetricLoss | kMetricAccuracy | kMetricRocAuc | kMetricRmse | kMetricMae | kMetricR2;
 
+// [tune]: a search over configurations of the job, each cross-validated (`enclave-train
+// tune`, trainer/tune.h; docs/formats/job.md, [tune]). `run` and `cv` check it and ignore it.
+enum class TuneMethod { kGrid, kRandom };
+struct TuneParameter {
+  std::string key;  // the job key it sets, "table.key" ("optimizer.lr")
+  std::string at;   // where its candidate list was given, "job.toml:31"
+  // Each candidate value as compact JSON text (a TOML integer stays an integer, an inline
+  // table an object), in the order written.
+  std::vector<std::string> candidates;
+};
+inline constexpr uint32_t kMaxTuneConfigurations = 1000;
+inline constexpr uint32_t kMaxTuneParameters = 32;
+inline constexpr uint32_t kMaxTuneCandidates = 1000;  // over all parameters (each is checked in a parse of the job)
+struct TuneSpec {
+  bool enabled = false;  // the job has a [tune] table
+  std::string at;        // where: "job.toml:20"
+  TuneMethod method = TuneMethod::kGrid;
+  uint32_t trials = 0;   // kRandom: how many configurations are drawn
+  uint32_t folds = 5;
+  std::string metric;    // empty: "roc_auc" for a classification label, "rmse" for regression
+  uint64_t seed = 0;     // kRandom: the draws' seed (default: the job's seed)
+  std::vector<TuneParameter> parameters;  // in the order written (source position)
+  uint64_t grid_size = 0;                 // product of the candidate counts (saturating at 2^64 - 1)
+};
+
 struct JobSpec {
   std::string name;
   uint64_t seed = 0;
@@ -153,6 +178,7 @@ struct JobSpec {
   // epochs, and keep the best epoch's parameters; 0: train every epoch.
   uint32_t early_stopping_patience = 0;
   WeightSpec weights;  // [training] class_weight, sample_weight_column
+  TuneSpec tune;       // [tune]
   uint32_t metrics = kAllMetrics;
   crypto::Digest256 digest{};  // SHA-256 of the job file's bytes
   // Where each path-valued key was given, "job.toml:12", by key ("datasets[0].path",
