@@ -45,7 +45,9 @@ Status Disjoint(const char* op, const float* a, size_t na, const float* b, size_
 // bits of the plain loop, on any CPU. The activation is chosen once per call, not per
 // element: a switch per element kept the ReLU as a branch on the sign of the data, which
 // mispredicts about every other element.
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// (-DENCLAVE_CPU_CLONES=... builds one chosen variant: how each clone is checked alone.)
+#if defined(ENCLAVE_CPU_CLONES)
+#elif defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define ENCLAVE_CPU_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define ENCLAVE_CPU_CLONES
@@ -103,6 +105,49 @@ ENCLAVE_CPU_CLONES void ColumnSumsLoop(const float* __restrict m, size_t rows, s
   for (size_t r = 0; r < rows; ++r) {
     const float* __restrict row = m + r * cols;
     for (size_t c = 0; c < cols; ++c) out[c] += row[c];
+  }
+}
+
+// C = A B for an inner dimension of 1 (alpha 1, beta 0): c[i][j] = a[i] * b[j], one
+// rounded product each, which is what a GEMM's sum of one product is (OpenBLAS adds it to
+// a zero accumulator: the same value, at most the sign of an exact zero differs, and every
+// consumer of these products adds them to sums that start at +0). The backward pass of a
+// one-output layer (delta x W^T) is such a product; OpenBLAS's small-matrix kernel took
+// about 20 times as long as this loop for it.
+ENCLAVE_CPU_CLONES void OuterProduct(const float* __restrict a, const float* __restrict b, size_t m, size_t n,
+                                     float* __restrict c) {
+  for (size_t i = 0; i < m; ++i) {
+    const float ai = a[i];
+    float* __restrict row = c + i * n;
+    for (size_t j = 0; j < n; ++j) row[j] = ai * b[j];
+  }
+}
+
+// Moments and standardization of the training rows: per column, in row order, in double
+// (the scalar loops' operations, vectorized across columns).
+ENCLAVE_CPU_CLONES void ColumnSumsDouble(const float* __restrict x, size_t rows, size_t cols, double* __restrict sum) {
+  for (size_t r = 0; r < rows; ++r) {
+    const float* __restrict row = x + r * cols;
+    for (size_t c = 0; c < cols; ++c) sum[c] += row[c];
+  }
+}
+
+ENCLAVE_CPU_CLONES void CentredSquares(const float* __restrict x, size_t rows, size_t cols,
+                                       const double* __restrict mean, double* __restrict sq) {
+  for (size_t r = 0; r < rows; ++r) {
+    const float* __restrict row = x + r * cols;
+    for (size_t c = 0; c < cols; ++c) {
+      const double d = row[c] - mean[c];
+      sq[c] += d * d;
+    }
+  }
+}
+
+ENCLAVE_CPU_CLONES void StandardizeRows(float* __restrict x, size_t rows, size_t cols, const float* __restrict mean,
+                                        const float* __restrict inv_std) {
+  for (size_t r = 0; r < rows; ++r) {
+    float* __restrict row = x + r * cols;
+    for (size_t c = 0; c < cols; ++c) row[c] = kernels::Standardize(row[c], mean[c], inv_std[c]);
   }
 }
 
@@ -220,6 +265,20 @@ Status CpuBackend::GatherRows(Buffer src, size_t cols, const uint32_t* idx, size
   const size_t src_rows = cols == 0 ? 0 : src.size / cols;
   for (size_t i = 0; i < n; ++i) {
     if (idx[i] >= src_rows) return Internal("GatherRows: row " + std::to_string(idx[i]) + " out of range");
+  }
+  if (cols == 1) {  // labels and weights: one float a row
+    for (size_t i = 0; i < n; ++i) dst.data[i] = src.data[idx[i]];
+    return OkStatus();
+  }
+  // A batch's rows are scattered over the whole training set (shuffled): ask for the row
+  // a few ahead while this one is copied, so the cache misses overlap.
+  constexpr size_t kAhead = 8;
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) {
+      const float* next = src.data + static_cast<size_t>(idx[i + kAhead]) * cols;
+      __builtin_prefetch(next);
+      __builtin_prefetch(next + cols - 1);
+    }
     std::memcpy(dst.data + i * cols, src.data + static_cast<size_t>(idx[i]) * cols, cols * sizeof(float));
   }
   return OkStatus();
@@ -234,18 +293,9 @@ Status CpuBackend::ColumnMoments(Buffer x, size_t rows, size_t cols, Buffer mean
   // locked memory: derived from the plaintext rows).
   ASSIGN_OR_RETURN(LockedArray<double> sum, LockedArray<double>::Create(cols));
   ASSIGN_OR_RETURN(LockedArray<double> sq, LockedArray<double>::Create(cols));
-  for (size_t r = 0; r < rows; ++r) {
-    const float* row = x.data + r * cols;
-    for (size_t c = 0; c < cols; ++c) sum[c] += row[c];
-  }
+  ColumnSumsDouble(x.data, rows, cols, sum.data());
   for (size_t c = 0; c < cols; ++c) sum[c] /= static_cast<double>(rows);
-  for (size_t r = 0; r < rows; ++r) {
-    const float* row = x.data + r * cols;
-    for (size_t c = 0; c < cols; ++c) {
-      const double d = row[c] - sum[c];
-      sq[c] += d * d;
-    }
-  }
+  CentredSquares(x.data, rows, cols, sum.data(), sq.data());
   for (size_t c = 0; c < cols; ++c) {
     mean.data[c] = static_cast<float>(sum[c]);
     inv_std.data[c] = kernels::InverseStd(sq[c] / static_cast<double>(rows));
@@ -292,10 +342,9 @@ Status CpuBackend::Standardize(Buffer x, size_t rows, size_t cols, Buffer mean, 
   RETURN_IF_ERROR(Fits("Standardize", x, rows * cols));
   RETURN_IF_ERROR(Fits("Standardize", mean, cols));
   RETURN_IF_ERROR(Fits("Standardize", inv_std, cols));
-  for (size_t r = 0; r < rows; ++r) {
-    float* row = x.data + r * cols;
-    for (size_t c = 0; c < cols; ++c) row[c] = kernels::Standardize(row[c], mean.data[c], inv_std.data[c]);
-  }
+  RETURN_IF_ERROR(Disjoint("Standardize", x.data, rows * cols, mean.data, cols));
+  RETURN_IF_ERROR(Disjoint("Standardize", x.data, rows * cols, inv_std.data, cols));
+  StandardizeRows(x.data, rows, cols, mean.data, inv_std.data);
   return OkStatus();
 }
 
@@ -305,6 +354,13 @@ Status CpuBackend::Gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k
   RETURN_IF_ERROR(Fits("Gemm B", b, k * n));
   RETURN_IF_ERROR(Fits("Gemm C", c, m * n));
   if (m == 0 || n == 0) return OkStatus();
+  if (k == 1 && alpha == 1.0f && beta == 0.0f) {
+    // An inner dimension of 1: A is a column and B a row however they are stored.
+    RETURN_IF_ERROR(Disjoint("Gemm", a.data, m, c.data, m * n));
+    RETURN_IF_ERROR(Disjoint("Gemm", b.data, n, c.data, m * n));
+    OuterProduct(a.data, b.data, m, n, c.data);
+    return OkStatus();
+  }
   const size_t lda = trans_a ? m : k;
   const size_t ldb = trans_b ? k : n;
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, BlasInt(m),
