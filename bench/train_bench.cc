@@ -349,7 +349,9 @@ void BM_Mlp1mOurs(benchmark::State& state) {
 
 void BM_Mlp1mSklearn(benchmark::State& state) {
   Fixture& fx = Data();
-  const fs::path script = fs::path(__FILE__).parent_path() / "sklearn_mlp.py";
+  // The source folder's absolute path (__FILE__ is relative to the build folder, so the
+  // binary would find the script only when started from there).
+  const fs::path script = fs::path(ENCLAVE_BENCH_SOURCE_DIR) / "sklearn_mlp.py";
   const std::string cmd = "OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/python3 '" + script.string() + "' '" +
                           fx.big_records + "' " + std::to_string(kBigFeatures) + " " + std::to_string(kHidden) + " " +
                           std::to_string(kBatch) + " 1";

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "enclave/trainer/backend.h"
@@ -71,6 +72,28 @@ TEST_F(CpuBackendTest, GemmAllTransposes) {
       ExpectNear(Down(C, m * n), want, 1e-5);
     }
   }
+}
+
+// An inner dimension of 1 with alpha 1 and beta 0 (the backward pass through a one-output
+// layer) is a plain outer product: each element the one rounded product, in every layout,
+// with a long row that crosses the vector widths.
+TEST_F(CpuBackendTest, GemmWithInnerDimensionOneIsTheOuterProduct) {
+  const size_t m = 13, n = 67;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      auto a = Random(m), b = Random(n);
+      a[3] = 0.0f;
+      auto A = Up(a), B = Up(b), C = Up(Random(m * n));
+      ASSERT_TRUE(be->Gemm(ta, tb, m, n, 1, 1.0f, A, B, 0.0f, C).ok());
+      const std::vector<float> got = Down(C, m * n);
+      for (size_t i = 0; i < m; ++i) {
+        for (size_t j = 0; j < n; ++j) ASSERT_EQ(got[i * n + j], a[i] * b[j]) << i << "," << j;
+      }
+    }
+  }
+  // Overlapping operands are a caller's bug, refused.
+  auto X = Up(Random(8 * 8));
+  EXPECT_FALSE(be->Gemm(false, false, 8, 8, 1, 1.0f, X.get().Slice(0, 8), X.get().Slice(8, 8), 0.0f, X).ok());
 }
 
 TEST_F(CpuBackendTest, GemmRejectsShortBuffers) {
@@ -292,6 +315,74 @@ TEST_F(CpuBackendTest, OptimizerStepsMatchElementwise) {
     wp[i] = p[i] - 0.01 * 0.1 * p[i] - 0.01 * (m1 / 0.1) / (std::sqrt(v1 / 0.001) + 1e-8);
   }
   ExpectNear(Down(P2, n), wp, 1e-5);
+}
+
+// The backend's vectorized loops (one clone per instruction set) against the scalar
+// formulas of kernels/nn_math.h, element by element and bit for bit, on shapes whose rows
+// end between vector widths; exact zeros and negatives included, so ReLU's both sides and
+// its derivative at 0 are hit.
+TEST_F(CpuBackendTest, VectorLoopsGiveTheScalarFormulasBits) {
+  auto same = [](const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0) << what << " element " << i << ": " << got[i]
+                                                                    << " vs " << want[i];
+    }
+  };
+  const size_t rows = 5, cols = 67, n = rows * cols;
+  for (int act : {kernels::kActIdentity, kernels::kActRelu, kernels::kActTanh, kernels::kActSigmoid}) {
+    auto z = Random(n, -3, 3), bias = Random(cols);
+    z[7] = 0.0f;
+    z[8] = -bias[8];
+    auto Z = Up(z), Bi = Up(bias);
+    ASSERT_TRUE(be->BiasActivation(Z, rows, cols, Bi, static_cast<Activation>(act)).ok());
+    std::vector<float> want(n);
+    for (size_t i = 0; i < n; ++i) want[i] = kernels::ActivationForward(act, z[i] + bias[i % cols]);
+    const std::vector<float> y = Down(Z, n);
+    same(y, want, "BiasActivation");
+    auto g = Random(n);
+    auto G = Up(g);
+    ASSERT_TRUE(be->ActivationBackward(G, Z, n, static_cast<Activation>(act)).ok());
+    for (size_t i = 0; i < n; ++i) want[i] = g[i] * kernels::ActivationDerivFromOutput(act, y[i]);
+    same(Down(G, n), want, "ActivationBackward");
+  }
+  auto m = Random(n), mean = Random(cols), inv = Random(cols, 0.5f, 2);
+  auto M = Up(m), Mean = Up(mean), Inv = Up(inv);
+  auto S = AllocOwned(*be, cols);
+  ASSERT_TRUE(S.ok());
+  ASSERT_TRUE(be->ColumnSums(M, rows, cols, *S).ok());
+  std::vector<float> sums(cols, 0.0f);
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t c = 0; c < cols; ++c) sums[c] += m[r * cols + c];
+  }
+  same(Down(*S, cols), sums, "ColumnSums");
+  ASSERT_TRUE(be->Standardize(M, rows, cols, Mean, Inv).ok());
+  std::vector<float> st(n);
+  for (size_t i = 0; i < n; ++i) st[i] = kernels::Standardize(m[i], mean[i % cols], inv[i % cols]);
+  same(Down(M, n), st, "Standardize");
+
+  auto p = Random(n), g = Random(n), v = Random(n), s1 = Random(n), s2 = Random(n, 0, 1);
+  auto P = Up(p), Gr = Up(g), V = Up(v);
+  const SgdStepArgs sa{0.1f, 0.9f, 0.01f, 0.001f};
+  ASSERT_TRUE(be->SgdStep(P, Gr, V, n, sa).ok());
+  std::vector<float> wp = p, wv = v;
+  for (size_t i = 0; i < n; ++i) kernels::SgdMomentumUpdate(&wp[i], g[i], &wv[i], sa.lr, sa.momentum, sa.weight_decay, sa.l2);
+  same(Down(P, n), wp, "SgdStep p");
+  same(Down(V, n), wv, "SgdStep v");
+  auto P2 = Up(p), S1 = Up(s1), S2 = Up(s2);
+  const AdamWStepArgs a{0.01f, 0.9f, 0.999f, 1e-8f, 0.1f, 0.001f, 0.1f, 0.001f};
+  ASSERT_TRUE(be->AdamWStep(P2, Gr, S1, S2, n, a).ok());
+  std::vector<float> ap = p, am = s1, av = s2;
+  for (size_t i = 0; i < n; ++i) {
+    kernels::AdamWUpdate(&ap[i], g[i], &am[i], &av[i], a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.l2,
+                         a.bias_corr1, a.bias_corr2);
+  }
+  same(Down(P2, n), ap, "AdamWStep p");
+  same(Down(S1, n), am, "AdamWStep m");
+  same(Down(S2, n), av, "AdamWStep v");
+  // The loops take their arrays as non-overlapping: a step over aliased state is refused.
+  EXPECT_FALSE(be->AdamWStep(P2, Gr, S1, S1, n, a).ok());
+  EXPECT_FALSE(be->BiasActivation(M, rows, cols, M.get().Slice(cols, cols), static_cast<Activation>(kernels::kActRelu)).ok());
 }
 
 TEST(MakeBackend, CpuAlwaysAndGpuOnlyWhenPresent) {

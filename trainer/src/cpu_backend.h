@@ -1,6 +1,7 @@
 // The CPU backend: buffers in libsodium guarded memory (mlock'ed where RLIMIT_MEMLOCK
 // allows, excluded from core dumps, zeroized on free), GEMM by OpenBLAS pinned to one
-// thread, everything else loops over kernels/nn_math.h.
+// thread (an inner dimension of 1 by a product loop), everything else loops over
+// kernels/nn_math.h, vectorized per instruction set with the scalar formula's bits.
 #pragma once
 
 #include <map>
