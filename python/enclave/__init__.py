@@ -29,6 +29,7 @@ __all__ = [
     "Error",
     "IntegrityError",
     "LockedTensor",
+    "SealedIterableDataset",
     "SealedTensorDataset",
     "Session",
     "SessionEnded",
@@ -48,3 +49,19 @@ def torch_batches(dataset, batch_size, shuffle=False, seed=0, rank=0, world_size
     for x, y in dataset.batches(batch_size, shuffle=shuffle, seed=seed, rank=rank, world_size=world_size,
                                 drop_last=drop_last, rows=rows):
         yield torch.from_dlpack(x), torch.from_dlpack(y)
+
+
+def __getattr__(name):
+    # SealedIterableDataset subclasses torch's IterableDataset: made (and torch imported)
+    # on first use, so that `import enclave` needs no torch.
+    if name == "SealedIterableDataset":
+        from . import streaming
+
+        try:
+            from torch.utils.data import IterableDataset as base
+        except ImportError:
+            base = object
+        cls = streaming.make_class(base)
+        globals()[name] = cls
+        return cls
+    raise AttributeError(f"module 'enclave' has no attribute {name!r}")
