@@ -18,10 +18,12 @@ from ._enclave import (  # noqa: F401  (the package's API)
     Error,
     IntegrityError,
     LockedTensor,
+    Ring,
     SealedTensorDataset,
     Session,
     SessionEnded,
 )
+from .ddp import broadcast_parameters, distributed_data_parallel, ring_allreduce_hook  # noqa: F401
 
 __all__ = [
     "ATTESTED_MODE",
@@ -31,8 +33,12 @@ __all__ = [
     "LockedTensor",
     "SealedIterableDataset",
     "SealedTensorDataset",
+    "Ring",
     "Session",
     "SessionEnded",
+    "broadcast_parameters",
+    "distributed_data_parallel",
+    "ring_allreduce_hook",
     "torch_batches",
 ]
 

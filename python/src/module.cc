@@ -11,6 +11,8 @@
 #include <pybind11/stl.h>
 
 #include <atomic>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -27,6 +29,7 @@
 #include "enclave/crypto/secret_bytes.h"
 #include "enclave/dataset/schema.h"
 #include "enclave/dataset/sealed_dataset.h"
+#include "enclave/session/distributed.h"
 #include "enclave/trainer/backend.h"
 #include "enclave/trainer/data.h"
 #include "enclave/trainer/job.h"
@@ -174,6 +177,7 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     s->attested_ = std::move(attested).value();
     s->mode_ = "attested";
+    s->attested_rank_ = {rank, world_size};
     return s;
   }
 #endif
@@ -197,6 +201,33 @@ class Session : public std::enable_shared_from_this<Session> {
     if (attested_) return &attested_->keystore();
 #endif
     return keystore_ ? &*keystore_ : nullptr;
+  }
+
+  // The job communication key for the ring: the broker's (attested mode), else derived from
+  // the keystore as enclave-train derives it (session::DevelopmentJobKey).
+  Result<crypto::SecretBytes> JobKey() {
+#ifdef ENCLAVE_PY_ATTESTED
+    if (attested_) return attested_->release().job_key.Clone();
+#endif
+    if (!keystore_) return FailedPrecondition("the session holds no keys");
+    return session::DevelopmentJobKey(*keystore_, job_);
+  }
+  // The attested mode: the release was for one rank of one world size.
+  void CheckRank(uint32_t rank, uint32_t world_size) const {
+    if (attested_rank_ && *attested_rank_ != std::make_pair(rank, world_size)) {
+      Raise(g_error, "the keys were released to rank " + std::to_string(attested_rank_->first) + " of " +
+                         std::to_string(attested_rank_->second) + ", not rank " + std::to_string(rank) + " of " +
+                         std::to_string(world_size));
+    }
+  }
+  // Where the ranks meet: the directory when one is given (null here), else the broker
+  // (attested mode only).
+  std::unique_ptr<net::HandleExchange> RendezvousExchange(const std::string& dir) {
+#ifdef ENCLAVE_PY_ATTESTED
+    if (attested_ && dir.empty()) return attested_->RendezvousExchange();
+#endif
+    if (dir.empty()) Raise(g_error, "a ring in development mode needs rendezvous=DIR (the attested mode meets at the broker)");
+    return nullptr;
   }
 
   // Registers memory to wipe at the session's end.
@@ -257,6 +288,7 @@ class Session : public std::enable_shared_from_this<Session> {
 #ifdef ENCLAVE_PY_ATTESTED
   std::unique_ptr<session::AttestedJob> attested_;
 #endif
+  std::optional<std::pair<uint32_t, uint32_t>> attested_rank_;  // (rank, world size) the keys were released to
   std::mutex mu_;
   std::vector<std::weak_ptr<Wipeable>> tracked_;
   std::string end_reason_;
@@ -597,6 +629,86 @@ class StreamIterator {
   std::string failed_;
 };
 
+
+// This rank's connection to the job's encrypted ring (net/ring.h through
+// session::RingCollective, as `enclave-train --world-size N` on the CPU): keyed with the job
+// communication key, which stays in C++ (the broker's release in attested mode, derived
+// from the keystore in development mode). The session's end closes it.
+class RingConnection final : public Wipeable {
+ public:
+  static std::shared_ptr<RingConnection> Join(std::shared_ptr<Session> session, uint32_t rank, uint32_t world_size,
+                                              const std::string& rendezvous, double timeout_s) {
+    session->CheckUsable();
+    if (world_size == 0 || rank >= world_size) Raise(g_error, "need 0 <= rank < world_size");
+    if (timeout_s <= 0) Raise(g_error, "timeout_s must be positive");
+    session->CheckRank(rank, world_size);
+    session::DistributedOptions o;
+    o.rank = rank;
+    o.world_size = world_size;
+    o.rendezvous_dir = rendezvous;
+    o.peer_timeout = std::chrono::seconds(static_cast<int64_t>(std::ceil(timeout_s)));
+    crypto::SecretBytes key = Take(session->JobKey());
+    std::unique_ptr<net::HandleExchange> exchange = session->RendezvousExchange(rendezvous);
+    auto c = std::make_shared<RingConnection>();
+    c->session_ = session;
+    {
+      py::gil_scoped_release unlocked;  // waits for the other ranks
+      auto joined = session::RingCollective::Join(session->job(), key, o, exchange.get());
+      py::gil_scoped_acquire locked;
+      if (!joined.ok()) {
+        Raise(joined.status().Annotate("joining the encrypted ring as rank " + std::to_string(rank) + " of " +
+                                       std::to_string(world_size)));
+      }
+      c->ring_ = std::move(joined).value();
+    }
+    session->Track(c);
+    return c;
+  }
+
+  // In place: every element becomes its sum over the ranks (float32 or float64, contiguous).
+  void AllReduceSum(const py::buffer& b) {
+    session_->CheckUsable();
+    py::buffer_info info = b.request(/*writable=*/true);
+    const bool f32 = info.format == py::format_descriptor<float>::format();
+    const bool f64 = info.format == py::format_descriptor<double>::format();
+    if (!f32 && !f64) Raise(g_error, "all_reduce_sum takes float32 or float64 buffers, not format '" + info.format + "'");
+    ssize_t expect = info.itemsize;
+    for (ssize_t d = info.ndim - 1; d >= 0; --d) {
+      if (info.shape[d] != 1 && info.strides[d] != expect) Raise(g_error, "all_reduce_sum needs a contiguous buffer");
+      expect *= info.shape[d];
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!ring_) Raise(g_session_ended, "enclave session ended: the ring is closed");
+    Status s;
+    {
+      py::gil_scoped_release unlocked;
+      const auto n = static_cast<size_t>(info.size);
+      s = f32 ? ring_->AllReduceSum(static_cast<float*>(info.ptr), n)
+              : ring_->AllReduceSum(static_cast<double*>(info.ptr), n);
+    }
+    if (!s.ok()) Raise(s.Annotate("ring all-reduce"));
+  }
+
+  int rank() { return Ring().rank(); }
+  int world_size() { return Ring().world_size(); }
+  uint64_t bytes_sent() { return Ring().bytes_sent(); }
+  std::string listen_address() { return Ring().listen_address(); }
+  void Wipe() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ring_.reset();  // closes the connections; the staging memory is zeroized as it is freed
+  }
+
+ private:
+  session::RingCollective& Ring() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!ring_) Raise(g_session_ended, "enclave session ended: the ring is closed");
+    return *ring_;
+  }
+  std::shared_ptr<Session> session_;
+  std::mutex mu_;
+  std::unique_ptr<session::RingCollective> ring_;
+};
+
 }  // namespace
 }  // namespace enclave::python
 
@@ -637,6 +749,11 @@ PYBIND11_MODULE(_enclave, m) {
       .def_property_readonly("job_id", [](const Session& s) { return s.job().broker.job_id; })
       .def("check", &Session::CheckUsable)
       .def("close", [](Session& s) { s.End("closed by the program"); })
+      .def(
+          "ring",
+          [](std::shared_ptr<Session> s, uint32_t rank, uint32_t world_size, const std::string& rendezvous,
+             double timeout_s) { return RingConnection::Join(std::move(s), rank, world_size, rendezvous, timeout_s); },
+          py::arg("rank"), py::arg("world_size"), py::arg("rendezvous") = "", py::arg("timeout_s") = 120.0)
       .def("export", &Session::Export, py::arg("model"), py::arg("out"), py::arg("format") = "pytorch",
            py::arg("overwrite") = false);
 
@@ -682,6 +799,14 @@ PYBIND11_MODULE(_enclave, m) {
       .def("__len__", &StreamIterator::batches)
       .def_property_readonly("rows", &StreamIterator::mine)
       .def_property_readonly("window_rows", &StreamIterator::window_rows);
+
+  py::class_<RingConnection, std::shared_ptr<RingConnection>>(m, "Ring")
+      .def("all_reduce_sum", &RingConnection::AllReduceSum, py::arg("buffer"))
+      .def_property_readonly("rank", &RingConnection::rank)
+      .def_property_readonly("world_size", &RingConnection::world_size)
+      .def_property_readonly("bytes_sent", &RingConnection::bytes_sent)
+      .def_property_readonly("listen_address", &RingConnection::listen_address)
+      .def("close", &RingConnection::Wipe);
 
   py::class_<BatchIterator>(m, "BatchIterator")
       .def("__iter__", [](BatchIterator& it) -> BatchIterator& { return it; }, py::return_value_policy::reference)
