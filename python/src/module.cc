@@ -6,6 +6,7 @@
 // DLPack tensors over that memory (zero copy: torch.from_dlpack, JAX and CuPy take them).
 // When the session ends (close(), lease end or revocation) every buffer it handed out is
 // wiped in place and every later call raises.
+#include <dlfcn.h>
 #include <dlpack/dlpack.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -29,7 +30,9 @@
 #include "enclave/crypto/secret_bytes.h"
 #include "enclave/dataset/schema.h"
 #include "enclave/dataset/sealed_dataset.h"
+#include "enclave/net/plugin.h"
 #include "enclave/session/distributed.h"
+#include "enclave/trainer/nccl_collective.h"
 #include "enclave/trainer/backend.h"
 #include "enclave/trainer/data.h"
 #include "enclave/trainer/job.h"
@@ -230,6 +233,34 @@ class Session : public std::enable_shared_from_this<Session> {
     return nullptr;
   }
 
+  // For torch's NCCL (ProcessGroupNCCL) in this process: hands the job key to the
+  // encrypted plugin through its exported C function (enclave_net_set_job_key, never the
+  // environment) in the library NCCL loads for NCCL_NET_PLUGIN=enclave
+  // (dlopen("libnccl-net-enclave.so"): the one this module is linked to, already loaded),
+  // and sets NCCL's network to it (trainer::ForceNcclNetwork). The plugin's path.
+  std::string ConfigureNccl() {
+    CheckUsable();
+    void* lib = dlopen("libnccl-net-enclave.so", RTLD_NOW | RTLD_GLOBAL);
+    if (lib == nullptr) Raise(g_error, std::string("configure_nccl: ") + dlerror());
+    using SetKey = int (*)(const uint8_t*, size_t);
+    auto set_key = reinterpret_cast<SetKey>(dlsym(lib, "enclave_net_set_job_key"));
+    Dl_info where{};
+    const bool same = set_key == &enclave_net_set_job_key && dladdr(reinterpret_cast<void*>(set_key), &where) != 0;
+    const std::string path = same && where.dli_fname != nullptr ? where.dli_fname : "";
+    dlclose(lib);  // still loaded: this module needs it
+    if (!same) {
+      Raise(g_error, "configure_nccl: the libnccl-net-enclave.so NCCL would load is not the one this module uses "
+                     "(check LD_LIBRARY_PATH)");
+    }
+    if (Status st = trainer::ForceNcclNetwork("enclave"); !st.ok()) Raise(st.Annotate("configure_nccl"));
+    crypto::SecretBytes key = Take(JobKey());
+    const auto bytes = key.ExposeSecret();
+    if (set_key(bytes.data(), bytes.size()) != 0) Raise(g_error, "configure_nccl: the plugin refused the job key");
+    std::lock_guard<std::mutex> lock(mu_);
+    nccl_configured_ = true;
+    return path;
+  }
+
   // Registers memory to wipe at the session's end.
   void Track(const std::shared_ptr<Wipeable>& w) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -246,6 +277,7 @@ class Session : public std::enable_shared_from_this<Session> {
       if (auto w = t.lock()) w->Wipe();
     }
     tracked_.clear();
+    if (nccl_configured_) enclave_net_clear_job_key();  // later NCCL communicators fail closed
     keystore_.reset();
 #ifdef ENCLAVE_PY_ATTESTED
     attested_.reset();  // stops the lease keeper; the released keys are freed (zeroized)
@@ -291,6 +323,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<std::pair<uint32_t, uint32_t>> attested_rank_;  // (rank, world size) the keys were released to
   std::mutex mu_;
   std::vector<std::weak_ptr<Wipeable>> tracked_;
+  bool nccl_configured_ = false;
   std::string end_reason_;
 };
 
@@ -754,6 +787,7 @@ PYBIND11_MODULE(_enclave, m) {
           [](std::shared_ptr<Session> s, uint32_t rank, uint32_t world_size, const std::string& rendezvous,
              double timeout_s) { return RingConnection::Join(std::move(s), rank, world_size, rendezvous, timeout_s); },
           py::arg("rank"), py::arg("world_size"), py::arg("rendezvous") = "", py::arg("timeout_s") = 120.0)
+      .def("configure_nccl", &Session::ConfigureNccl)
       .def("export", &Session::Export, py::arg("model"), py::arg("out"), py::arg("format") = "pytorch",
            py::arg("overwrite") = false);
 
