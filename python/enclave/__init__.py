@@ -10,6 +10,10 @@ a revocation) every buffer it handed out is wiped in place and every later call 
     data = enclave.SealedTensorDataset(session)               # authenticated, decrypted
     for x, y in enclave.torch_batches(data, 32, shuffle=True, seed=epoch):
         ...
+
+Also: ``SealedIterableDataset`` (streamed, a window of chunks at a time),
+``Session.ring`` with ``distributed_data_parallel`` (DDP's gradients over the encrypted
+ring) and ``Session.configure_nccl`` (the job key for the NCCL plugin).
 """
 
 from ._enclave import (  # noqa: F401  (the package's API)
