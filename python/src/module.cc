@@ -711,7 +711,7 @@ class RingConnection final : public Wipeable {
       expect *= info.shape[d];
     }
     std::lock_guard<std::mutex> lock(mu_);
-    if (!ring_) Raise(g_session_ended, "enclave session ended: the ring is closed");
+    if (!ring_) Raise(g_error, "the ring is closed");
     Status s;
     {
       py::gil_scoped_release unlocked;
@@ -734,7 +734,7 @@ class RingConnection final : public Wipeable {
  private:
   session::RingCollective& Ring() {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!ring_) Raise(g_session_ended, "enclave session ended: the ring is closed");
+    if (!ring_) Raise(g_error, "the ring is closed");
     return *ring_;
   }
   std::shared_ptr<Session> session_;

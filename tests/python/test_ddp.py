@@ -173,6 +173,27 @@ class DdpTest(unittest.TestCase):
             # The plugin's line on stderr says why: the peer's handshake MAC (job key).
             self.assertIn("did not prove the job key", r["log"])
 
+    def test_a_ring_of_one_and_the_session_end(self):
+        import numpy
+
+        s = self.session()
+        ring = s.ring(0, 1, rendezvous=tempfile.mkdtemp(dir=self.dir))
+        self.assertEqual((ring.rank, ring.world_size), (0, 1))
+        a = numpy.arange(5, dtype=numpy.float32)
+        ring.all_reduce_sum(a)
+        self.assertEqual(a.tolist(), [0, 1, 2, 3, 4])
+        with self.assertRaises(enclave.Error):
+            ring.all_reduce_sum(numpy.arange(5))  # int64
+        with self.assertRaises(enclave.Error):
+            ring.all_reduce_sum(numpy.zeros((4, 4), dtype=numpy.float32)[:, 1])  # strided
+        with self.assertRaises(enclave.Error):
+            s.ring(0, 2)  # development mode: no rendezvous, no broker
+        s.close()
+        with self.assertRaises(enclave.SessionEnded):
+            ring.all_reduce_sum(a)
+        with self.assertRaises(enclave.SessionEnded):
+            s.ring(0, 1, rendezvous=self.dir)
+
     def session(self):
         fd = passphrase_fd()
         try:
