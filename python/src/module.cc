@@ -471,7 +471,6 @@ class SealedStream final : public Wipeable {
     size_t part;             // which dataset
     uint64_t index;          // the chunk's index in that dataset's file
     uint64_t first, rows;    // its records within that dataset
-    uint64_t table_first;    // the row number of its first record in the whole stream
   };
 
   static std::shared_ptr<SealedStream> Open(std::shared_ptr<Session> session,
@@ -501,7 +500,7 @@ class SealedStream final : public Wipeable {
       const uint64_t per_chunk = reader->header().params.chunk_size / s->schema_.record_bytes();
       for (uint64_t first = 0; first < reader->rows(); first += per_chunk) {
         const uint64_t rows = std::min(per_chunk, reader->rows() - first);
-        s->chunks_.push_back({s->parts_.size(), first / per_chunk, first, rows, s->rows_ + first});
+        s->chunks_.push_back({s->parts_.size(), first / per_chunk, first, rows});
         s->max_chunk_rows_ = std::max(s->max_chunk_rows_, rows);
       }
       s->rows_ += reader->rows();

@@ -192,6 +192,27 @@ class StreamTest(unittest.TestCase):
             next(iter(ds))
         del torch
 
+    def test_the_jobs_datasets_stream_as_one_in_job_order(self):
+        second = f"{self.dir}/bc2.sealed"
+        with_passphrase([f"{BIN}/enclave-data", "seal", "--csv", f"{SAMPLES}/breast_cancer_wisconsin.csv", "--label",
+                         "diagnosis", "--positive", "malignant", "--suite", "aes-256-gcm", "--dataset-id", "second",
+                         "--chunk-records", "200", "--keystore", self.keystore, "--out", second, "--passphrase-fd",
+                         "FD"])
+        job = f"{self.dir}/two.toml"
+        with open(job, "w") as f:
+            f.write(JOB.format(out=f"{self.dir}/out-two", pub="unused.pub", sealed=self.sealed) +
+                    f'\n[[datasets]]\nid = "second"\npath = "{second}"\n')
+        ds = self.stream(job, batch_size=100)
+        self.assertEqual((ds.rows, ds.chunks), (2 * self.n, 12 + 3))
+        self.assertEqual(rows_of(ds), self.all_rows + self.all_rows)
+        self.assertEqual(self.stream(job, batch_size=100, dataset="second").rows, self.n)
+        # A file whose sealed id is not the one the job names is refused before any chunk.
+        with open(job, "w") as f:
+            f.write(JOB.format(out=f"{self.dir}/out-two", pub="unused.pub", sealed=second))
+        with self.assertRaises(enclave.Error) as e:
+            self.stream(job, batch_size=100)
+        self.assertIn("sealed dataset id is 'second'", str(e.exception))
+
     def test_a_torch_dataloader_passes_its_batches_through(self):
         import torch
 
