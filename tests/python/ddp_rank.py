@@ -1,6 +1,6 @@
 """One rank of test_ddp: DistributedDataParallel over the encrypted ring (development mode).
 
-    ddp_rank.py JOB KEYSTORE PASSPHRASE_FD RANK WORLD RENDEZVOUS GLOO_PORT OUT
+    ddp_rank.py JOB KEYSTORE PASSPHRASE_FD RANK WORLD RENDEZVOUS GLOO_PORT OUT RING_TIMEOUT_S
 
 Writes OUT (torch.save): the parameters after the broadcast over the ring, the final
 parameters, the first gradient bucket as this rank computed it and as the ring summed it,
@@ -16,11 +16,11 @@ import ddp_common as common
 import enclave
 
 
-def main(job, keystore, fd, rank, world, rendezvous, port, out):
+def main(job, keystore, fd, rank, world, rendezvous, port, out, timeout_s):
     rank, world = int(rank), int(world)
     s = enclave.Session.development(job, keystore, int(fd))
     try:
-        ring = s.ring(rank, world, rendezvous=rendezvous, timeout_s=20)
+        ring = s.ring(rank, world, rendezvous=rendezvous, timeout_s=float(timeout_s))
     except enclave.Error as e:
         torch.save({"ring_error": str(e)}, out)
         return

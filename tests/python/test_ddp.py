@@ -86,11 +86,12 @@ class DdpTest(unittest.TestCase):
     def tearDownClass(cls):
         shutil.rmtree(cls.dir)
 
-    def start_rank(self, rank, rendezvous, port, out, keystore=None):
+    def start_rank(self, rank, rendezvous, port, out, keystore=None, timeout_s=90):
+        """A rank process; its ring waits timeout_s for the other (rank 1 starts later here)."""
         fd = passphrase_fd()
         try:
             return subprocess.Popen([sys.executable, f"{HERE}/ddp_rank.py", self.job, keystore or self.keystore,
-                                     str(fd), str(rank), "2", rendezvous, str(port), out],
+                                     str(fd), str(rank), "2", rendezvous, str(port), out, str(timeout_s)],
                                     pass_fds=(fd,), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         finally:
             os.close(fd)
@@ -163,8 +164,8 @@ class DdpTest(unittest.TestCase):
         rendezvous = tempfile.mkdtemp(dir=self.dir)
         outs = [f"{rendezvous}/rank{r}.pt" for r in (0, 1)]
         port = free_port()
-        procs = [self.start_rank(0, rendezvous, port, outs[0]),
-                 self.start_rank(1, rendezvous, port, outs[1], keystore=self.other_keystore)]
+        procs = [self.start_rank(0, rendezvous, port, outs[0], timeout_s=20),
+                 self.start_rank(1, rendezvous, port, outs[1], keystore=self.other_keystore, timeout_s=20)]
         results = self.finish(procs, outs)
         for rank, r in enumerate(results):
             self.assertIn("ring_error", r, f"rank {rank} joined a ring with a rank of another key")
