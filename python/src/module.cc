@@ -460,7 +460,6 @@ class BatchIterator {
   size_t next_ = 0;
 };
 
-
 // The job's sealed datasets (or the one named) opened for streaming: the headers checked
 // (keystore entry, key commitment, header tag, schema, the job's dataset id), no chunk
 // decrypted. Chunks are read, authenticated and decrypted when an epoch needs them. The
@@ -469,7 +468,6 @@ class SealedStream final : public Wipeable {
  public:
   struct Chunk {
     size_t part;             // which dataset
-    uint64_t index;          // the chunk's index in that dataset's file
     uint64_t first, rows;    // its records within that dataset
   };
 
@@ -500,7 +498,7 @@ class SealedStream final : public Wipeable {
       const uint64_t per_chunk = reader->header().params.chunk_size / s->schema_.record_bytes();
       for (uint64_t first = 0; first < reader->rows(); first += per_chunk) {
         const uint64_t rows = std::min(per_chunk, reader->rows() - first);
-        s->chunks_.push_back({s->parts_.size(), first / per_chunk, first, rows});
+        s->chunks_.push_back({s->parts_.size(), first, rows});
         s->max_chunk_rows_ = std::max(s->max_chunk_rows_, rows);
       }
       s->rows_ += reader->rows();
@@ -528,7 +526,7 @@ class SealedStream final : public Wipeable {
     if (s.ok()) s = trainer::CheckRecords(schema_, paths_[k.part], out, k.first, k.rows);
     if (!s.ok()) {
       std::memset(out, 0, k.rows * width() * sizeof(float));
-      Raise(s.Annotate("chunk " + std::to_string(k.index) + " of " + paths_[k.part]));
+      Raise(s);  // the reader's message names the file and the chunk; the record check, the row
     }
   }
 
