@@ -6,6 +6,7 @@ SealedTensorDataset's records. Run by CTest:
     /usr/bin/python3 -m unittest test_stream   (ENCLAVE_BIN, ENCLAVE_SAMPLES, PYTHONPATH set)
 """
 
+import gc
 import os
 import shutil
 import struct
@@ -13,6 +14,8 @@ import subprocess
 import sys
 import tempfile
 import unittest
+
+import torch
 
 import enclave
 from test_enclave import BIN, JOB, SAMPLES, passphrase_fd, with_passphrase
@@ -31,8 +34,6 @@ def rows_of(batches):
 class StreamTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        import torch  # noqa: F401  (the tests compare torch tensors)
-
         cls.dir = tempfile.mkdtemp(prefix="enclave-stream-")
         d = cls.dir
         cls.keystore = f"{d}/tenant.keystore"
@@ -46,7 +47,7 @@ class StreamTest(unittest.TestCase):
         cls.job = cls.write_job("job", cls.sealed)
         ds = enclave.SealedTensorDataset(cls.session_for(cls.job))
         cls.n = len(ds)
-        cls.all_rows = rows_of([tuple(map(__import__("torch").from_dlpack, ds.gather(list(range(cls.n)))))])
+        cls.all_rows = rows_of([tuple(map(torch.from_dlpack, ds.gather(list(range(cls.n)))))])
         cls.index = {r: i for i, r in enumerate(cls.all_rows)}
         assert len(cls.index) == cls.n, "the sample's rows must be distinct for these tests"
 
@@ -133,7 +134,7 @@ class StreamTest(unittest.TestCase):
         it = ds.batches()
         with self.assertRaises(enclave.IntegrityError) as e:
             for x, y in it:
-                seen += rows_of([(__import__("torch").from_dlpack(x), __import__("torch").from_dlpack(y))])
+                seen += rows_of([(torch.from_dlpack(x), torch.from_dlpack(y))])
         self.assertIn("chunk 5", str(e.exception))
         self.assertIn(bad, str(e.exception))
         self.assertEqual(len(seen), 240, "the batch that needed chunk 5 was yielded in part")
@@ -149,8 +150,6 @@ class StreamTest(unittest.TestCase):
         self.assertFalse(any(250 <= self.index[r] < 300 for r in seen))
 
     def test_memory_is_one_window_of_chunks(self):
-        import torch
-
         def locked_kib():
             with open("/proc/self/status") as f:
                 return next(int(line.split()[1]) for line in f if line.startswith("VmLck:"))
@@ -159,6 +158,7 @@ class StreamTest(unittest.TestCase):
         # It grows with the window, and a window of 2 of the 12 chunks stays below the
         # table's 69 KiB (page granularity: each locked buffer takes whole pages).
         def peak_kib(window_chunks):
+            gc.collect()  # the other tests' buffers freed before, not during, the measurement
             s = self.session_for(self.job)
             before = locked_kib()
             ds = enclave.SealedIterableDataset(s, batch_size=10, window_chunks=window_chunks)
@@ -177,8 +177,6 @@ class StreamTest(unittest.TestCase):
         self.assertGreater(whole - small, 40, f"windows of 2 chunks: {small} KiB, of 12: {whole} KiB")
 
     def test_closing_the_session_wipes_and_ends_the_stream(self):
-        import torch
-
         s = self.session_for(self.job)
         ds = enclave.SealedIterableDataset(s, batch_size=16, window_chunks=2)
         it = iter(ds)
@@ -190,7 +188,6 @@ class StreamTest(unittest.TestCase):
             next(it)
         with self.assertRaises(enclave.SessionEnded):
             next(iter(ds))
-        del torch
 
     def test_the_jobs_datasets_stream_as_one_in_job_order(self):
         second = f"{self.dir}/bc2.sealed"
@@ -214,8 +211,6 @@ class StreamTest(unittest.TestCase):
         self.assertIn("sealed dataset id is 'second'", str(e.exception))
 
     def test_a_torch_dataloader_passes_its_batches_through(self):
-        import torch
-
         ds = self.stream(batch_size=64, window_chunks=4, shuffle=True, seed=3)
         self.assertIsInstance(ds, torch.utils.data.IterableDataset)
         loader = torch.utils.data.DataLoader(ds, batch_size=None)
