@@ -92,7 +92,8 @@ class DdpTest(unittest.TestCase):
         try:
             return subprocess.Popen([sys.executable, f"{HERE}/ddp_rank.py", self.job, keystore or self.keystore,
                                      str(fd), str(rank), "2", rendezvous, str(port), out, str(timeout_s)],
-                                    pass_fds=(fd,), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                    pass_fds=(fd,), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                    env=dict(os.environ, ENCLAVE_NET_IFNAME="lo"))  # the ring on loopback
         finally:
             os.close(fd)
 
