@@ -10,6 +10,10 @@ a revocation) every buffer it handed out is wiped in place and every later call 
     data = enclave.SealedTensorDataset(session)               # authenticated, decrypted
     for x, y in enclave.torch_batches(data, 32, shuffle=True, seed=epoch):
         ...
+
+Also: ``SealedIterableDataset`` (streamed, a window of chunks at a time),
+``Session.ring`` with ``distributed_data_parallel`` (DDP's gradients over the encrypted
+ring) and ``Session.configure_nccl`` (the job key for the NCCL plugin).
 """
 
 from ._enclave import (  # noqa: F401  (the package's API)
@@ -18,10 +22,12 @@ from ._enclave import (  # noqa: F401  (the package's API)
     Error,
     IntegrityError,
     LockedTensor,
+    Ring,
     SealedTensorDataset,
     Session,
     SessionEnded,
 )
+from .ddp import broadcast_parameters, distributed_data_parallel, ring_allreduce_hook  # noqa: F401
 
 __all__ = [
     "ATTESTED_MODE",
@@ -29,9 +35,14 @@ __all__ = [
     "Error",
     "IntegrityError",
     "LockedTensor",
+    "SealedIterableDataset",
     "SealedTensorDataset",
+    "Ring",
     "Session",
     "SessionEnded",
+    "broadcast_parameters",
+    "distributed_data_parallel",
+    "ring_allreduce_hook",
     "torch_batches",
 ]
 
@@ -48,3 +59,19 @@ def torch_batches(dataset, batch_size, shuffle=False, seed=0, rank=0, world_size
     for x, y in dataset.batches(batch_size, shuffle=shuffle, seed=seed, rank=rank, world_size=world_size,
                                 drop_last=drop_last, rows=rows):
         yield torch.from_dlpack(x), torch.from_dlpack(y)
+
+
+def __getattr__(name):
+    # SealedIterableDataset subclasses torch's IterableDataset: made (and torch imported)
+    # on first use, so that `import enclave` needs no torch.
+    if name == "SealedIterableDataset":
+        from . import streaming
+
+        try:
+            from torch.utils.data import IterableDataset as base
+        except ImportError:
+            base = object
+        cls = streaming.make_class(base)
+        globals()[name] = cls
+        return cls
+    raise AttributeError(f"module 'enclave' has no attribute {name!r}")

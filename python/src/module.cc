@@ -6,11 +6,14 @@
 // DLPack tensors over that memory (zero copy: torch.from_dlpack, JAX and CuPy take them).
 // When the session ends (close(), lease end or revocation) every buffer it handed out is
 // wiped in place and every later call raises.
+#include <dlfcn.h>
 #include <dlpack/dlpack.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <atomic>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -26,6 +29,10 @@
 #include "enclave/crypto/model_export.h"
 #include "enclave/crypto/secret_bytes.h"
 #include "enclave/dataset/schema.h"
+#include "enclave/dataset/sealed_dataset.h"
+#include "enclave/net/plugin.h"
+#include "enclave/session/distributed.h"
+#include "enclave/trainer/nccl_collective.h"
 #include "enclave/trainer/backend.h"
 #include "enclave/trainer/data.h"
 #include "enclave/trainer/job.h"
@@ -174,6 +181,7 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     s->attested_ = std::move(attested).value();
     s->mode_ = "attested";
+    s->attested_rank_ = {rank, world_size};
     return s;
   }
 #endif
@@ -199,6 +207,61 @@ class Session : public std::enable_shared_from_this<Session> {
     return keystore_ ? &*keystore_ : nullptr;
   }
 
+  // The job communication key for the ring: the broker's (attested mode), else derived from
+  // the keystore as enclave-train derives it (session::DevelopmentJobKey).
+  Result<crypto::SecretBytes> JobKey() {
+#ifdef ENCLAVE_PY_ATTESTED
+    if (attested_) return attested_->release().job_key.Clone();
+#endif
+    if (!keystore_) return FailedPrecondition("the session holds no keys");
+    return session::DevelopmentJobKey(*keystore_, job_);
+  }
+  // The attested mode: the release was for one rank of one world size.
+  void CheckRank(uint32_t rank, uint32_t world_size) const {
+    if (attested_rank_ && *attested_rank_ != std::make_pair(rank, world_size)) {
+      Raise(g_error, "the keys were released to rank " + std::to_string(attested_rank_->first) + " of " +
+                         std::to_string(attested_rank_->second) + ", not rank " + std::to_string(rank) + " of " +
+                         std::to_string(world_size));
+    }
+  }
+  // Where the ranks meet: the directory when one is given (null here), else the broker
+  // (attested mode only).
+  std::unique_ptr<net::HandleExchange> RendezvousExchange(const std::string& dir) {
+#ifdef ENCLAVE_PY_ATTESTED
+    if (attested_ && dir.empty()) return attested_->RendezvousExchange();
+#endif
+    if (dir.empty()) Raise(g_error, "a ring in development mode needs rendezvous=DIR (the attested mode meets at the broker)");
+    return nullptr;
+  }
+
+  // For torch's NCCL (ProcessGroupNCCL) in this process: hands the job key to the
+  // encrypted plugin through its exported C function (enclave_net_set_job_key, never the
+  // environment) in the library NCCL loads for NCCL_NET_PLUGIN=enclave
+  // (dlopen("libnccl-net-enclave.so"): the one this module is linked to, already loaded),
+  // and sets NCCL's network to it (trainer::ForceNcclNetwork). The plugin's path.
+  std::string ConfigureNccl() {
+    CheckUsable();
+    void* lib = dlopen("libnccl-net-enclave.so", RTLD_NOW | RTLD_GLOBAL);
+    if (lib == nullptr) Raise(g_error, std::string("configure_nccl: ") + dlerror());
+    using SetKey = int (*)(const uint8_t*, size_t);
+    auto set_key = reinterpret_cast<SetKey>(dlsym(lib, "enclave_net_set_job_key"));
+    Dl_info where{};
+    const bool same = set_key == &enclave_net_set_job_key && dladdr(reinterpret_cast<void*>(set_key), &where) != 0;
+    const std::string path = same && where.dli_fname != nullptr ? where.dli_fname : "";
+    dlclose(lib);  // still loaded: this module needs it
+    if (!same) {
+      Raise(g_error, "configure_nccl: the libnccl-net-enclave.so NCCL would load is not the one this module uses "
+                     "(check LD_LIBRARY_PATH)");
+    }
+    if (Status st = trainer::ForceNcclNetwork("enclave"); !st.ok()) Raise(st.Annotate("configure_nccl"));
+    crypto::SecretBytes key = Take(JobKey());
+    const auto bytes = key.ExposeSecret();
+    if (set_key(bytes.data(), bytes.size()) != 0) Raise(g_error, "configure_nccl: the plugin refused the job key");
+    std::lock_guard<std::mutex> lock(mu_);
+    nccl_configured_ = true;
+    return path;
+  }
+
   // Registers memory to wipe at the session's end.
   void Track(const std::shared_ptr<Wipeable>& w) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -215,6 +278,7 @@ class Session : public std::enable_shared_from_this<Session> {
       if (auto w = t.lock()) w->Wipe();
     }
     tracked_.clear();
+    if (nccl_configured_) enclave_net_clear_job_key();  // later NCCL communicators fail closed
     keystore_.reset();
 #ifdef ENCLAVE_PY_ATTESTED
     attested_.reset();  // stops the lease keeper; the released keys are freed (zeroized)
@@ -257,8 +321,10 @@ class Session : public std::enable_shared_from_this<Session> {
 #ifdef ENCLAVE_PY_ATTESTED
   std::unique_ptr<session::AttestedJob> attested_;
 #endif
+  std::optional<std::pair<uint32_t, uint32_t>> attested_rank_;  // (rank, world size) the keys were released to
   std::mutex mu_;
   std::vector<std::weak_ptr<Wipeable>> tracked_;
+  bool nccl_configured_ = false;
   std::string end_reason_;
 };
 
@@ -395,6 +461,285 @@ class BatchIterator {
   size_t next_ = 0;
 };
 
+// The job's sealed datasets (or the one named) opened for streaming: the headers checked
+// (keystore entry, key commitment, header tag, schema, the job's dataset id), no chunk
+// decrypted. Chunks are read, authenticated and decrypted when an epoch needs them. The
+// readers hold the files' payload keys: the session's end frees them (Wipe).
+class SealedStream final : public Wipeable {
+ public:
+  struct Chunk {
+    size_t part;             // which dataset
+    uint64_t first, rows;    // its records within that dataset
+  };
+
+  static std::shared_ptr<SealedStream> Open(std::shared_ptr<Session> session,
+                                            const std::optional<std::string>& dataset_id) {
+    session->CheckUsable();
+    auto s = std::shared_ptr<SealedStream>(new SealedStream());
+    s->session_ = session;
+    const crypto::Keystore* keys = session->Keys();
+    for (const trainer::DatasetSpec& d : session->job().datasets) {
+      if (dataset_id && d.id != *dataset_id) continue;
+      if (d.format != trainer::DatasetFormat::kSealed) {
+        Raise(g_error, d.path + ": SealedIterableDataset streams sealed files only (SealedTensorDataset reads CSV)");
+      }
+      if (keys == nullptr) Raise(g_error, d.path + ": a sealed dataset needs the session's keys");
+      auto reader = std::make_unique<dataset::SealedDatasetReader>(
+          Take(dataset::SealedDatasetReader::Open(d.path, *keys)));
+      if (reader->header().params.object_id != d.id) {
+        Raise(g_error, d.path + ": sealed dataset id is '" + reader->header().params.object_id +
+                           "', the job names '" + d.id + "'");
+      }
+      if (s->parts_.empty()) {
+        s->schema_ = reader->schema();
+      } else if (dataset::EncodeSchema(reader->schema()) != dataset::EncodeSchema(s->schema_)) {
+        Raise(g_error, d.path + ": schema differs from dataset '" + s->paths_[0] + "'");
+      }
+      // Every chunk but the last holds chunk_size / record_bytes whole records.
+      const uint64_t per_chunk = reader->header().params.chunk_size / s->schema_.record_bytes();
+      for (uint64_t first = 0; first < reader->rows(); first += per_chunk) {
+        const uint64_t rows = std::min(per_chunk, reader->rows() - first);
+        s->chunks_.push_back({s->parts_.size(), first, rows});
+        s->max_chunk_rows_ = std::max(s->max_chunk_rows_, rows);
+      }
+      s->rows_ += reader->rows();
+      s->paths_.push_back(d.path);
+      s->parts_.push_back(std::move(reader));
+    }
+    if (s->parts_.empty()) Raise(g_error, "the job has no dataset '" + dataset_id.value_or("") + "'");
+    session->Track(s);
+    return s;
+  }
+
+  void Wipe() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    parts_.clear();  // the readers' keys and plaintext scratch are zeroized as they are freed
+  }
+
+  // Chunk `c`'s records (rows * (features + 1) floats) into `out`: the chunk is
+  // authenticated as a whole before any of its records is copied, then every record is
+  // checked. On failure `out` holds nothing of it.
+  void ReadChunk(size_t c, float* out) {
+    const Chunk& k = chunks_[c];
+    std::lock_guard<std::mutex> lock(mu_);
+    if (parts_.empty()) Raise(g_session_ended, "enclave session ended: the stream's keys are wiped");
+    Status s = parts_[k.part]->ReadRows(k.first, k.rows, out);
+    if (s.ok()) s = trainer::CheckRecords(schema_, paths_[k.part], out, k.first, k.rows);
+    if (!s.ok()) {
+      std::memset(out, 0, k.rows * width() * sizeof(float));
+      Raise(s);  // the reader's message names the file and the chunk; the record check, the row
+    }
+  }
+
+  Session& session() { return *session_; }
+  const std::vector<Chunk>& chunks() const { return chunks_; }
+  uint64_t rows() const { return rows_; }
+  size_t width() const { return schema_.columns.size(); }
+  size_t features() const { return schema_.feature_count(); }
+  uint32_t classes() const { return static_cast<uint32_t>(schema_.classes.size()); }
+  uint64_t max_chunk_rows() const { return max_chunk_rows_; }
+  std::vector<std::string> feature_names() const {
+    std::vector<std::string> names;
+    for (const dataset::Column& c : schema_.columns) {
+      if (c.kind != dataset::ColumnKind::kLabel) names.push_back(c.name);
+    }
+    return names;
+  }
+
+ private:
+  SealedStream() = default;
+  std::shared_ptr<Session> session_;
+  std::mutex mu_;  // the readers: one read at a time, and none during the wipe
+  std::vector<std::unique_ptr<dataset::SealedDatasetReader>> parts_;
+  std::vector<std::string> paths_;
+  dataset::DatasetSchema schema_;
+  std::vector<Chunk> chunks_;
+  uint64_t rows_ = 0, max_chunk_rows_ = 0;
+};
+
+// This rank's batches of one streamed epoch. The order: the chunks (permuted with
+// std::mt19937_64 seeded by `seed` through std::shuffle when asked) are cut into windows
+// of window_chunks chunks; a window's rows, chunk after chunk, are shuffled with the same
+// generator; the epoch's order is the windows' rows one window after the other. As in
+// BatchIterator it is cut to a multiple of world_size and rank r takes positions r, r +
+// world_size, ...: every rank reads and authenticates every chunk but keeps only its rows.
+// At most one window of records is resident (in one locked buffer, reused).
+class StreamIterator {
+ public:
+  StreamIterator(std::shared_ptr<SealedStream> stream, size_t batch_size, size_t window_chunks, bool shuffle,
+                 uint64_t seed, uint32_t rank, uint32_t world_size, bool drop_last)
+      : stream_(std::move(stream)), batch_size_(batch_size), window_chunks_(window_chunks), shuffle_(shuffle),
+        rng_(seed), rank_(rank), world_size_(world_size), drop_last_(drop_last) {
+    if (batch_size == 0) Raise(g_error, "batch_size must be at least 1");
+    if (window_chunks == 0) Raise(g_error, "window_chunks must be at least 1");
+    if (world_size == 0 || rank >= world_size) Raise(g_error, "need 0 <= rank < world_size");
+    stream_->session().CheckUsable();
+    order_.resize(stream_->chunks().size());
+    for (size_t i = 0; i < order_.size(); ++i) order_[i] = i;
+    if (shuffle_) std::shuffle(order_.begin(), order_.end(), rng_);
+    kept_ = stream_->rows() / world_size * world_size;
+    window_capacity_ = std::min<uint64_t>(window_chunks_ * stream_->max_chunk_rows(), stream_->rows());
+  }
+
+  size_t mine() const { return kept_ / world_size_; }
+  size_t batches() const { return drop_last_ ? mine() / batch_size_ : (mine() + batch_size_ - 1) / batch_size_; }
+  uint64_t window_rows() const { return window_capacity_; }
+
+  std::pair<LockedTensor, LockedTensor> Next() {
+    stream_->session().CheckUsable();  // SessionEnded at the lease's end, before anything is read
+    if (!failed_.empty()) Raise(g_error, "this epoch already failed: " + failed_);
+    const size_t left = mine() - yielded_;
+    if (left == 0 || (drop_last_ && left < batch_size_)) throw py::stop_iteration();
+    const size_t n = std::min(batch_size_, left), f = stream_->features(), w = stream_->width();
+    auto x = LockedBuffer::Create(n * f * sizeof(float));
+    auto y = LockedBuffer::Create(n * sizeof(int64_t));
+    auto* dx = reinterpret_cast<float*>(x->data());
+    auto* dy = reinterpret_cast<int64_t*>(y->data());
+    for (size_t i = 0; i < n;) {
+      if (cursor_ == window_order_.size()) {
+        try {
+          LoadNextWindow();  // raises on a chunk that fails: x and y are freed (zeroized) unseen
+        } catch (py::error_already_set& e) {
+          failed_ = e.what();
+          throw;
+        }
+        continue;
+      }
+      const uint64_t position = position_++;
+      const uint32_t slot = window_order_[cursor_++];
+      if (position >= kept_ || position % world_size_ != rank_) continue;
+      const float* record = window_data() + static_cast<size_t>(slot) * w;
+      std::memcpy(dx + i * f, record, f * sizeof(float));
+      dy[i] = static_cast<int64_t>(record[f]);
+      ++i;
+    }
+    yielded_ += n;
+    stream_->session().Track(x);
+    stream_->session().Track(y);
+    return {LockedTensor(x, {static_cast<int64_t>(n), static_cast<int64_t>(f)}, kFloat32),
+            LockedTensor(y, {static_cast<int64_t>(n)}, kInt64)};
+  }
+
+ private:
+  float* window_data() { return reinterpret_cast<float*>(window_->data()); }
+
+  // The next window's chunks into the window buffer, each authenticated whole and checked
+  // before any of its rows can be taken; then the window's row order.
+  void LoadNextWindow() {
+    if (next_chunk_ == order_.size()) Raise(g_error, "internal: the epoch's chunks ran out");
+    if (!window_) {  // allocated at the first read, reused for every window of the epoch
+      window_ = LockedBuffer::Create(window_capacity_ * stream_->width() * sizeof(float));
+      stream_->session().Track(window_);
+    }
+    const size_t end = std::min(order_.size(), next_chunk_ + window_chunks_);
+    window_order_.clear();
+    cursor_ = 0;
+    uint32_t slot = 0;
+    for (; next_chunk_ < end; ++next_chunk_) {
+      const SealedStream::Chunk& c = stream_->chunks()[order_[next_chunk_]];
+      stream_->ReadChunk(order_[next_chunk_], window_data() + static_cast<size_t>(slot) * stream_->width());
+      for (uint64_t r = 0; r < c.rows; ++r) window_order_.push_back(slot++);
+    }
+    if (shuffle_) std::shuffle(window_order_.begin(), window_order_.end(), rng_);
+  }
+
+  std::shared_ptr<SealedStream> stream_;
+  size_t batch_size_, window_chunks_;
+  bool shuffle_;
+  std::mt19937_64 rng_;
+  uint32_t rank_, world_size_;
+  bool drop_last_;
+  std::vector<size_t> order_;        // the epoch's chunk order
+  uint64_t kept_ = 0;                // rows of the epoch's order that go to some rank
+  uint64_t window_capacity_ = 0;     // rows the window buffer holds
+  std::shared_ptr<LockedBuffer> window_;
+  std::vector<uint32_t> window_order_;  // the resident window's rows (slots), in epoch order
+  size_t next_chunk_ = 0, cursor_ = 0;
+  uint64_t position_ = 0;            // the epoch position of the next row of window_order_
+  size_t yielded_ = 0;
+  std::string failed_;
+};
+
+
+// This rank's connection to the job's encrypted ring (net/ring.h through
+// session::RingCollective, as `enclave-train --world-size N` on the CPU): keyed with the job
+// communication key, which stays in C++ (the broker's release in attested mode, derived
+// from the keystore in development mode). The session's end closes it.
+class RingConnection final : public Wipeable {
+ public:
+  static std::shared_ptr<RingConnection> Join(std::shared_ptr<Session> session, uint32_t rank, uint32_t world_size,
+                                              const std::string& rendezvous, double timeout_s) {
+    session->CheckUsable();
+    if (world_size == 0 || rank >= world_size) Raise(g_error, "need 0 <= rank < world_size");
+    if (timeout_s <= 0) Raise(g_error, "timeout_s must be positive");
+    session->CheckRank(rank, world_size);
+    session::DistributedOptions o;
+    o.rank = rank;
+    o.world_size = world_size;
+    o.rendezvous_dir = rendezvous;
+    o.peer_timeout = std::chrono::seconds(static_cast<int64_t>(std::ceil(timeout_s)));
+    crypto::SecretBytes key = Take(session->JobKey());
+    std::unique_ptr<net::HandleExchange> exchange = session->RendezvousExchange(rendezvous);
+    auto c = std::make_shared<RingConnection>();
+    c->session_ = session;
+    {
+      py::gil_scoped_release unlocked;  // waits for the other ranks
+      auto joined = session::RingCollective::Join(session->job(), key, o, exchange.get());
+      py::gil_scoped_acquire locked;
+      if (!joined.ok()) {
+        Raise(joined.status().Annotate("joining the encrypted ring as rank " + std::to_string(rank) + " of " +
+                                       std::to_string(world_size)));
+      }
+      c->ring_ = std::move(joined).value();
+    }
+    session->Track(c);
+    return c;
+  }
+
+  // In place: every element becomes its sum over the ranks (float32 or float64, contiguous).
+  void AllReduceSum(const py::buffer& b) {
+    session_->CheckUsable();
+    py::buffer_info info = b.request(/*writable=*/true);
+    const bool f32 = info.format == py::format_descriptor<float>::format();
+    const bool f64 = info.format == py::format_descriptor<double>::format();
+    if (!f32 && !f64) Raise(g_error, "all_reduce_sum takes float32 or float64 buffers, not format '" + info.format + "'");
+    ssize_t expect = info.itemsize;
+    for (ssize_t d = info.ndim - 1; d >= 0; --d) {
+      if (info.shape[d] != 1 && info.strides[d] != expect) Raise(g_error, "all_reduce_sum needs a contiguous buffer");
+      expect *= info.shape[d];
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!ring_) Raise(g_error, "the ring is closed");
+    Status s;
+    {
+      py::gil_scoped_release unlocked;
+      const auto n = static_cast<size_t>(info.size);
+      s = f32 ? ring_->AllReduceSum(static_cast<float*>(info.ptr), n)
+              : ring_->AllReduceSum(static_cast<double*>(info.ptr), n);
+    }
+    if (!s.ok()) Raise(s.Annotate("ring all-reduce"));
+  }
+
+  int rank() { return Ring().rank(); }
+  int world_size() { return Ring().world_size(); }
+  uint64_t bytes_sent() { return Ring().bytes_sent(); }
+  std::string listen_address() { return Ring().listen_address(); }
+  void Wipe() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ring_.reset();  // closes the connections; the staging memory is zeroized as it is freed
+  }
+
+ private:
+  session::RingCollective& Ring() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!ring_) Raise(g_error, "the ring is closed");
+    return *ring_;
+  }
+  std::shared_ptr<Session> session_;
+  std::mutex mu_;
+  std::unique_ptr<session::RingCollective> ring_;
+};
+
 }  // namespace
 }  // namespace enclave::python
 
@@ -435,6 +780,12 @@ PYBIND11_MODULE(_enclave, m) {
       .def_property_readonly("job_id", [](const Session& s) { return s.job().broker.job_id; })
       .def("check", &Session::CheckUsable)
       .def("close", [](Session& s) { s.End("closed by the program"); })
+      .def(
+          "ring",
+          [](std::shared_ptr<Session> s, uint32_t rank, uint32_t world_size, const std::string& rendezvous,
+             double timeout_s) { return RingConnection::Join(std::move(s), rank, world_size, rendezvous, timeout_s); },
+          py::arg("rank"), py::arg("world_size"), py::arg("rendezvous") = "", py::arg("timeout_s") = 120.0)
+      .def("configure_nccl", &Session::ConfigureNccl)
       .def("export", &Session::Export, py::arg("model"), py::arg("out"), py::arg("format") = "pytorch",
            py::arg("overwrite") = false);
 
@@ -455,6 +806,39 @@ PYBIND11_MODULE(_enclave, m) {
           },
           py::arg("batch_size"), py::arg("shuffle") = false, py::arg("seed") = 0, py::arg("rank") = 0,
           py::arg("world_size") = 1, py::arg("drop_last") = false, py::arg("rows") = py::none());
+
+  py::class_<SealedStream, std::shared_ptr<SealedStream>>(m, "SealedStream")
+      .def(py::init(&SealedStream::Open), py::arg("session"), py::arg("dataset") = py::none())
+      .def("__len__", &SealedStream::rows)
+      .def_property_readonly("features", &SealedStream::features)
+      .def_property_readonly("classes", &SealedStream::classes)
+      .def_property_readonly("feature_names", &SealedStream::feature_names)
+      .def_property_readonly("chunks", [](const SealedStream& s) { return s.chunks().size(); })
+      .def_property_readonly("max_chunk_rows", &SealedStream::max_chunk_rows)
+      .def(
+          "epoch",
+          [](std::shared_ptr<SealedStream> s, size_t batch_size, size_t window_chunks, bool shuffle, uint64_t seed,
+             uint32_t rank, uint32_t world_size, bool drop_last) {
+            return StreamIterator(std::move(s), batch_size, window_chunks, shuffle, seed, rank, world_size,
+                                  drop_last);
+          },
+          py::arg("batch_size"), py::arg("window_chunks") = 8, py::arg("shuffle") = false, py::arg("seed") = 0,
+          py::arg("rank") = 0, py::arg("world_size") = 1, py::arg("drop_last") = false);
+
+  py::class_<StreamIterator>(m, "StreamIterator")
+      .def("__iter__", [](StreamIterator& it) -> StreamIterator& { return it; }, py::return_value_policy::reference)
+      .def("__next__", &StreamIterator::Next)
+      .def("__len__", &StreamIterator::batches)
+      .def_property_readonly("rows", &StreamIterator::mine)
+      .def_property_readonly("window_rows", &StreamIterator::window_rows);
+
+  py::class_<RingConnection, std::shared_ptr<RingConnection>>(m, "Ring")
+      .def("all_reduce_sum", &RingConnection::AllReduceSum, py::arg("buffer"))
+      .def_property_readonly("rank", &RingConnection::rank)
+      .def_property_readonly("world_size", &RingConnection::world_size)
+      .def_property_readonly("bytes_sent", &RingConnection::bytes_sent)
+      .def_property_readonly("listen_address", &RingConnection::listen_address)
+      .def("close", &RingConnection::Wipe);
 
   py::class_<BatchIterator>(m, "BatchIterator")
       .def("__iter__", [](BatchIterator& it) -> BatchIterator& { return it; }, py::return_value_policy::reference)

@@ -132,6 +132,9 @@ import json
 r = json.loads(open("train.json").read().splitlines()[-1])
 print(f"attested torch MLP: validation accuracy {r['accuracy']:.4f}, job {r['job_id']}")
 assert r["accuracy"] >= 0.93, r
+assert r["streamed_rows"] == 569, r  # one streamed epoch: every record once
+assert r["ring_sum"] == [1.0, 1.0, 1.0], r
+assert r["nccl_plugin"].endswith("libnccl-net-enclave.so") and r["plugin_init"] == 0, r  # the broker's key installed
 PY
 "$bin/enclave-data" open-model "${ks[@]}" --in job/model.sealed --out model.bin 3<pass >/dev/null
 [ "$(stat -c %s model.bin)" -gt 1000 ] || fail "the opened model is too small"

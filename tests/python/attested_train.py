@@ -1,11 +1,15 @@
 """A torch MLP on sealed data in attested mode (run by attested_test.sh from the job's folder).
 
+Then, with the same released keys: one streamed epoch (SealedIterableDataset), a ring of
+one keyed with the broker's job key, and configure_nccl (the plugin's init() succeeds).
+
 The keys come from the broker, released to this interpreter and this file (the workload the
 data-use policy approves) on a host attested with its TPM (swtpm); they stay in the package's
 C++ core. Prints one JSON line: the validation accuracy, the lease and the export's digest.
     python3 attested_train.py TCTI STATE_DIR IMA_LOG
 """
 
+import ctypes
 import json
 import sys
 
@@ -34,5 +38,17 @@ with torch.no_grad():
     accuracy = float((model((xv - mean) / std).argmax(1) == yv).float().mean())
 weights = b"".join(p.detach().numpy().tobytes() for p in model.parameters())
 digest = session.export(weights, "model.sealed", format="test-torch-mlp-params")
-print(json.dumps({"accuracy": accuracy, "job_id": session.job_id, "model_sha256": digest}))
+streamed = sum(len(y) for _, y in enclave.SealedIterableDataset(session, batch_size=64, window_chunks=1,
+                                                                 shuffle=True, seed=1))
+ring = session.ring(0, 1)  # the broker's job key; a ring of one meets nobody
+one = torch.ones(3)
+ring.all_reduce_sum(one.numpy())
+plugin = session.configure_nccl()
+table = (ctypes.c_void_p * 2).in_dll(ctypes.CDLL("libnccl-net-enclave.so"), "ncclNetPlugin_v11")
+init = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint64, ctypes.c_void_p,
+                        ctypes.c_void_p, ctypes.c_void_p)(table[1])
+ctx = ctypes.c_void_p()
+print(json.dumps({"accuracy": accuracy, "job_id": session.job_id, "model_sha256": digest, "streamed_rows": streamed,
+                  "ring_sum": one.tolist(), "nccl_plugin": plugin,
+                  "plugin_init": init(ctypes.byref(ctx), 1, None, None, None)}))
 session.close()

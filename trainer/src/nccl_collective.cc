@@ -1,24 +1,50 @@
 #include "enclave/trainer/nccl_collective.h"
 
-#if ENCLAVE_TRAIN_NCCL
-#include <cuda_runtime.h>
-#include <dlfcn.h>
-#include <nccl.h>
-
 #include <strings.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <string>
+
+#if ENCLAVE_TRAIN_NCCL
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+#include <nccl.h>
+
 #include <thread>
 #endif
 
 namespace enclave::trainer {
 
+// NCCL reads its network settings from the environment (and /etc/nccl.conf, whose values
+// never override the environment) when it first initialises. Only the encrypted plugin may
+// carry inter-host traffic: another configured network, and the paths between hosts that
+// bypass the net plugin (in-network reduction, multi-node NVLink), are refused rather than
+// overridden silently; then all of them are set, before any NCCL call. Needs no CUDA: a
+// process whose NCCL is another library's (torch's) is configured by it too.
+Status ForceNcclNetwork(const char* net) {
+  struct Setting {
+    const char* var;
+    const char* value;
+  };
+  const Setting settings[] = {{"NCCL_NET", net}, {"NCCL_NET_PLUGIN", net}, {"NCCL_COLLNET_ENABLE", "0"},
+                              {"NCCL_MNNVL_ENABLE", "0"}};
+  for (const Setting& s : settings) {  // every check before any change
+    const char* v = std::getenv(s.var);
+    if (v != nullptr && *v != '\0' && strcasecmp(v, s.value) != 0) {
+      return FailedPrecondition(std::string(s.var) + "=" + v + " would let NCCL move data between hosts outside the " +
+                                "encrypted '" + net + "' plugin: unset it");
+    }
+  }
+  for (const Setting& s : settings) {
+    if (setenv(s.var, s.value, 1) != 0) return Internal(std::string("setenv ") + s.var);
+  }
+  return OkStatus();
+}
+
 #if !ENCLAVE_TRAIN_NCCL
 
 bool NcclBuilt() { return false; }
-Status ForceNcclNetwork(const char*) { return Unsupported("this build has no CUDA: no NCCL"); }
 Result<NcclUniqueId> NewNcclUniqueId() { return Unsupported("this build has no CUDA: no NCCL"); }
 Result<std::unique_ptr<Collective>> JoinNccl(const NcclJoinOptions&) {
   return Unsupported("this build has no CUDA: no NCCL");
@@ -67,31 +93,6 @@ Result<const NcclApi*> Api() {
 Status Cuda(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return OkStatus();
   return Internal(std::string(what) + ": " + cudaGetErrorString(e));
-}
-
-// NCCL reads its network settings from the environment (and /etc/nccl.conf, whose values
-// never override the environment) when it first initialises. Only the encrypted plugin may
-// carry inter-host traffic: another configured network, and the paths between hosts that
-// bypass the net plugin (in-network reduction, multi-node NVLink), are refused rather than
-// overridden silently; then all of them are set, before any NCCL call.
-Status ForceNetworkImpl(const char* net) {
-  struct Setting {
-    const char* var;
-    const char* value;
-  };
-  const Setting settings[] = {{"NCCL_NET", net}, {"NCCL_NET_PLUGIN", net}, {"NCCL_COLLNET_ENABLE", "0"},
-                              {"NCCL_MNNVL_ENABLE", "0"}};
-  for (const Setting& s : settings) {  // every check before any change
-    const char* v = std::getenv(s.var);
-    if (v != nullptr && *v != '\0' && strcasecmp(v, s.value) != 0) {
-      return FailedPrecondition(std::string(s.var) + "=" + v + " would let NCCL move data between hosts outside the " +
-                                "encrypted '" + net + "' plugin: unset it");
-    }
-  }
-  for (const Setting& s : settings) {
-    if (setenv(s.var, s.value, 1) != 0) return Internal(std::string("setenv ") + s.var);
-  }
-  return OkStatus();
 }
 
 class NcclCollective final : public Collective {
@@ -201,8 +202,6 @@ class NcclCollective final : public Collective {
 
 bool NcclBuilt() { return true; }
 
-Status ForceNcclNetwork(const char* net) { return ForceNetworkImpl(net); }
-
 Result<NcclUniqueId> NewNcclUniqueId() {
   ASSIGN_OR_RETURN(const NcclApi* api, Api());
   ncclUniqueId id;
@@ -215,7 +214,7 @@ Result<NcclUniqueId> NewNcclUniqueId() {
 
 Result<std::unique_ptr<Collective>> JoinNccl(const NcclJoinOptions& o) {
   if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size) return InvalidInput("NCCL: bad rank or world size");
-  if (o.net != nullptr && *o.net != '\0') RETURN_IF_ERROR(ForceNetworkImpl(o.net));
+  if (o.net != nullptr && *o.net != '\0') RETURN_IF_ERROR(ForceNcclNetwork(o.net));
   ASSIGN_OR_RETURN(const NcclApi* api, Api());
   ncclUniqueId id;
   std::memcpy(id.internal, o.unique_id.data(), sizeof(id.internal));

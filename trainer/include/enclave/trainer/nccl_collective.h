@@ -4,7 +4,8 @@
 // in-network reduction (CollNet) and multi-node NVLink are turned off; a value that says
 // otherwise is refused, so NCCL cannot fall back to its plaintext socket transport. The caller hands the job key to the plugin first
 // (enclave_net_set_job_key). Built only with CUDA; elsewhere NcclBuilt() is false and
-// the functions return kUnsupported.
+// the functions but ForceNcclNetwork (the environment only: it configures another
+// library's NCCL too, torch's) return kUnsupported.
 #pragma once
 
 #include <array>
