@@ -209,6 +209,20 @@ TEST(MetricsReport, Multiclass) {
   EXPECT_NEAR(m.roc_auc_ovr.value, RocAuc(p, y, 5, 3), 1e-12);
   // Sum over classes of (p - onehot)^2 per row: 0.06, 0.38, 0.06, 1.04, 0.16 + 0.36 + 0.04.
   EXPECT_NEAR(m.brier.value, (0.06 + 0.38 + 0.06 + 1.04 + 0.56) / 5, 1e-7);
+  // Top-label calibration, 10 bins of the predicted class's probability: 0.8, 0.5, 0.8,
+  // 0.6, 0.4 (predicted 0, 1, 2, 1, 0; right, right, right, wrong, wrong).
+  ASSERT_EQ(m.reliability.size(), 10u);
+  EXPECT_EQ(m.reliability[8].count, 2u);
+  EXPECT_NEAR(m.reliability[8].mean_predicted, 0.8, 1e-7);
+  EXPECT_DOUBLE_EQ(m.reliability[8].observed_fraction, 1.0);
+  EXPECT_EQ(m.reliability[5].count, 1u);
+  EXPECT_DOUBLE_EQ(m.reliability[5].observed_fraction, 1.0);
+  EXPECT_EQ(m.reliability[6].count, 1u);
+  EXPECT_DOUBLE_EQ(m.reliability[6].observed_fraction, 0.0);
+  EXPECT_EQ(m.reliability[4].count, 1u);
+  EXPECT_EQ(m.reliability[0].count + m.reliability[9].count, 0u);
+  // |1 - 0.8| * 2/5 + |1 - 0.5| / 5 + |0 - 0.6| / 5 + |0 - 0.4| / 5
+  EXPECT_NEAR(m.ece.value, (0.2 * 2 + 0.5 + 0.6 + 0.4) / 5, 1e-7);
 
   // A class absent from the labels and never predicted: no F1, left out of the macro mean
   // and of the AUC mean.

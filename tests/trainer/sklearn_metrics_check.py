@@ -150,6 +150,19 @@ def check_multiclass(tool, tmp, name, p32, y32):
     onehot = np.eye(c)[y]
     # Multiclass Brier (sklearn has none): mean over rows of the sum over classes.
     close(f"{name} brier", r["brier"]["value"], np.mean(np.sum((p - onehot) ** 2, axis=1)))
+    # Top-label calibration: bins of the predicted class's probability (floor(conf * 10)).
+    conf = p32[np.arange(n), pred].astype(np.float64)
+    hit = (pred == y).astype(np.float64)
+    binid = np.minimum(np.floor(conf * 10).astype(np.int64), 9)
+    ece = 0.0
+    for k in range(10):
+        m = binid == k
+        equal(f"{name} top-label bin {k} count", r["reliability"][k]["count"], int(m.sum()))
+        if m.any():
+            close(f"{name} top-label bin {k} mean_predicted", r["reliability"][k]["mean_predicted"], conf[m].mean())
+            close(f"{name} top-label bin {k} observed_fraction", r["reliability"][k]["observed_fraction"], hit[m].mean())
+            ece += m.sum() / n * abs(hit[m].mean() - conf[m].mean())
+    close(f"{name} top-label ece", r["ece"]["value"], ece)
     ovr = np.mean([skm.roc_auc_score(y == k, p[:, k]) for k in range(c)])
     close(f"{name} roc_auc_ovr (per class)", r["roc_auc_ovr"]["value"], ovr)
     if np.allclose(p.sum(axis=1), 1.0):
@@ -288,8 +301,14 @@ def check_multiclass_bootstrap(tool, tmp, name, p32, y32, count, seed):
         aucs = [skm.roc_auc_score(yi == k, pi[:, k]) if 0 < np.sum(yi == k) < n else math.nan
                 for k in range(c) if in_auc[k]]
         auc = math.nan if any(math.isnan(v) for v in aucs) else float(np.mean(aucs))
+        conf = pi[np.arange(n), pr]
+        hit = (pr == yi).astype(np.float64)
+        binid = np.minimum(np.floor(conf * 10).astype(np.int64), 9)
+        ece = sum(np.sum(binid == k) / n * abs(hit[binid == k].mean() - conf[binid == k].mean())
+                  for k in range(10) if np.any(binid == k))
         row = {("macro_f1",): macro, ("accuracy",): skm.accuracy_score(yi, pr),
-               ("brier",): np.mean(np.sum((pi - np.eye(c)[yi]) ** 2, axis=1)), ("roc_auc_ovr",): auc}
+               ("brier",): np.mean(np.sum((pi - np.eye(c)[yi]) ** 2, axis=1)), ("roc_auc_ovr",): auc,
+               ("ece",): ece}
         for k in range(c):
             row[("per_class", k, "sensitivity")] = ratio(cm[k, k], cm[k, :].sum())
             row[("per_class", k, "ppv")] = ratio(cm[k, k], cm[:, k].sum())

@@ -254,24 +254,34 @@ struct MulticlassData {
   const float* y;
   size_t rows;
   uint32_t classes;
+  uint32_t bins;
   LockedArray<uint32_t> pred;    // argmax per row
   LockedArray<double> brier;     // sum_c (p_c - [y == c])^2 per row
+  LockedArray<uint32_t> bin;     // top-label reliability bin per row (of p[pred])
   std::vector<Ranking> rankings;  // per class c: by p[:, c], positive = class c
   std::vector<bool> f1_in_macro, auc_in_mean;  // decided by the full sample
 };
 
-// out: per class (sensitivity, ppv, f1), then macro F1, accuracy, Brier, mean OvR AUC.
-void MulticlassScalars(const MulticlassData& d, const uint32_t* w, double* out, std::vector<uint64_t>* confusion) {
+// out: per class (sensitivity, ppv, f1), then macro F1, accuracy, Brier, mean OvR AUC,
+// top-label ECE.
+void MulticlassScalars(const MulticlassData& d, const uint32_t* w, double* out, std::vector<uint64_t>* confusion,
+                       std::vector<ReliabilityBin>* curve) {
   const uint32_t C = d.classes;
   std::vector<uint64_t> cm(static_cast<size_t>(C) * C, 0);
   uint64_t total = 0;
   double brier = 0;
+  std::vector<uint64_t> bin_n(d.bins, 0);
+  std::vector<double> bin_p(d.bins, 0.0), bin_hit(d.bins, 0.0);
   for (size_t i = 0; i < d.rows; ++i) {
     const uint64_t wi = w == nullptr ? 1 : w[i];
     if (wi == 0) continue;
     cm[static_cast<size_t>(d.y[i]) * C + d.pred[i]] += wi;
     total += wi;
     brier += static_cast<double>(wi) * d.brier[i];
+    const uint32_t k = d.bin[i];
+    bin_n[k] += wi;
+    bin_p[k] += static_cast<double>(wi) * d.p[i * C + d.pred[i]];
+    bin_hit[k] += d.y[i] == static_cast<float>(d.pred[i]) ? static_cast<double>(wi) : 0.0;
   }
   uint64_t correct = 0;
   double f1_sum = 0;
@@ -312,15 +322,36 @@ void MulticlassScalars(const MulticlassData& d, const uint32_t* w, double* out, 
     ++auc_n;
   }
   tail[3] = auc_ok && auc_n > 0 ? auc_sum / static_cast<double>(auc_n) : kNaN;
+  double ece = 0;
+  for (uint32_t k = 0; k < d.bins; ++k) {
+    if (bin_n[k] == 0) continue;
+    const double n = static_cast<double>(bin_n[k]);
+    ece += n / static_cast<double>(total) * std::fabs(bin_hit[k] / n - bin_p[k] / n);
+  }
+  tail[4] = ece;
   if (confusion != nullptr) *confusion = std::move(cm);
+  if (curve != nullptr) {
+    curve->assign(d.bins, ReliabilityBin{});
+    for (uint32_t k = 0; k < d.bins; ++k) {
+      ReliabilityBin& b = (*curve)[k];
+      b.lower = static_cast<double>(k) / d.bins;
+      b.upper = static_cast<double>(k + 1) / d.bins;
+      b.count = bin_n[k];
+      if (bin_n[k] > 0) {
+        b.mean_predicted = bin_p[k] / static_cast<double>(bin_n[k]);
+        b.observed_fraction = bin_hit[k] / static_cast<double>(bin_n[k]);
+      }
+    }
+  }
 }
 
 Status EvaluateMulticlass(const float* probs, const float* labels, size_t rows, uint32_t classes,
                           const EvalOptions& opt, MulticlassMetrics* m) {
   const uint32_t C = classes;
-  MulticlassData d{probs, labels, rows, C, {}, {}, {}, {}, {}};
+  MulticlassData d{probs, labels, rows, C, opt.calibration_bins, {}, {}, {}, {}, {}, {}};
   ASSIGN_OR_RETURN(d.pred, LockedArray<uint32_t>::Create(rows));
   ASSIGN_OR_RETURN(d.brier, LockedArray<double>::Create(rows));
+  ASSIGN_OR_RETURN(d.bin, LockedArray<uint32_t>::Create(rows));
   for (size_t i = 0; i < rows; ++i) {
     const float* p = probs + i * C;
     uint32_t best = 0;
@@ -332,14 +363,15 @@ Status EvaluateMulticlass(const float* probs, const float* labels, size_t rows, 
     }
     d.pred[i] = best;
     d.brier[i] = b;
+    d.bin[i] = BinOf(p[best], d.bins);
   }
   for (uint32_t c = 0; c < C; ++c) {
     ASSIGN_OR_RETURN(Ranking rk, MakeRanking(probs + c, C, labels, static_cast<float>(c), rows));
     d.rankings.push_back(std::move(rk));
   }
-  const size_t k = 3 * static_cast<size_t>(C) + 4;
+  const size_t k = 3 * static_cast<size_t>(C) + 5;
   ASSIGN_OR_RETURN(LockedArray<double> point, LockedArray<double>::Create(k));
-  MulticlassScalars(d, nullptr, point.data(), &m->confusion);
+  MulticlassScalars(d, nullptr, point.data(), &m->confusion, &m->reliability);
 
   // Which classes the full-sample averages use; a resample missing one of them is skipped.
   d.f1_in_macro.assign(C, false);
@@ -359,10 +391,11 @@ Status EvaluateMulticlass(const float* probs, const float* labels, size_t rows, 
     cm.support = row;
     est.insert(est.end(), {&cm.sensitivity, &cm.ppv, &cm.f1});
   }
-  est.insert(est.end(), {&m->macro_f1, &m->accuracy, &m->brier, &m->roc_auc_ovr});
+  est.insert(est.end(), {&m->macro_f1, &m->accuracy, &m->brier, &m->roc_auc_ovr, &m->ece});
   for (size_t j = 0; j < k; ++j) est[j]->value = point[j];
   return Bootstrap(
-      rows, k, opt, [&](const uint32_t* w, double* out) { MulticlassScalars(d, w, out, nullptr); }, est.data());
+      rows, k, opt, [&](const uint32_t* w, double* out) { MulticlassScalars(d, w, out, nullptr, nullptr); },
+      est.data());
 }
 
 // ---- regression ----
@@ -548,6 +581,20 @@ Result<ThresholdChoice> ChooseThresholdForSensitivity(const float* probs, const 
                         });
 }
 
+namespace {
+nlohmann::json ReliabilityJson(const std::vector<ReliabilityBin>& curve, JsonNumbers numbers) {
+  nlohmann::json bins = nlohmann::json::array();
+  for (const ReliabilityBin& b : curve) {
+    bins.push_back({{"lower", b.lower},
+                    {"upper", b.upper},
+                    {"count", b.count},
+                    {"mean_predicted", Number(b.mean_predicted, numbers)},
+                    {"observed_fraction", Number(b.observed_fraction, numbers)}});
+  }
+  return bins;
+}
+}  // namespace
+
 nlohmann::json ToJson(const ClassificationReport& r, JsonNumbers numbers) {
   const auto E = [&](const Estimate& e) { return EstimateJson(e, r.bootstrap, numbers); };
   nlohmann::json j = {{"task", r.binary ? "binary" : "multiclass"},
@@ -568,15 +615,7 @@ nlohmann::json ToJson(const ClassificationReport& r, JsonNumbers numbers) {
     j["average_precision"] = E(m.average_precision);
     j["brier"] = E(m.brier);
     j["ece"] = E(m.ece);
-    nlohmann::json bins = nlohmann::json::array();
-    for (const ReliabilityBin& b : m.reliability) {
-      bins.push_back({{"lower", b.lower},
-                      {"upper", b.upper},
-                      {"count", b.count},
-                      {"mean_predicted", Number(b.mean_predicted, numbers)},
-                      {"observed_fraction", Number(b.observed_fraction, numbers)}});
-    }
-    j["reliability"] = std::move(bins);
+    j["reliability"] = ReliabilityJson(m.reliability, numbers);
   } else {
     const MulticlassMetrics& m = r.multiclass_metrics;
     nlohmann::json cm = nlohmann::json::array();
@@ -598,6 +637,9 @@ nlohmann::json ToJson(const ClassificationReport& r, JsonNumbers numbers) {
     j["accuracy"] = E(m.accuracy);
     j["brier"] = E(m.brier);
     j["roc_auc_ovr"] = E(m.roc_auc_ovr);
+    j["ece"] = E(m.ece);
+    j["reliability_of"] = "top label: the predicted class's probability against whether it is the true class";
+    j["reliability"] = ReliabilityJson(m.reliability, numbers);
   }
   return j;
 }

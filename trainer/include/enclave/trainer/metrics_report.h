@@ -66,6 +66,11 @@ struct MulticlassMetrics {
   std::vector<uint64_t> confusion;
   std::vector<ClassMetrics> per_class;
   Estimate macro_f1, accuracy, brier, roc_auc_ovr;
+  // Top-label calibration: rows binned by the predicted class's probability (the
+  // confidence); a bin's mean_predicted is its mean confidence, observed_fraction the
+  // share of its rows whose predicted class is the true one; ECE as for binary.
+  std::vector<ReliabilityBin> reliability;
+  Estimate ece;
 };
 
 struct BootstrapInfo {
