@@ -176,13 +176,48 @@ struct BinaryData {
   LockedArray<uint32_t> bin;  // reliability bin per row
 };
 
+// Rows tallied by reliability bin (binary: by P(class 1), observed = positive; multiclass:
+// by the predicted class's probability, observed = predicted class is the true one).
+struct ReliabilityTally {
+  explicit ReliabilityTally(uint32_t bins) : n(bins, 0), p(bins, 0.0), hit(bins, 0.0) {}
+  void Add(uint32_t bin, uint64_t w, double prob, bool observed) {
+    n[bin] += w;
+    p[bin] += static_cast<double>(w) * prob;
+    hit[bin] += observed ? static_cast<double>(w) : 0.0;
+  }
+  double Ece(uint64_t total) const {
+    double ece = 0;
+    for (size_t k = 0; k < n.size(); ++k) {
+      if (n[k] == 0) continue;
+      const double c = static_cast<double>(n[k]);
+      ece += c / static_cast<double>(total) * std::fabs(hit[k] / c - p[k] / c);
+    }
+    return ece;
+  }
+  void Curve(std::vector<ReliabilityBin>* curve) const {
+    const uint32_t bins = static_cast<uint32_t>(n.size());
+    curve->assign(bins, ReliabilityBin{});
+    for (uint32_t k = 0; k < bins; ++k) {
+      ReliabilityBin& b = (*curve)[k];
+      b.lower = static_cast<double>(k) / bins;
+      b.upper = static_cast<double>(k + 1) / bins;
+      b.count = n[k];
+      if (n[k] > 0) {
+        b.mean_predicted = p[k] / static_cast<double>(n[k]);
+        b.observed_fraction = hit[k] / static_cast<double>(n[k]);
+      }
+    }
+  }
+  std::vector<uint64_t> n;
+  std::vector<double> p, hit;
+};
+
 void BinaryScalars(const BinaryData& d, const uint32_t* w, double* out, BinaryConfusion* confusion,
                    std::vector<ReliabilityBin>* curve) {
   BinaryConfusion cm;
   uint64_t total = 0;
   double brier = 0;
-  std::vector<uint64_t> bin_n(d.bins, 0);
-  std::vector<double> bin_p(d.bins, 0.0), bin_y(d.bins, 0.0);
+  ReliabilityTally tally(d.bins);
   for (size_t i = 0; i < d.rows; ++i) {
     const uint64_t wi = w == nullptr ? 1 : w[i];
     if (wi == 0) continue;
@@ -193,9 +228,7 @@ void BinaryScalars(const BinaryData& d, const uint32_t* w, double* out, BinaryCo
     total += wi;
     const double e = p - (pos ? 1.0 : 0.0);
     brier += static_cast<double>(wi) * e * e;
-    bin_n[d.bin[i]] += wi;
-    bin_p[d.bin[i]] += static_cast<double>(wi) * p;
-    bin_y[d.bin[i]] += pos ? static_cast<double>(wi) : 0.0;
+    tally.Add(d.bin[i], wi, p, pos);
   }
   out[kSens] = Ratio(cm.tp, cm.tp + cm.fn);
   out[kSpec] = Ratio(cm.tn, cm.tn + cm.fp);
@@ -206,27 +239,9 @@ void BinaryScalars(const BinaryData& d, const uint32_t* w, double* out, BinaryCo
   out[kAuc] = WeightedAuc(d.ranking, d.rows, w);
   out[kAp] = WeightedAveragePrecision(d.ranking, d.rows, w, cm.tp + cm.fn);
   out[kBrier] = brier / static_cast<double>(total);
-  double ece = 0;
-  for (uint32_t k = 0; k < d.bins; ++k) {
-    if (bin_n[k] == 0) continue;
-    const double n = static_cast<double>(bin_n[k]);
-    ece += n / static_cast<double>(total) * std::fabs(bin_y[k] / n - bin_p[k] / n);
-  }
-  out[kEce] = ece;
+  out[kEce] = tally.Ece(total);
   if (confusion != nullptr) *confusion = cm;
-  if (curve != nullptr) {
-    curve->assign(d.bins, ReliabilityBin{});
-    for (uint32_t k = 0; k < d.bins; ++k) {
-      ReliabilityBin& b = (*curve)[k];
-      b.lower = static_cast<double>(k) / d.bins;
-      b.upper = static_cast<double>(k + 1) / d.bins;
-      b.count = bin_n[k];
-      if (bin_n[k] > 0) {
-        b.mean_predicted = bin_p[k] / static_cast<double>(bin_n[k]);
-        b.observed_fraction = bin_y[k] / static_cast<double>(bin_n[k]);
-      }
-    }
-  }
+  if (curve != nullptr) tally.Curve(curve);
 }
 
 Status EvaluateBinary(const float* probs, const float* labels, size_t rows, const EvalOptions& opt,
@@ -270,18 +285,14 @@ void MulticlassScalars(const MulticlassData& d, const uint32_t* w, double* out, 
   std::vector<uint64_t> cm(static_cast<size_t>(C) * C, 0);
   uint64_t total = 0;
   double brier = 0;
-  std::vector<uint64_t> bin_n(d.bins, 0);
-  std::vector<double> bin_p(d.bins, 0.0), bin_hit(d.bins, 0.0);
+  ReliabilityTally tally(d.bins);
   for (size_t i = 0; i < d.rows; ++i) {
     const uint64_t wi = w == nullptr ? 1 : w[i];
     if (wi == 0) continue;
     cm[static_cast<size_t>(d.y[i]) * C + d.pred[i]] += wi;
     total += wi;
     brier += static_cast<double>(wi) * d.brier[i];
-    const uint32_t k = d.bin[i];
-    bin_n[k] += wi;
-    bin_p[k] += static_cast<double>(wi) * d.p[i * C + d.pred[i]];
-    bin_hit[k] += d.y[i] == static_cast<float>(d.pred[i]) ? static_cast<double>(wi) : 0.0;
+    tally.Add(d.bin[i], wi, d.p[i * C + d.pred[i]], d.y[i] == static_cast<float>(d.pred[i]));
   }
   uint64_t correct = 0;
   double f1_sum = 0;
@@ -322,27 +333,9 @@ void MulticlassScalars(const MulticlassData& d, const uint32_t* w, double* out, 
     ++auc_n;
   }
   tail[3] = auc_ok && auc_n > 0 ? auc_sum / static_cast<double>(auc_n) : kNaN;
-  double ece = 0;
-  for (uint32_t k = 0; k < d.bins; ++k) {
-    if (bin_n[k] == 0) continue;
-    const double n = static_cast<double>(bin_n[k]);
-    ece += n / static_cast<double>(total) * std::fabs(bin_hit[k] / n - bin_p[k] / n);
-  }
-  tail[4] = ece;
+  tail[4] = tally.Ece(total);
   if (confusion != nullptr) *confusion = std::move(cm);
-  if (curve != nullptr) {
-    curve->assign(d.bins, ReliabilityBin{});
-    for (uint32_t k = 0; k < d.bins; ++k) {
-      ReliabilityBin& b = (*curve)[k];
-      b.lower = static_cast<double>(k) / d.bins;
-      b.upper = static_cast<double>(k + 1) / d.bins;
-      b.count = bin_n[k];
-      if (bin_n[k] > 0) {
-        b.mean_predicted = bin_p[k] / static_cast<double>(bin_n[k]);
-        b.observed_fraction = bin_hit[k] / static_cast<double>(bin_n[k]);
-      }
-    }
-  }
+  if (curve != nullptr) tally.Curve(curve);
 }
 
 Status EvaluateMulticlass(const float* probs, const float* labels, size_t rows, uint32_t classes,
