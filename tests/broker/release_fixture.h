@@ -6,6 +6,7 @@
 #include <sodium.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <set>
@@ -162,6 +163,34 @@ class ReleaseTest : public EnrolAttestTest {
     reg.insert(reg.end(), host->begin(), host->end());
     std::string out;
     ASSERT_EQ(BrokerProcess::RunProgram(ENCLAVE_ATTEST_BIN, reg, "", &out), 0) << out;
+  }
+#endif
+
+#ifdef ENCLAVE_TRAIN_BIN
+  // Runs enclave-train with `args` and revokes job `job_id` once its lease exists (the
+  // trainer is training by then); waits for the trainer to end.
+  struct RevokedRun {
+    bool revoked = false;
+    int rc = -1;
+    double seconds = 0;  // from the start to the trainer's end
+    std::string out;
+  };
+  RevokedRun RunAndRevoke(const std::vector<std::string>& args, const std::string& job_id) {
+    RevokedRun r;
+    const auto start = std::chrono::steady_clock::now();
+    std::thread trainer([&] { r.rc = BrokerProcess::RunProgram(ENCLAVE_TRAIN_BIN, args, "", &r.out); });
+    for (int i = 0; i < 100 && !r.revoked; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      std::string leases;
+      if (BrokerProcess::RunBroker({"leases", "--config", broker_->config(), "--json"}, "", &leases) != 0) continue;
+      auto j = nlohmann::json::parse(leases, nullptr, false);
+      if (j.is_object() && j["leases"].size() == 1) {
+        r.revoked = PostAdmin("/v1/admin/revocations", EncodeRevocationRequest({"job", job_id, "test"})).status == 200;
+      }
+    }
+    trainer.join();
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return r;
   }
 #endif
 

@@ -1155,27 +1155,12 @@ TEST_F(ReleaseTest, EnclaveTrainTuneStopsWhenItsLeaseEnds) {
   testing::WriteText(work_ + "/long.toml", job);
   std::vector<std::string> tune = {"tune", "--job", work_ + "/long.toml", "--event-log=", ImaLogFlag(), "--device", "cpu"};
   tune.insert(tune.end(), host.begin(), host.end());
-  int rc = -1;
-  std::string train_out;
-  const auto start = std::chrono::steady_clock::now();
-  std::thread trainer([&] { rc = BrokerProcess::RunProgram(ENCLAVE_TRAIN_BIN, tune, "", &train_out); });
-  bool revoked = false;
-  for (int i = 0; i < 100 && !revoked; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    std::string leases;
-    if (BrokerProcess::RunBroker({"leases", "--config", broker_->config(), "--json"}, "", &leases) != 0) continue;
-    auto j = nlohmann::json::parse(leases, nullptr, false);
-    if (j.is_object() && j["leases"].size() == 1) {
-      revoked = PostAdmin("/v1/admin/revocations", EncodeRevocationRequest({"job", "long-tune-job", "test"})).status == 200;
-    }
-  }
-  trainer.join();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ASSERT_TRUE(revoked);
-  EXPECT_EQ(rc, 5) << train_out;
-  EXPECT_NE(train_out.find("the lease ended during cross-validation"), std::string::npos) << train_out;
+  const RevokedRun r = RunAndRevoke(tune, "long-tune-job");
+  ASSERT_TRUE(r.revoked);
+  EXPECT_EQ(r.rc, 5) << r.out;
+  EXPECT_NE(r.out.find("the lease ended during cross-validation"), std::string::npos) << r.out;
   EXPECT_FALSE(std::filesystem::exists(work_ + "/long/tune_metrics.json"));
-  EXPECT_LT(seconds, 18) << "tune did not stop soon after the revocation";
+  EXPECT_LT(r.seconds, 18) << "tune did not stop soon after the revocation";
 }
 
 // Checkpoints in the attested mode: sealed under a key derived from the job key, so a
