@@ -15,25 +15,8 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-# The swtpm TCTI expects the control channel on port+1: find two free adjacent ports.
-port=$(python3 - <<'PY'
-import socket
-for _ in range(100):
-    a = socket.socket(); a.bind(("127.0.0.1", 0)); p = a.getsockname()[1]
-    b = socket.socket()
-    try:
-        b.bind(("127.0.0.1", p + 1)); print(p); break
-    except OSError:
-        pass
-PY
-)
-ctrl=$((port + 1))
-mkdir "$tmp/state"
-swtpm socket --tpm2 --tpmstate dir="$tmp/state" --server type=tcp,port="$port",bindaddr=127.0.0.1 \
-  --ctrl type=tcp,port="$ctrl",bindaddr=127.0.0.1 --flags not-need-init,startup-clear >"$tmp/swtpm.log" 2>&1 &
-swtpm_pid=$!
-export TPM2TOOLS_TCTI="swtpm:host=127.0.0.1,port=$port"
-for _ in $(seq 50); do tpm2_pcrread sha256:0 >/dev/null 2>&1 && break; sleep 0.1; done
+source "$(dirname "$0")/swtpm_start.sh"
+start_swtpm "$tmp"
 cd "$tmp"
 q() { "$@" >/dev/null 2>>"$tmp/tools.log" || { cat "$tmp/tools.log" >&2; exit 1; }; }
 q tpm2_createprimary -C o -g sha256 -G ecc -c prim.ctx

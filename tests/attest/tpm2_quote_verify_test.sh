@@ -9,7 +9,7 @@
 # Usage: tpm2_quote_verify_test.sh ENCLAVE_ATTEST
 set -euo pipefail
 cli=$1
-for t in swtpm tpm2_createek tpm2_createak tpm2_readpublic tpm2_quote tpm2_pcrextend tpm2_flushcontext openssl python3; do
+for t in swtpm tpm2_pcrread tpm2_createek tpm2_createak tpm2_readpublic tpm2_quote tpm2_pcrextend tpm2_flushcontext openssl python3; do
   command -v "$t" >/dev/null || { echo "$t not installed: skipped"; exit 77; }
 done
 tmp=$(mktemp -d)
@@ -19,23 +19,8 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-port=$(python3 - <<'PY'
-import socket
-for _ in range(100):
-    a = socket.socket(); a.bind(("127.0.0.1", 0)); p = a.getsockname()[1]
-    b = socket.socket()
-    try:
-        b.bind(("127.0.0.1", p + 1)); print(p); break
-    except OSError:
-        pass
-PY
-)
-mkdir "$tmp/state"
-swtpm socket --tpm2 --tpmstate dir="$tmp/state" --server type=tcp,port="$port",bindaddr=127.0.0.1 \
-  --ctrl type=tcp,port=$((port + 1)),bindaddr=127.0.0.1 --flags not-need-init,startup-clear >"$tmp/swtpm.log" 2>&1 &
-swtpm_pid=$!
-export TPM2TOOLS_TCTI="swtpm:host=127.0.0.1,port=$port"
-for _ in $(seq 50); do tpm2_pcrread sha256:0 >/dev/null 2>&1 && break; sleep 0.1; done
+source "$(dirname "$0")/swtpm_start.sh"
+start_swtpm "$tmp"
 cd "$tmp"
 q() { "$@" >/dev/null 2>>tools.log || { cat tools.log >&2; exit 1; }; }
 flush() { q tpm2_flushcontext -t; q tpm2_flushcontext -s; }
@@ -51,7 +36,9 @@ for pcr, typ, data in events:
     d = bytes(32) if typ == 3 else hashlib.sha256(data).digest()
     log += struct.pack("<IIIH", pcr, typ, 1, 0x000B) + d + struct.pack("<I", len(data)) + data
     if typ != 3:
-        subprocess.run(["tpm2_pcrextend", "%d:sha256=%s" % (pcr, d.hex())], check=True, capture_output=True)
+        r = subprocess.run(["tpm2_pcrextend", "%d:sha256=%s" % (pcr, d.hex())], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise SystemExit("tpm2_pcrextend %d failed: %s" % (pcr, r.stderr.strip()))
 open("boot.log", "wb").write(log)
 bad = bytearray(log); i = bad.index(hashlib.sha256(b"firmware 1.0").digest()); bad[i] ^= 1  # one event's digest changed
 open("boot-changed.log", "wb").write(bytes(bad))

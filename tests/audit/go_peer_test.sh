@@ -85,7 +85,7 @@ start_witness() {  # start_witness N: witness.test/wN on key wN.key, state stN; 
   "$bin" witness keygen --name "witness.test/w$1" --key "w$1.key" --vkey-out "w$1.vkey" >/dev/null
   "$bin" witness serve --key "w$1.key" --state "st$1" --listen 127.0.0.1:0 --log-key wlog.vkey >"w$1.out" 2>"w$1.err" &
   pids+=($!)
-  for _ in $(seq 100); do [ -s "w$1.out" ] && break; sleep 0.1; done
+  for _ in $(seq 600); do [ -s "w$1.out" ] && break; sleep 0.1; done
   port=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["port"])' "w$1.out")
 }
 "$bin" init --log wlog --signing-key wlog.key --public-key wlog.pub >/dev/null

@@ -16,8 +16,8 @@ trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait; [ -n 
 echo "work: $work"
 cd "$work"
 wait_line() {  # wait_line FILE: until FILE has a line
-  for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.1; done
-  echo "FAIL: $1 stayed empty"; exit 1
+  for _ in $(seq 600); do [ -s "$1" ] && return 0; sleep 0.1; done
+  echo "FAIL: $1 stayed empty for 60 s"; exit 1
 }
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=witness-tls-test \
   -addext subjectAltName=IP:127.0.0.1 -keyout tls.key -out tls.crt >/dev/null 2>&1

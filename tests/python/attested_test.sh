@@ -71,7 +71,7 @@ token_file = "admin.token"
 TOML
 "$bin/enclave-broker" serve --config broker.toml --passphrase-fd 3 3<pass >serve.out 2>serve.log &
 broker_pid=$!
-for _ in $(seq 100); do grep -q port serve.out 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 600); do grep -q port serve.out 2>/dev/null && break; sleep 0.1; done
 port=$(sed -n 's/.*"port":\([0-9]*\).*/\1/p' serve.out)
 [ -n "$port" ] || { cat serve.log; fail "the broker did not start"; }
 url=https://127.0.0.1:$port
