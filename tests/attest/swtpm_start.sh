@@ -3,25 +3,11 @@
 # returns only once the TPM answers a PCR read. A probed port can be taken by a concurrent
 # test before swtpm binds it; swtpm then exits and another pair is tried. On a loaded machine
 # swtpm can take seconds to answer, so it is given 60 s before the test fails with its log.
-free_adjacent_ports() {
-  python3 - <<'PY'
-import socket
-for _ in range(200):
-    a = socket.socket(); a.bind(("127.0.0.1", 0)); p = a.getsockname()[1]
-    b = socket.socket()
-    try:
-        b.bind(("127.0.0.1", p + 1)); print(p); break
-    except OSError:
-        pass
-    finally:
-        a.close(); b.close()
-PY
-}
 start_swtpm() {
   local dir=$1 attempt port i
   mkdir -p "$dir/state"
   for attempt in 1 2 3 4 5; do
-    port=$(free_adjacent_ports)
+    port=$("$(dirname "${BASH_SOURCE[0]}")/../../scripts/free-port-pair" || true)
     [ -n "$port" ] || { echo "start_swtpm: no two adjacent free loopback ports" >&2; return 1; }
     swtpm socket --tpm2 --tpmstate dir="$dir/state" --server type=tcp,port="$port",bindaddr=127.0.0.1 \
       --ctrl type=tcp,port=$((port + 1)),bindaddr=127.0.0.1 --flags not-need-init,startup-clear \
