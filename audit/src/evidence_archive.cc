@@ -12,8 +12,10 @@
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
+#include <list>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -198,19 +200,81 @@ Result<std::string> LayOutPolicyFiles(const TempTree& tree, const std::vector<Ar
   return dir;
 }
 
+// Parsed policies, by the digest of the bytes they were parsed from: the policy text and each
+// laid-out file's path and contents. Parsing loads and checks every EK root certificate,
+// which cost the broker more than the rest of a release's appraisal; ParsePolicy reads
+// nothing but those files (the tree holds no other), so the same bytes give the same Policy.
+// A few entries: a broker appraises against its handful of active policies.
+class ParsedPolicyCache {
+ public:
+  static crypto::Digest256 KeyOf(std::string_view policy, const std::vector<ArchivedFile>& files,
+                                 const std::vector<std::vector<uint8_t>>& contents) {
+    crypto::Sha256Hasher h;
+    auto put = [&h](ByteSpan b) {
+      uint8_t len[8];
+      for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(b.size()) >> (56 - 8 * i));
+      h.Update(len);
+      h.Update(b);
+    };
+    put(AsBytes(policy));
+    for (size_t i = 0; i < files.size(); ++i) {
+      put(AsBytes(files[i].path));
+      put(contents[i]);
+    }
+    return h.Final();
+  }
+  std::shared_ptr<const attest::Policy> Find(const crypto::Digest256& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      if (it->first != key) continue;
+      entries_.splice(entries_.begin(), entries_, it);  // most recently used first
+      return entries_.front().second;
+    }
+    return nullptr;
+  }
+  void Put(const crypto::Digest256& key, std::shared_ptr<const attest::Policy> policy) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& e : entries_) {
+      if (e.first == key) return;
+    }
+    entries_.emplace_front(key, std::move(policy));
+    if (entries_.size() > kEntries) entries_.pop_back();
+  }
+
+ private:
+  static constexpr size_t kEntries = 8;
+  std::mutex mu_;
+  std::list<std::pair<crypto::Digest256, std::shared_ptr<const attest::Policy>>> entries_;
+};
+
+ParsedPolicyCache& PolicyCache() {
+  static ParsedPolicyCache cache;
+  return cache;
+}
+
 // Steps 5-6 of the re-check (docs/formats/audit-log.md, section 12), shared by the broker's
-// recording and the re-check: the policy files laid out privately, then AppraiseFromBytes.
+// recording and the re-check: the policy files laid out privately and the policy parsed
+// there (or found parsed from the same bytes before), then AppraiseParsed.
 Result<attest::Verdict> AppraiseLaidOut(std::string_view policy, const std::vector<ArchivedFile>& files,
                                         const std::vector<std::vector<uint8_t>>& contents, std::string_view evidence,
                                         std::string_view enrolment, const VerdictContext& context) {
-  ASSIGN_OR_RETURN(TempTree tree, TempTree::Create());
-  ASSIGN_OR_RETURN(std::string policy_dir, LayOutPolicyFiles(tree, files, contents));
-  auto v = AppraiseFromBytes(policy, policy_dir, evidence, enrolment, context);
-  if (v.ok()) return v;
-  std::string msg = v.status().message();
-  // The temporary folder means nothing to the reader; the archived path does.
-  for (size_t p; (p = msg.find(policy_dir + "/")) != std::string::npos;) msg.erase(p, policy_dir.size() + 1);
-  return Status(v.status().code(), msg);
+  const crypto::Digest256 key = ParsedPolicyCache::KeyOf(policy, files, contents);
+  std::shared_ptr<const attest::Policy> parsed = PolicyCache().Find(key);
+  if (parsed == nullptr) {
+    ASSIGN_OR_RETURN(TempTree tree, TempTree::Create());
+    ASSIGN_OR_RETURN(std::string policy_dir, LayOutPolicyFiles(tree, files, contents));
+    auto p = attest::ParsePolicy(policy, policy_dir);
+    if (!p.ok()) {
+      std::string msg = p.status().message();
+      // The temporary folder means nothing to the reader; the archived path does.
+      for (size_t at; (at = msg.find(policy_dir + "/")) != std::string::npos;) msg.erase(at, policy_dir.size() + 1);
+      Status s(p.status().code(), msg);
+      return msg.rfind("policy", 0) == 0 ? s : s.Annotate("policy");
+    }
+    parsed = std::make_shared<const attest::Policy>(std::move(p).value());
+    PolicyCache().Put(key, parsed);
+  }
+  return AppraiseParsed(*parsed, evidence, enrolment, context);
 }
 
 Result<uint64_t> RecordWithFiles(LogWriter& log, const EvidenceArchive& archive, const VerdictInputs& in,
@@ -381,12 +445,18 @@ Result<std::vector<std::pair<ArchivedFile, std::string>>> PolicyReferencedFiles(
 Result<attest::Verdict> AppraiseFromBytes(std::string_view policy_text, const std::string& policy_dir,
                                           std::string_view evidence_bundle, std::string_view enrolment_bundle,
                                           const VerdictContext& context) {
+  auto policy = attest::ParsePolicy(policy_text, policy_dir);
+  if (!policy.ok()) return policy.status().message().rfind("policy", 0) == 0 ? policy.status()
+                                                                              : policy.status().Annotate("policy");
+  return AppraiseParsed(*policy, evidence_bundle, enrolment_bundle, context);
+}
+
+Result<attest::Verdict> AppraiseParsed(const attest::Policy& policy, std::string_view evidence_bundle,
+                                       std::string_view enrolment_bundle, const VerdictContext& context) {
   // Messages name the input once ("evidence bundle: field 'nonce': ...").
   auto named = [](const Status& s, std::string_view what) {
     return s.message().rfind(what, 0) == 0 ? s : s.Annotate(what);
   };
-  auto policy = attest::ParsePolicy(policy_text, policy_dir);
-  if (!policy.ok()) return named(policy.status(), "policy");
   auto evidence = attest::ParseEvidenceBundle(evidence_bundle);
   if (!evidence.ok()) return named(evidence.status(), "evidence bundle");
   auto enrolment = attest::ParseEnrolmentBundle(enrolment_bundle);
@@ -400,7 +470,7 @@ Result<attest::Verdict> AppraiseFromBytes(std::string_view policy_text, const st
   ctx.last_clock = context.last_clock;
   ctx.nonce_issued_at = context.nonce_issued_at;
   ctx.now = context.appraised_at;
-  return attest::AppraiseEvidence(*policy, attest::ToEvidenceParts(*evidence), ctx);
+  return attest::AppraiseEvidence(policy, attest::ToEvidenceParts(*evidence), ctx);
 }
 
 std::vector<CheckOutcome> ChecksFromVerdict(const attest::Verdict& verdict) {

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <unordered_map>
 
 #include "enclave/common/bytes.h"
 
@@ -26,16 +27,59 @@ Status SqliteError(sqlite3* db, std::string_view what) {
   return Internal(msg);
 }
 
-// One prepared statement; finalized on every path.
+}  // namespace
+
+// The connection's prepared statements, kept for its life: preparing each statement anew
+// on every call (about 30 on the release path) cost more than running most of them. Used
+// only with the store's mutex held, like the connection.
+class StatementCache {
+ public:
+  explicit StatementCache(sqlite3* db) : db_(db) {}
+  ~StatementCache() {
+    for (auto& [sql, stmt] : idle_) sqlite3_finalize(stmt);
+  }
+  StatementCache(const StatementCache&) = delete;
+  StatementCache& operator=(const StatementCache&) = delete;
+  sqlite3* db() const { return db_; }
+  // An idle statement for `sql` (no other Stmt holds it), or nullptr.
+  sqlite3_stmt* Take(const std::string& sql) {
+    auto it = idle_.find(sql);
+    if (it == idle_.end()) return nullptr;
+    sqlite3_stmt* stmt = it->second;
+    idle_.erase(it);
+    return stmt;
+  }
+  // Back into the cache, reset and unbound.
+  void Give(std::string sql, sqlite3_stmt* stmt) {
+    sqlite3_reset(stmt);
+    sqlite3_clear_bindings(stmt);
+    idle_.emplace(std::move(sql), stmt);
+  }
+
+ private:
+  sqlite3* db_;
+  std::unordered_multimap<std::string, sqlite3_stmt*> idle_;
+};
+
+namespace {
+
+// One prepared statement. From a cache: taken from it and given back, reset, when done;
+// without one: prepared and finalized. Either way nothing outlives the Stmt's scope.
 class Stmt {
  public:
-  Stmt(sqlite3* db, const char* sql) : db_(db) {
-    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK) {
-      status_ = SqliteError(db, std::string("prepare \"") + sql + "\"");
-      stmt_ = nullptr;
+  Stmt(sqlite3* db, const char* sql) : db_(db) { Prepare(sql); }
+  Stmt(StatementCache& cache, std::string sql) : db_(cache.db()), cache_(&cache), sql_(std::move(sql)) {
+    stmt_ = cache.Take(sql_);
+    if (stmt_ == nullptr) Prepare(sql_.c_str());
+  }
+  ~Stmt() {
+    if (stmt_ == nullptr) return;
+    if (cache_ != nullptr) {
+      cache_->Give(std::move(sql_), stmt_);
+    } else {
+      sqlite3_finalize(stmt_);
     }
   }
-  ~Stmt() { sqlite3_finalize(stmt_); }
   Stmt(const Stmt&) = delete;
   Stmt& operator=(const Stmt&) = delete;
   const Status& status() const { return status_; }
@@ -90,7 +134,17 @@ class Stmt {
   }
 
  private:
+  void Prepare(const char* sql) {
+    if (sqlite3_prepare_v2(db_, sql, -1, &stmt_, nullptr) != SQLITE_OK) {
+      status_ = SqliteError(db_, std::string("prepare \"") + sql + "\"");
+      sqlite3_finalize(stmt_);
+      stmt_ = nullptr;
+    }
+  }
+
   sqlite3* db_;
+  StatementCache* cache_ = nullptr;
+  std::string sql_;
   sqlite3_stmt* stmt_ = nullptr;
   Status status_;
 };
@@ -334,7 +388,12 @@ Result<std::unique_ptr<Store>> Store::OpenReadOnly(const std::string& path) {
   return store;
 }
 
-Store::~Store() { sqlite3_close(db_); }
+Store::Store(sqlite3* db) : db_(db), stmts_(std::make_unique<StatementCache>(db)) {}
+
+Store::~Store() {
+  stmts_.reset();  // finalized before the connection closes
+  sqlite3_close(db_);
+}
 
 Status Store::Exec(const char* sql) {
   char* err = nullptr;
@@ -347,10 +406,10 @@ Status Store::Exec(const char* sql) {
 }
 
 Result<int> Store::SchemaVersion() {
-  Stmt t(db_, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='schema_migrations'");
+  Stmt t(*stmts_, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='schema_migrations'");
   ASSIGN_OR_RETURN(bool row, t.Step());
   if (!row || t.ColInt(0) == 0) return 0;
-  Stmt v(db_, "SELECT coalesce(max(version), 0) FROM schema_migrations");
+  Stmt v(*stmts_, "SELECT coalesce(max(version), 0) FROM schema_migrations");
   ASSIGN_OR_RETURN(row, v.Step());
   return row ? static_cast<int>(v.ColInt(0)) : 0;
 }
@@ -367,30 +426,30 @@ Status Store::Migrate() {
                        std::to_string(kSchemaVersion) + ")");
   if (version < 1) {
     RETURN_IF_ERROR(Exec(kSchemaV1));
-    RETURN_IF_ERROR(Stmt(db_, "INSERT INTO schema_migrations VALUES (1, unixepoch())").Run());
+    RETURN_IF_ERROR(Stmt(*stmts_, "INSERT INTO schema_migrations VALUES (1, unixepoch())").Run());
   }
   if (version < 2) {
     RETURN_IF_ERROR(Exec(kSchemaV2));
-    RETURN_IF_ERROR(Stmt(db_, "INSERT INTO schema_migrations VALUES (2, unixepoch())").Run());
+    RETURN_IF_ERROR(Stmt(*stmts_, "INSERT INTO schema_migrations VALUES (2, unixepoch())").Run());
   }
   if (version < 3) {
     RETURN_IF_ERROR(Exec(kSchemaV3));
-    RETURN_IF_ERROR(Stmt(db_, "INSERT INTO schema_migrations VALUES (3, unixepoch())").Run());
+    RETURN_IF_ERROR(Stmt(*stmts_, "INSERT INTO schema_migrations VALUES (3, unixepoch())").Run());
   }
   if (version < 4) {
     RETURN_IF_ERROR(Exec(kSchemaV4));
-    RETURN_IF_ERROR(Stmt(db_, "INSERT INTO schema_migrations VALUES (4, unixepoch())").Run());
+    RETURN_IF_ERROR(Stmt(*stmts_, "INSERT INTO schema_migrations VALUES (4, unixepoch())").Run());
   }
   if (version < 5) {
     RETURN_IF_ERROR(Exec(kSchemaV5));
-    RETURN_IF_ERROR(Stmt(db_, "INSERT INTO schema_migrations VALUES (5, unixepoch())").Run());
+    RETURN_IF_ERROR(Stmt(*stmts_, "INSERT INTO schema_migrations VALUES (5, unixepoch())").Run());
   }
   return txn.Commit();
 }
 
 Status Store::IntegrityCheck() {
   std::lock_guard<std::mutex> lock(mu_);
-  Stmt s(db_, "PRAGMA integrity_check");
+  Stmt s(*stmts_, "PRAGMA integrity_check");
   ASSIGN_OR_RETURN(bool row, s.Step());
   if (!row) return Internal("state store: integrity_check returned nothing");
   std::string r = s.ColText(0);
@@ -402,7 +461,7 @@ Status Store::PutChallenge(const PendingChallenge& c) {
   std::lock_guard<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
-  Stmt s(db_, "INSERT INTO challenges VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+  Stmt s(*stmts_, "INSERT INTO challenges VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
   s.Text(1, c.challenge_id).Text(2, c.host_id).Text(3, c.enrolment_bundle).Blob(4, c.secret_sha256);
   s.Blob(5, c.ek_cert_sha256).Int(6, c.created_at).Int(7, c.expires_at);
   RETURN_IF_ERROR(s.Run());
@@ -413,7 +472,7 @@ Result<PendingChallenge> Store::TakeChallenge(const std::string& challenge_id, i
   std::lock_guard<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
-  Stmt s(db_,
+  Stmt s(*stmts_,
          "SELECT host_id, enrolment_bundle, secret_sha256, ek_cert_sha256, created_at, expires_at FROM challenges "
          "WHERE challenge_id = ?1");
   s.Text(1, challenge_id);
@@ -427,7 +486,7 @@ Result<PendingChallenge> Store::TakeChallenge(const std::string& challenge_id, i
   ASSIGN_OR_RETURN(c.ek_cert_sha256, s.ColDigest(3, "ek_cert_sha256"));
   c.created_at = s.ColInt(4);
   c.expires_at = s.ColInt(5);
-  RETURN_IF_ERROR(Stmt(db_, "DELETE FROM challenges WHERE challenge_id = ?1").Text(1, challenge_id).Run());
+  RETURN_IF_ERROR(Stmt(*stmts_, "DELETE FROM challenges WHERE challenge_id = ?1").Text(1, challenge_id).Run());
   RETURN_IF_ERROR(txn.Commit());
   if (now >= c.expires_at) return FailedPrecondition("enrolment challenge " + challenge_id + " expired");
   return c;
@@ -446,7 +505,7 @@ Status Store::UpsertHost(const HostRecord& h, const std::vector<std::string>& tp
   }
   RETURN_IF_ERROR(LinkTpmKeysLocked(h.host_id, tpm_keys, h.enrolled_at));
   // The AK name is unique: an AK re-enrolled under another host id is refused by the index.
-  Stmt s(db_,
+  Stmt s(*stmts_,
          "INSERT INTO hosts (host_id, ek_public, ek_cert_sha256, ak_public, ak_name, enrolment_bundle, clock_state, "
          "enrolled_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(host_id) DO UPDATE SET "
          "ek_public = excluded.ek_public, ek_cert_sha256 = excluded.ek_cert_sha256, ak_public = excluded.ak_public, "
@@ -477,7 +536,7 @@ Result<HostRecord> ReadHost(Stmt& s) {
 Result<HostRecord> Store::GetHost(const std::string& host_id) {
   std::lock_guard<std::mutex> lock(mu_);
   std::string sql = std::string("SELECT ") + kHostColumns + " FROM hosts WHERE host_id = ?1";
-  Stmt s(db_, sql.c_str());
+  Stmt s(*stmts_, sql.c_str());
   s.Text(1, host_id);
   ASSIGN_OR_RETURN(bool row, s.Step());
   if (!row) return NotFound("host " + host_id + " is not enrolled");
@@ -487,7 +546,7 @@ Result<HostRecord> Store::GetHost(const std::string& host_id) {
 Result<std::vector<HostRecord>> Store::ListHosts() {
   std::lock_guard<std::mutex> lock(mu_);
   std::string sql = std::string("SELECT ") + kHostColumns + " FROM hosts ORDER BY host_id";
-  Stmt s(db_, sql.c_str());
+  Stmt s(*stmts_, sql.c_str());
   std::vector<HostRecord> out;
   for (;;) {
     ASSIGN_OR_RETURN(bool row, s.Step());
@@ -500,7 +559,7 @@ Result<std::vector<HostRecord>> Store::ListHosts() {
 
 Result<std::optional<std::string>> Store::HostIdForAkName(const std::vector<uint8_t>& ak_name) {
   std::lock_guard<std::mutex> lock(mu_);
-  Stmt s(db_, "SELECT host_id FROM hosts WHERE ak_name = ?1");
+  Stmt s(*stmts_, "SELECT host_id FROM hosts WHERE ak_name = ?1");
   s.Blob(1, ak_name);
   ASSIGN_OR_RETURN(bool row, s.Step());
   if (!row) return std::optional<std::string>();
@@ -511,7 +570,7 @@ Status Store::UpdateClockState(const std::string& host_id, const std::string& ex
   std::lock_guard<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
-  Stmt s(db_, "UPDATE hosts SET clock_state = ?1 WHERE host_id = ?2 AND clock_state = ?3");
+  Stmt s(*stmts_, "UPDATE hosts SET clock_state = ?1 WHERE host_id = ?2 AND clock_state = ?3");
   s.Text(1, clock).Text(2, host_id).Text(3, expected);
   RETURN_IF_ERROR(s.Run());
   if (sqlite3_changes(db_) != 1)
@@ -523,7 +582,7 @@ Status Store::PutNonce(const NonceRecord& n) {
   std::lock_guard<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
-  Stmt s(db_, "INSERT INTO nonces (nonce, host_id, issued_at, expires_at) VALUES (?1, ?2, ?3, ?4)");
+  Stmt s(*stmts_, "INSERT INTO nonces (nonce, host_id, issued_at, expires_at) VALUES (?1, ?2, ?3, ?4)");
   s.Blob(1, n.nonce).Text(2, n.host_id).Int(3, n.issued_at).Int(4, n.expires_at);
   RETURN_IF_ERROR(s.Run());
   return txn.Commit();
@@ -538,7 +597,7 @@ Status Store::PutNonceForRequest(const NonceRecord& n, const attest::ClockInfo& 
   std::lock_guard<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
-  Stmt newest(db_, "SELECT reset_count, restart_count, clock FROM request_clocks WHERE host_id = ?1");
+  Stmt newest(*stmts_, "SELECT reset_count, restart_count, clock FROM request_clocks WHERE host_id = ?1");
   newest.Text(1, n.host_id);
   ASSIGN_OR_RETURN(bool known, newest.Step());
   bool new_boot = !known;
@@ -559,19 +618,19 @@ Status Store::PutNonceForRequest(const NonceRecord& n, const attest::ClockInfo& 
                               " ms): stale or replayed");
     if (!new_boot) high = std::max(at, newest_clock);
   }
-  if (new_boot) RETURN_IF_ERROR(Stmt(db_, "DELETE FROM nonce_requests WHERE host_id = ?1").Text(1, n.host_id).Run());
-  Stmt seen(db_, "SELECT 1 FROM nonce_requests WHERE host_id = ?1 AND digest = ?2");
+  if (new_boot) RETURN_IF_ERROR(Stmt(*stmts_, "DELETE FROM nonce_requests WHERE host_id = ?1").Text(1, n.host_id).Run());
+  Stmt seen(*stmts_, "SELECT 1 FROM nonce_requests WHERE host_id = ?1 AND digest = ?2");
   seen.Text(1, n.host_id).Blob(2, digest);
   ASSIGN_OR_RETURN(bool replayed, seen.Step());
   if (replayed) return PermissionDenied("nonce request: this signed request was used before (replayed)");
-  RETURN_IF_ERROR(Stmt(db_, "INSERT INTO nonce_requests (host_id, digest, clock) VALUES (?1, ?2, ?3)")
+  RETURN_IF_ERROR(Stmt(*stmts_, "INSERT INTO nonce_requests (host_id, digest, clock) VALUES (?1, ?2, ?3)")
                       .Text(1, n.host_id).Blob(2, digest).Int(3, at).Run());
-  RETURN_IF_ERROR(Stmt(db_, "INSERT OR REPLACE INTO request_clocks (host_id, reset_count, restart_count, clock) "
+  RETURN_IF_ERROR(Stmt(*stmts_, "INSERT OR REPLACE INTO request_clocks (host_id, reset_count, restart_count, clock) "
                             "VALUES (?1, ?2, ?3, ?4)")
                       .Text(1, n.host_id).Int(2, clock.reset_count).Int(3, clock.restart_count).Int(4, high).Run());
-  RETURN_IF_ERROR(Stmt(db_, "DELETE FROM nonce_requests WHERE host_id = ?1 AND clock < ?2")
+  RETURN_IF_ERROR(Stmt(*stmts_, "DELETE FROM nonce_requests WHERE host_id = ?1 AND clock < ?2")
                       .Text(1, n.host_id).Int(2, high - window_ms).Run());
-  Stmt put(db_, "INSERT INTO nonces (nonce, host_id, issued_at, expires_at) VALUES (?1, ?2, ?3, ?4)");
+  Stmt put(*stmts_, "INSERT INTO nonces (nonce, host_id, issued_at, expires_at) VALUES (?1, ?2, ?3, ?4)");
   put.Blob(1, n.nonce).Text(2, n.host_id).Int(3, n.issued_at).Int(4, n.expires_at);
   RETURN_IF_ERROR(put.Run());
   return txn.Commit();
@@ -581,7 +640,7 @@ Result<NonceRecord> Store::ConsumeNonce(const std::vector<uint8_t>& nonce, int64
   std::lock_guard<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
-  Stmt s(db_, "SELECT host_id, issued_at, expires_at, used_at FROM nonces WHERE nonce = ?1");
+  Stmt s(*stmts_, "SELECT host_id, issued_at, expires_at, used_at FROM nonces WHERE nonce = ?1");
   s.Blob(1, nonce);
   ASSIGN_OR_RETURN(bool row, s.Step());
   if (!row) return NotFound("nonce " + HexEncode(nonce) + " was not issued by this broker");
@@ -592,7 +651,7 @@ Result<NonceRecord> Store::ConsumeNonce(const std::vector<uint8_t>& nonce, int64
   n.expires_at = s.ColInt(2);
   bool used = !s.ColNull(3);
   if (used) return FailedPrecondition("nonce " + HexEncode(nonce) + " was already used");
-  RETURN_IF_ERROR(Stmt(db_, "UPDATE nonces SET used_at = ?1 WHERE nonce = ?2").Int(1, now).Blob(2, nonce).Run());
+  RETURN_IF_ERROR(Stmt(*stmts_, "UPDATE nonces SET used_at = ?1 WHERE nonce = ?2").Int(1, now).Blob(2, nonce).Run());
   RETURN_IF_ERROR(txn.Commit());
   if (now >= n.expires_at) return FailedPrecondition("nonce " + HexEncode(nonce) + " expired");
   return n;
@@ -602,9 +661,9 @@ Result<int64_t> Store::PurgeExpired(int64_t now, int64_t keep_s) {
   std::lock_guard<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
-  RETURN_IF_ERROR(Stmt(db_, "DELETE FROM challenges WHERE expires_at <= ?1").Int(1, now).Run());
+  RETURN_IF_ERROR(Stmt(*stmts_, "DELETE FROM challenges WHERE expires_at <= ?1").Int(1, now).Run());
   int64_t n = sqlite3_changes(db_);
-  RETURN_IF_ERROR(Stmt(db_, "DELETE FROM nonces WHERE expires_at <= ?1").Int(1, now - keep_s).Run());
+  RETURN_IF_ERROR(Stmt(*stmts_, "DELETE FROM nonces WHERE expires_at <= ?1").Int(1, now - keep_s).Run());
   n += sqlite3_changes(db_);
   RETURN_IF_ERROR(txn.Commit());
   return n;
@@ -613,7 +672,7 @@ Result<int64_t> Store::PurgeExpired(int64_t now, int64_t keep_s) {
 Status Store::LinkTpmKeysLocked(const std::string& host_id, const std::vector<std::string>& tpm_keys, int64_t now) {
   for (const std::string& k : tpm_keys) {
     RETURN_IF_ERROR(
-        Stmt(db_, "INSERT OR IGNORE INTO tpm_keys VALUES (?1, ?2, ?3)").Text(1, k).Text(2, host_id).Int(3, now).Run());
+        Stmt(*stmts_, "INSERT OR IGNORE INTO tpm_keys VALUES (?1, ?2, ?3)").Text(1, k).Text(2, host_id).Int(3, now).Run());
   }
   return OkStatus();
 }
@@ -628,7 +687,7 @@ Status Store::LinkTpmKeys(const std::string& host_id, const std::vector<std::str
 
 Result<std::optional<std::string>> Store::RevokedLinkLocked(const std::string& host_id,
                                                             const std::vector<std::string>& tpm_keys) {
-  Stmt s(db_, kRevokedLinkSql);
+  Stmt s(*stmts_, kRevokedLinkSql);
   s.Text(1, host_id).Text(2, nlohmann::json(tpm_keys).dump());
   ASSIGN_OR_RETURN(bool row, s.Step());
   if (!row) return std::optional<std::string>();
@@ -645,14 +704,14 @@ Result<int64_t> Store::Revoke(RevokedKind kind, const std::string& id, const std
   std::lock_guard<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
-  Stmt s(db_, "INSERT OR IGNORE INTO revocations VALUES (?1, ?2, ?3, ?4)");
+  Stmt s(*stmts_, "INSERT OR IGNORE INTO revocations VALUES (?1, ?2, ?3, ?4)");
   s.Text(1, KindName(kind)).Text(2, id).Text(3, reason).Int(4, now);
   RETURN_IF_ERROR(s.Run());
   // A host revocation ends the leases of every host id of the same TPM.
   const char* end_sql = kind == RevokedKind::kHost
                             ? kEndLinkedLeasesSql
                             : "UPDATE leases SET ended_at = ?1, end_reason = ?2 WHERE job_id = ?3 AND ended_at IS NULL";
-  RETURN_IF_ERROR(Stmt(db_, end_sql).Int(1, now).Text(2, KindName(kind) + " revoked: " + reason).Text(3, id).Run());
+  RETURN_IF_ERROR(Stmt(*stmts_, end_sql).Int(1, now).Text(2, KindName(kind) + " revoked: " + reason).Text(3, id).Run());
   const int64_t ended = sqlite3_changes(db_);
   RETURN_IF_ERROR(txn.Commit());
   return ended;
@@ -663,7 +722,7 @@ Result<bool> Store::IsRevokedLocked(RevokedKind kind, const std::string& id) {
     ASSIGN_OR_RETURN(std::optional<std::string> revoked, RevokedLinkLocked(id, {}));
     return revoked.has_value();
   }
-  Stmt s(db_, "SELECT 1 FROM revocations WHERE kind = ?1 AND subject_id = ?2");
+  Stmt s(*stmts_, "SELECT 1 FROM revocations WHERE kind = ?1 AND subject_id = ?2");
   s.Text(1, KindName(kind)).Text(2, id);
   return s.Step();
 }
@@ -748,12 +807,12 @@ Result<JobRecord> Store::GetOrCreateJob(const JobRecord& c) {
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
   {
-    Stmt s(db_, (std::string("SELECT ") + kJobColumns + " FROM jobs WHERE job_id = ?1").c_str());
+    Stmt s(*stmts_, (std::string("SELECT ") + kJobColumns + " FROM jobs WHERE job_id = ?1").c_str());
     s.Text(1, c.job_id);
     ASSIGN_OR_RETURN(bool row, s.Step());
     if (row) return ReadJob(s);  // nothing written: the transaction rolls back
   }
-  Stmt ins(db_,
+  Stmt ins(*stmts_,
            "INSERT INTO jobs (job_id, job_digest, world_size, key_nonce, key_wrapped, created_at, binding) "
            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
   ins.Text(1, c.job_id).Blob(2, c.job_digest).Int(3, c.world_size).Blob(4, c.key_nonce).Blob(5, c.key_wrapped);
@@ -765,7 +824,7 @@ Result<JobRecord> Store::GetOrCreateJob(const JobRecord& c) {
 
 Result<std::optional<JobRecord>> Store::GetJob(const std::string& job_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  Stmt s(db_, (std::string("SELECT ") + kJobColumns + " FROM jobs WHERE job_id = ?1").c_str());
+  Stmt s(*stmts_, (std::string("SELECT ") + kJobColumns + " FROM jobs WHERE job_id = ?1").c_str());
   s.Text(1, job_id);
   ASSIGN_OR_RETURN(bool row, s.Step());
   if (!row) return std::optional<JobRecord>();
@@ -775,14 +834,14 @@ Result<std::optional<JobRecord>> Store::GetJob(const std::string& job_id) {
 
 Status Store::EndJob(const std::string& job_id, const std::string& reason, int64_t now) {
   std::lock_guard<std::mutex> lock(mu_);
-  Stmt s(db_, "UPDATE jobs SET ended_at = ?1, end_reason = ?2 WHERE job_id = ?3 AND ended_at IS NULL");
+  Stmt s(*stmts_, "UPDATE jobs SET ended_at = ?1, end_reason = ?2 WHERE job_id = ?3 AND ended_at IS NULL");
   s.Int(1, now).Text(2, reason).Text(3, job_id);
   return s.Run();
 }
 
 Result<int64_t> Store::CountLeasesOfJob(const std::string& job_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  Stmt s(db_, "SELECT count(*) FROM leases WHERE job_id = ?1");
+  Stmt s(*stmts_, "SELECT count(*) FROM leases WHERE job_id = ?1");
   s.Text(1, job_id);
   ASSIGN_OR_RETURN(bool row, s.Step());
   return row ? s.ColInt(0) : 0;
@@ -796,7 +855,7 @@ Status Store::PutLease(const LeaseRecord& l, int64_t now) {
   // commit refuses the lease; one after it ends the lease.
   RETURN_IF_ERROR(CheckNotRevokedLocked(l.host_id, l.job_id));
   {
-    Stmt s(db_,
+    Stmt s(*stmts_,
            "SELECT host_id FROM leases WHERE job_id = ?1 AND rank = ?2 AND ended_at IS NULL AND valid_until > ?3 "
            "AND reattest_by > ?3 AND host_id != ?4 LIMIT 1");
     s.Text(1, l.job_id).Int(2, l.rank).Int(3, now).Text(4, l.host_id);
@@ -804,7 +863,7 @@ Status Store::PutLease(const LeaseRecord& l, int64_t now) {
     if (row)
       return AlreadyExists("rank " + std::to_string(l.rank) + " of job " + l.job_id + " is held by host " + s.ColText(0));
   }
-  Stmt s(db_, (std::string("INSERT INTO leases (") + kLeaseColumns +
+  Stmt s(*stmts_, (std::string("INSERT INTO leases (") + kLeaseColumns +
                ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, NULL, '', '', ?12, NULL, ?13)")
                   .c_str());
   s.Text(1, l.lease_id).Text(2, l.host_id).Text(3, l.job_id).Int(4, l.rank).Text(5, l.policy_id);
@@ -816,7 +875,7 @@ Status Store::PutLease(const LeaseRecord& l, int64_t now) {
 
 Result<LeaseRecord> Store::GetLease(const std::string& lease_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  Stmt s(db_, (std::string("SELECT ") + kLeaseColumns + " FROM leases WHERE lease_id = ?1").c_str());
+  Stmt s(*stmts_, (std::string("SELECT ") + kLeaseColumns + " FROM leases WHERE lease_id = ?1").c_str());
   s.Text(1, lease_id);
   ASSIGN_OR_RETURN(bool row, s.Step());
   if (!row) return NotFound("no lease " + lease_id);
@@ -828,7 +887,7 @@ Result<std::vector<LeaseRecord>> Store::ListLeases(bool all, int64_t now) {
   std::string sql = std::string("SELECT ") + kLeaseColumns + " FROM leases" +
                     (all ? "" : " WHERE ended_at IS NULL AND valid_until > ?1 AND reattest_by > ?1") +
                     " ORDER BY issued_at, lease_id";
-  Stmt s(db_, sql.c_str());
+  Stmt s(*stmts_, sql.c_str());
   if (!all) s.Int(1, now);
   std::vector<LeaseRecord> out;
   for (;;) {
@@ -842,7 +901,7 @@ Result<std::vector<LeaseRecord>> Store::ListLeases(bool all, int64_t now) {
 
 Result<std::vector<LeaseRecord>> Store::ActiveLeasesOfJob(const std::string& job_id, int64_t now) {
   std::lock_guard<std::mutex> lock(mu_);
-  Stmt s(db_, (std::string("SELECT ") + kLeaseColumns +
+  Stmt s(*stmts_, (std::string("SELECT ") + kLeaseColumns +
                " FROM leases WHERE job_id = ?1 AND ended_at IS NULL AND valid_until > ?2 AND reattest_by > ?2 "
                "ORDER BY rank, issued_at")
                   .c_str());
@@ -859,7 +918,7 @@ Result<std::vector<LeaseRecord>> Store::ActiveLeasesOfJob(const std::string& job
 
 Result<std::vector<uint32_t>> Store::RanksJoined(const std::string& job_id, int64_t now) {
   std::lock_guard<std::mutex> lock(mu_);
-  Stmt s(db_,
+  Stmt s(*stmts_,
          "SELECT DISTINCT rank FROM leases WHERE job_id = ?1 AND ended_at IS NULL AND valid_until > ?2 AND "
          "reattest_by > ?2 ORDER BY rank");
   s.Text(1, job_id).Int(2, now);
@@ -876,7 +935,7 @@ Result<int64_t> Store::RenewLease(const std::string& lease_id, int64_t reattest_
   std::lock_guard<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
-  Stmt q(db_,
+  Stmt q(*stmts_,
          "SELECT host_id, job_id, reattest_by FROM leases WHERE lease_id = ?1 AND ended_at IS NULL AND "
          "valid_until > ?2 AND reattest_by > ?2");
   q.Text(1, lease_id).Int(2, now);
@@ -885,7 +944,7 @@ Result<int64_t> Store::RenewLease(const std::string& lease_id, int64_t reattest_
   const std::string host_id = q.ColText(0), job_id = q.ColText(1);
   const int64_t previous = q.ColInt(2);
   RETURN_IF_ERROR(CheckNotRevokedLocked(host_id, job_id));
-  Stmt s(db_, "UPDATE leases SET reattest_by = ?1 WHERE lease_id = ?2");
+  Stmt s(*stmts_, "UPDATE leases SET reattest_by = ?1 WHERE lease_id = ?2");
   s.Int(1, reattest_by).Text(2, lease_id);
   RETURN_IF_ERROR(s.Run());
   if (sqlite3_changes(db_) != 1) return FailedPrecondition("lease " + lease_id + " is no longer active");
@@ -897,7 +956,7 @@ Status Store::UndoRenewal(const std::string& lease_id, int64_t renewed, int64_t 
   std::lock_guard<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
-  Stmt s(db_, "UPDATE leases SET reattest_by = ?1 WHERE lease_id = ?2 AND reattest_by = ?3");
+  Stmt s(*stmts_, "UPDATE leases SET reattest_by = ?1 WHERE lease_id = ?2 AND reattest_by = ?3");
   s.Int(1, std::min(previous, renewed)).Text(2, lease_id).Int(3, renewed);
   RETURN_IF_ERROR(s.Run());
   return txn.Commit();
@@ -907,7 +966,7 @@ Status Store::EndLease(const std::string& lease_id, const std::string& reason, i
   std::lock_guard<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
-  Stmt s(db_, "UPDATE leases SET ended_at = ?1, end_reason = ?2 WHERE lease_id = ?3 AND ended_at IS NULL");
+  Stmt s(*stmts_, "UPDATE leases SET ended_at = ?1, end_reason = ?2 WHERE lease_id = ?3 AND ended_at IS NULL");
   s.Int(1, now).Text(2, reason).Text(3, lease_id);
   RETURN_IF_ERROR(s.Run());
   return txn.Commit();
@@ -917,7 +976,7 @@ Status Store::MarkReported(const std::string& lease_id, int64_t now) {
   std::lock_guard<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
-  Stmt s(db_, "UPDATE leases SET reported_at = ?1 WHERE lease_id = ?2 AND reported_at IS NULL");
+  Stmt s(*stmts_, "UPDATE leases SET reported_at = ?1 WHERE lease_id = ?2 AND reported_at IS NULL");
   s.Int(1, now).Text(2, lease_id);
   RETURN_IF_ERROR(s.Run());
   if (sqlite3_changes(db_) != 1) return FailedPrecondition("the report of lease " + lease_id + " was already logged");
@@ -928,7 +987,7 @@ Status Store::SetLeaseAddress(const std::string& lease_id, const std::string& ad
   std::lock_guard<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
-  Stmt s(db_,
+  Stmt s(*stmts_,
          "UPDATE leases SET address = ?1 WHERE lease_id = ?2 AND ended_at IS NULL AND valid_until > ?3 AND "
          "reattest_by > ?3");
   s.Text(1, address).Text(2, lease_id).Int(3, now);
@@ -942,14 +1001,14 @@ Status Store::PutPolicy(const PolicyRecord& p) {
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
   {
-    Stmt s(db_, "SELECT max(serial) FROM policies WHERE policy_id = ?1");
+    Stmt s(*stmts_, "SELECT max(serial) FROM policies WHERE policy_id = ?1");
     s.Text(1, p.policy_id);
     ASSIGN_OR_RETURN(bool row, s.Step());
     if (row && !s.ColNull(0) && static_cast<uint64_t>(s.ColInt(0)) >= p.serial)
       return AlreadyExists("policy " + p.policy_id + " already has serial " + std::to_string(s.ColInt(0)) +
                            "; activate a higher serial");
   }
-  Stmt s(db_, "INSERT INTO policies VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+  Stmt s(*stmts_, "INSERT INTO policies VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
   s.Text(1, p.policy_id).Int(2, static_cast<int64_t>(p.serial)).Blob(3, p.policy_sha256).Text(4, p.policy_text);
   s.Text(5, p.signature_text).Blob(6, p.signer).Int(7, p.activated_at);
   RETURN_IF_ERROR(s.Run());
@@ -958,7 +1017,7 @@ Status Store::PutPolicy(const PolicyRecord& p) {
 
 Result<PolicyRecord> Store::GetActivePolicy(const std::string& policy_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  Stmt s(db_, (std::string("SELECT ") + kPolicyColumns +
+  Stmt s(*stmts_, (std::string("SELECT ") + kPolicyColumns +
                " FROM policies WHERE policy_id = ?1 ORDER BY serial DESC LIMIT 1")
                   .c_str());
   s.Text(1, policy_id);
@@ -969,7 +1028,7 @@ Result<PolicyRecord> Store::GetActivePolicy(const std::string& policy_id) {
 
 Result<std::vector<PolicyRecord>> Store::ListActivePolicies() {
   std::lock_guard<std::mutex> lock(mu_);
-  Stmt s(db_, (std::string("SELECT ") + kPolicyColumns +
+  Stmt s(*stmts_, (std::string("SELECT ") + kPolicyColumns +
                " FROM policies p WHERE serial = (SELECT max(serial) FROM policies q WHERE q.policy_id = p.policy_id) "
                "ORDER BY policy_id")
                   .c_str());

@@ -170,6 +170,24 @@ TEST_F(EvidenceTest, PolicyWithEkRootDirectoryIsLaidOutAgain) {
   EXPECT_EQ(Recheck(0).outcome, RecheckOutcome::kReproduced);
 }
 
+// Policies parsed once are kept by the digest of the bytes they came from: the same policy
+// text with other bytes under the same root file path is parsed anew, in one process.
+TEST_F(EvidenceTest, SamePolicyTextWithAnotherRootFileIsParsedAnew) {
+  ASSERT_EQ(Record(MakeInputs(host_, policy_path_), true), 0u);
+  const fs::path root = base_ / "roots" / "root.pem";
+  const auto original_root = ReadBytes(root.string());
+  attest_test::WriteFile(root.string(), "not a certificate\n");
+  {
+    auto w = Writer();
+    auto r = AppraiseAndRecord(*w, Archive(), MakeInputs(host_, policy_path_));
+    ASSERT_FALSE(r.ok()) << "a root file that holds no certificate was not read: a stale parse was used";
+    EXPECT_NE(r.status().message().find("root.pem"), std::string::npos) << r.status().ToString();
+  }
+  WriteBytes(root.string(), original_root);
+  ASSERT_EQ(Record(MakeInputs(host_, policy_path_), true), 1u);
+  EXPECT_EQ(Recheck(1).outcome, RecheckOutcome::kReproduced);
+}
+
 TEST_F(EvidenceTest, LyingRecordDiffers) {
   // The broker recorded "pass" for evidence answering another nonce: the recomputation
   // fails on the qualifying data, and the re-check says how the two differ.

@@ -90,6 +90,10 @@ struct VerdictInputs {
 Result<attest::Verdict> AppraiseFromBytes(std::string_view policy, const std::string& policy_dir,
                                           std::string_view evidence_bundle, std::string_view enrolment_bundle,
                                           const VerdictContext& context);
+// The same from a policy already parsed (the broker and the re-check keep policies parsed
+// from identical bytes: a Policy is a value, nothing in it refers to the files).
+Result<attest::Verdict> AppraiseParsed(const attest::Policy& policy, std::string_view evidence_bundle,
+                                       std::string_view enrolment_bundle, const VerdictContext& context);
 
 // The files the policy's "ek_roots" names ("files" and "intermediates", or every regular
 // file of "dir" not starting with '.'), read from `policy_dir`. Unsupported for an

@@ -36,6 +36,8 @@ struct sqlite3;
 
 namespace enclave::broker {
 
+class StatementCache;  // store.cc
+
 inline constexpr int kSchemaVersion = 5;
 
 struct HostRecord {
@@ -218,7 +220,7 @@ class Store {
   Result<std::vector<PolicyRecord>> ListActivePolicies();
 
  private:
-  explicit Store(sqlite3* db) : db_(db) {}
+  explicit Store(sqlite3* db);
   static Result<std::unique_ptr<Store>> OpenReadWrite(const std::string& path);
   Status Exec(const char* sql);
   Status Migrate();
@@ -230,6 +232,7 @@ class Store {
   // PermissionDenied when the host (or a host linked to it) or the job is revoked.
   Status CheckNotRevokedLocked(const std::string& host_id, const std::string& job_id);
   sqlite3* db_ = nullptr;
+  std::unique_ptr<StatementCache> stmts_;  // the connection's prepared statements
   std::mutex mu_;  // one connection, one transaction at a time
 };
 
