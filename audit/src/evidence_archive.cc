@@ -200,6 +200,11 @@ Result<std::string> LayOutPolicyFiles(const TempTree& tree, const std::vector<Ar
   return dir;
 }
 
+// Messages name the input once ("evidence bundle: field 'nonce': ...").
+Status NamedInput(const Status& s, std::string_view what) {
+  return s.message().rfind(what, 0) == 0 ? s : s.Annotate(what);
+}
+
 // Parsed policies, by the digest of the bytes they were parsed from: the policy text and each
 // laid-out file's path and contents. Parsing loads and checks every EK root certificate,
 // which cost the broker more than the rest of a release's appraisal; ParsePolicy reads
@@ -209,19 +214,16 @@ class ParsedPolicyCache {
  public:
   static crypto::Digest256 KeyOf(std::string_view policy, const std::vector<ArchivedFile>& files,
                                  const std::vector<std::vector<uint8_t>>& contents) {
-    crypto::Sha256Hasher h;
-    auto put = [&h](ByteSpan b) {
-      uint8_t len[8];
-      for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(b.size()) >> (56 - 8 * i));
-      h.Update(len);
-      h.Update(b);
-    };
-    put(AsBytes(policy));
+    ByteWriter w;  // each part length-prefixed: no two inputs encode alike
+    w.U64(policy.size());
+    w.Bytes(policy);
     for (size_t i = 0; i < files.size(); ++i) {
-      put(AsBytes(files[i].path));
-      put(contents[i]);
+      w.U64(files[i].path.size());
+      w.Bytes(files[i].path);
+      w.U64(contents[i].size());
+      w.Bytes(contents[i]);
     }
-    return h.Final();
+    return crypto::Sha256(w.bytes());
   }
   std::shared_ptr<const attest::Policy> Find(const crypto::Digest256& key) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -268,8 +270,7 @@ Result<attest::Verdict> AppraiseLaidOut(std::string_view policy, const std::vect
       std::string msg = p.status().message();
       // The temporary folder means nothing to the reader; the archived path does.
       for (size_t at; (at = msg.find(policy_dir + "/")) != std::string::npos;) msg.erase(at, policy_dir.size() + 1);
-      Status s(p.status().code(), msg);
-      return msg.rfind("policy", 0) == 0 ? s : s.Annotate("policy");
+      return NamedInput(Status(p.status().code(), msg), "policy");
     }
     parsed = std::make_shared<const attest::Policy>(std::move(p).value());
     PolicyCache().Put(key, parsed);
@@ -446,21 +447,16 @@ Result<attest::Verdict> AppraiseFromBytes(std::string_view policy_text, const st
                                           std::string_view evidence_bundle, std::string_view enrolment_bundle,
                                           const VerdictContext& context) {
   auto policy = attest::ParsePolicy(policy_text, policy_dir);
-  if (!policy.ok()) return policy.status().message().rfind("policy", 0) == 0 ? policy.status()
-                                                                              : policy.status().Annotate("policy");
+  if (!policy.ok()) return NamedInput(policy.status(), "policy");
   return AppraiseParsed(*policy, evidence_bundle, enrolment_bundle, context);
 }
 
 Result<attest::Verdict> AppraiseParsed(const attest::Policy& policy, std::string_view evidence_bundle,
                                        std::string_view enrolment_bundle, const VerdictContext& context) {
-  // Messages name the input once ("evidence bundle: field 'nonce': ...").
-  auto named = [](const Status& s, std::string_view what) {
-    return s.message().rfind(what, 0) == 0 ? s : s.Annotate(what);
-  };
   auto evidence = attest::ParseEvidenceBundle(evidence_bundle);
-  if (!evidence.ok()) return named(evidence.status(), "evidence bundle");
+  if (!evidence.ok()) return NamedInput(evidence.status(), "evidence bundle");
   auto enrolment = attest::ParseEnrolmentBundle(enrolment_bundle);
-  if (!enrolment.ok()) return named(enrolment.status(), "enrolment bundle");
+  if (!enrolment.ok()) return NamedInput(enrolment.status(), "enrolment bundle");
   auto ak = attest::ParseTpm2bPublic(enrolment->ak_public);
   if (!ak.ok()) return ak.status().Annotate("enrolment bundle: AK public");
   attest::AppraisalContext ctx;
