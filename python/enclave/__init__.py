@@ -1,6 +1,7 @@
 """enclave: train on sealed data with the keys behind attestation (docs/pytorch.md).
 
-The keys and the decrypted records stay in the C++ core, in locked memory. Python sees
+The keys and the decrypted records stay in the C++ core, in locked memory (or, for a
+dataset made with ``device="cuda"``, in GPU memory, decrypted there). Python sees
 records only as DLPack tensors over that memory: ``torch.from_dlpack(t)`` (or JAX's and
 CuPy's) wraps them without a copy. When the session ends (``close()``, the lease's end,
 a revocation) every buffer it handed out is wiped in place and every later call raises
@@ -18,7 +19,9 @@ ring) and ``Session.configure_nccl`` (the job key for the NCCL plugin).
 
 from ._enclave import (  # noqa: F401  (the package's API)
     ATTESTED_MODE,
+    CUDA,
     BatchIterator,
+    DeviceTensor,
     Error,
     IntegrityError,
     LockedTensor,
@@ -32,6 +35,8 @@ from .ddp import broadcast_parameters, distributed_data_parallel, ring_allreduce
 __all__ = [
     "ATTESTED_MODE",
     "BatchIterator",
+    "CUDA",
+    "DeviceTensor",
     "Error",
     "IntegrityError",
     "LockedTensor",
@@ -51,7 +56,8 @@ def torch_batches(dataset, batch_size, shuffle=False, seed=0, rank=0, world_size
     """This rank's batches of one epoch as (x, y) torch tensors over locked memory.
 
     ``x`` is float32 [n, features], ``y`` int64 [n] (class indices); ``rows`` limits the
-    epoch to those rows (a split's training rows). torch is imported here only: the
+    epoch to those rows (a split's training rows). A dataset made with ``device="cuda"``
+    gives CUDA tensors over the package's device memory. torch is imported here only: the
     package itself needs no torch.
     """
     import torch

@@ -7,6 +7,9 @@
 // When the session ends (close(), lease end or revocation) every buffer it handed out is
 // wiped in place and every later call raises.
 #include <dlfcn.h>
+#ifdef ENCLAVE_PY_CUDA
+#include <cuda_runtime_api.h>
+#endif
 #include <dlpack/dlpack.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -22,6 +25,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli.h"
@@ -70,15 +74,23 @@ class Wipeable {
   virtual void Wipe() = 0;
 };
 
+// A tensor's memory: host (locked) or device; wiped in place when the session ends.
+class Storage : public Wipeable {
+ public:
+  virtual uint8_t* data() = 0;
+  virtual DLDevice device() const = 0;
+};
+
 // One tensor's storage: locked, zeroed when freed, wiped in place when the session ends.
-class LockedBuffer final : public Wipeable {
+class LockedBuffer final : public Storage {
  public:
   static std::shared_ptr<LockedBuffer> Create(size_t bytes) {
     auto b = std::make_shared<LockedBuffer>();
     b->mem_ = Take(crypto::SecretBytes::Create(bytes == 0 ? 1 : bytes));
     return b;
   }
-  uint8_t* data() { return mem_.ExposeSecretMutable().data(); }
+  uint8_t* data() override { return mem_.ExposeSecretMutable().data(); }
+  DLDevice device() const override { return {kDLCPU, 0}; }
   void Wipe() override {
     std::span<uint8_t> m = mem_.ExposeSecretMutable();
     std::memset(m.data(), 0, m.size());
@@ -90,25 +102,33 @@ class LockedBuffer final : public Wipeable {
 
 class Session;
 
-// A tensor over a LockedBuffer, exported through DLPack (__dlpack__, __dlpack_device__).
-class LockedTensor {
+// A tensor over (part of) a Storage, exported through DLPack (__dlpack__,
+// __dlpack_device__): LockedTensor on the host, DeviceTensor on the GPU.
+class Tensor {
  public:
-  LockedTensor(std::shared_ptr<LockedBuffer> buffer, std::vector<int64_t> shape, DLDataType dtype)
-      : buffer_(std::move(buffer)), shape_(std::move(shape)), dtype_(dtype) {}
+  Tensor(std::shared_ptr<Storage> storage, size_t byte_offset, std::vector<int64_t> shape, DLDataType dtype)
+      : storage_(std::move(storage)), byte_offset_(byte_offset), shape_(std::move(shape)), dtype_(dtype) {}
   const std::vector<int64_t>& shape() const { return shape_; }
   std::string dtype() const { return dtype_.code == kDLFloat ? "float32" : "int64"; }
+  const std::shared_ptr<Storage>& storage() const { return storage_; }
+  py::tuple Device() const {
+    const DLDevice d = storage_->device();
+    return py::make_tuple(static_cast<int>(d.device_type), d.device_id);
+  }
 
-  // A DLManagedTensor that keeps the buffer alive until its consumer calls the deleter.
+  // A DLManagedTensor that keeps the storage alive until its consumer calls the deleter.
+  // The data pointer itself is offset (byte_offset 0): not every consumer honours
+  // byte_offset.
   py::capsule DlPack() const {
     struct Context {
-      std::shared_ptr<LockedBuffer> buffer;
+      std::shared_ptr<Storage> storage;
       std::vector<int64_t> shape;
       DLManagedTensor managed{};
     };
-    auto* ctx = new Context{buffer_, shape_, {}};
+    auto* ctx = new Context{storage_, shape_, {}};
     DLTensor& t = ctx->managed.dl_tensor;
-    t.data = ctx->buffer->data();
-    t.device = {kDLCPU, 0};
+    t.data = ctx->storage->data() + byte_offset_;
+    t.device = ctx->storage->device();
     t.ndim = static_cast<int32_t>(ctx->shape.size());
     t.dtype = dtype_;
     t.shape = ctx->shape.data();
@@ -129,9 +149,20 @@ class LockedTensor {
   }
 
  private:
-  std::shared_ptr<LockedBuffer> buffer_;
+  std::shared_ptr<Storage> storage_;
+  size_t byte_offset_;
   std::vector<int64_t> shape_;
   DLDataType dtype_;
+};
+
+class LockedTensor final : public Tensor {
+ public:
+  LockedTensor(std::shared_ptr<LockedBuffer> buffer, std::vector<int64_t> shape, DLDataType dtype)
+      : Tensor(std::move(buffer), 0, std::move(shape), dtype) {}
+};
+class DeviceTensor final : public Tensor {
+ public:
+  using Tensor::Tensor;
 };
 
 constexpr DLDataType kFloat32{kDLFloat, 32, 1};
@@ -328,18 +359,70 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string end_reason_;
 };
 
-// The decrypted records of one or all of the job's datasets, in locked memory.
+// The decrypted records of one or all of the job's datasets: in locked memory (the CPU
+// backend) or in device memory (the GPU backend: sealed chunks are authenticated and
+// decrypted on the GPU, the host only ever holds their ciphertext). The class indices
+// are also on the host, in locked memory (data.labels), for splits and batch labels.
 class DatasetRecords final : public Wipeable {
  public:
-  std::unique_ptr<trainer::Backend> backend;  // the CPU backend: its buffers are locked
+  std::unique_ptr<trainer::Backend> backend;
   trainer::LoadedData data;
+  // The backend is not thread-safe, and a consumer may drop a device tensor (its storage's
+  // last reference) on another thread, e.g. torch's autograd thread: every use holds this.
+  std::mutex mu;
+  bool on_gpu() const { return std::string_view(backend->kind()) == "gpu"; }
   void Wipe() override {
+    std::lock_guard<std::mutex> lock(mu);
     for (trainer::OwnedBuffer* b : {&data.x, &data.y}) {
-      if (b->get().data != nullptr) std::memset(b->get().data, 0, b->size() * sizeof(float));
+      if (b->get().data == nullptr) continue;
+      if (on_gpu()) {
+        (void)backend->Fill(b->get(), 0.0f);
+      } else {
+        std::memset(b->get().data, 0, b->size() * sizeof(float));
+      }
     }
+    if (on_gpu()) (void)backend->Synchronize();
     for (float& v : data.labels) v = 0;
   }
 };
+
+#ifdef ENCLAVE_PY_CUDA
+// Device memory of one gather (rows of x, or their labels as int64), from the dataset's
+// GPU backend. Freed (zeroized by the backend) when the last tensor over it goes; wiped
+// in place when the session ends.
+class DeviceRows final : public Storage {
+ public:
+  DeviceRows(std::shared_ptr<DatasetRecords> owner, trainer::Buffer buffer, int device)
+      : owner_(std::move(owner)), buffer_(buffer), device_(device) {}
+  ~DeviceRows() override {
+    // The consumer's kernels (on its own streams) may still read this memory: the backend
+    // zeroizes it on its own stream before freeing, so wait for the whole device first.
+    cudaDeviceSynchronize();
+    std::lock_guard<std::mutex> lock(owner_->mu);
+    owner_->backend->Free(buffer_);
+  }
+  uint8_t* data() override { return reinterpret_cast<uint8_t*>(buffer_.data); }
+  DLDevice device() const override { return {kDLCUDA, device_}; }
+  void Wipe() override {
+    std::lock_guard<std::mutex> lock(owner_->mu);
+    (void)owner_->backend->Fill(buffer_, 0.0f);
+    (void)owner_->backend->Synchronize();
+  }
+
+ private:
+  std::shared_ptr<DatasetRecords> owner_;
+  trainer::Buffer buffer_;
+  int device_;
+};
+#endif
+
+// Which backend a dataset's records go to: "cpu" (locked memory) or "cuda" / "cuda:0"
+// (device memory; the GPU backend uses device 0).
+trainer::Device ParseDevice(const std::string& device) {
+  if (device == "cpu") return trainer::Device::kCpu;
+  if (device == "cuda" || device == "cuda:0") return trainer::Device::kGpu;
+  Raise(g_error, "device='" + device + "': use 'cpu' or 'cuda' (the GPU backend runs on device 0)");
+}
 
 class BatchIterator;
 
@@ -347,16 +430,20 @@ class BatchIterator;
 // decrypted at construction: a tampered chunk raises IntegrityError and nothing is kept.
 class SealedTensorDataset {
  public:
-  SealedTensorDataset(std::shared_ptr<Session> session, const std::optional<std::string>& dataset_id)
+  SealedTensorDataset(std::shared_ptr<Session> session, const std::optional<std::string>& dataset_id,
+                      const std::string& device)
       : session_(std::move(session)) {
     session_->CheckUsable();
+    const trainer::Device where = ParseDevice(device);
     std::vector<trainer::DatasetSpec> specs;
     for (const trainer::DatasetSpec& d : session_->job().datasets) {
       if (!dataset_id || d.id == *dataset_id) specs.push_back(d);
     }
     if (specs.empty()) Raise(g_error, "the job has no dataset '" + dataset_id.value_or("") + "'");
     records_ = std::make_shared<DatasetRecords>();
-    records_->backend = Take(trainer::MakeBackend(trainer::Device::kCpu));
+    auto backend = trainer::MakeBackend(where);
+    if (!backend.ok()) Raise(backend.status().Annotate("device='" + device + "'"));
+    records_->backend = std::move(backend).value();
     {
       const crypto::Keystore* keys = session_->Keys();
       py::gil_scoped_release unlocked;
@@ -370,6 +457,7 @@ class SealedTensorDataset {
   size_t rows() const { return records_->data.rows; }
   size_t features() const { return records_->data.features; }
   uint32_t classes() const { return records_->data.classes; }
+  std::string device() const { return records_->on_gpu() ? "cuda:0" : "cpu"; }
   std::vector<std::string> feature_names() const {
     std::vector<std::string> names;
     for (const dataset::Column& c : records_->data.schema.columns) {
@@ -378,25 +466,28 @@ class SealedTensorDataset {
     return names;
   }
 
-  // Rows `rows` (indices) as (x float32 [n, features], y int64 [n]) in fresh locked buffers.
-  std::pair<LockedTensor, LockedTensor> Gather(const std::vector<uint32_t>& rows) {
+  // Rows `rows` (indices) as (x float32 [n, features], y int64 [n]) in fresh buffers:
+  // LockedTensors, or DeviceTensors for a dataset on the GPU.
+  std::pair<py::object, py::object> Gather(const std::vector<uint32_t>& rows) {
     session_->CheckUsable();
+    for (uint32_t r : rows) {
+      if (r >= this->rows()) Raise(g_error, "row " + std::to_string(r) + " is past the dataset's end");
+    }
     const size_t n = rows.size(), f = features();
-    auto x = LockedBuffer::Create(n * f * sizeof(float));
-    auto y = LockedBuffer::Create(n * sizeof(int64_t));
-    const float* src_x = records_->data.x.get().data;
-    const float* src_y = records_->data.y.get().data;
-    auto* dx = reinterpret_cast<float*>(x->data());
+    const std::vector<int64_t> x_shape{static_cast<int64_t>(n), static_cast<int64_t>(f)}, y_shape{static_cast<int64_t>(n)};
+    auto y = LockedBuffer::Create(n * sizeof(int64_t));  // the labels, from the host copy
     auto* dy = reinterpret_cast<int64_t*>(y->data());
+    for (size_t i = 0; i < n; ++i) dy[i] = static_cast<int64_t>(records_->data.labels[rows[i]]);
+    session_->Track(y);
+    if (records_->on_gpu()) return GatherOnGpu(rows, *y, x_shape, y_shape);
+    auto x = LockedBuffer::Create(n * f * sizeof(float));
+    const float* src_x = records_->data.x.get().data;
+    auto* dx = reinterpret_cast<float*>(x->data());
     for (size_t i = 0; i < n; ++i) {
-      if (rows[i] >= this->rows()) Raise(g_error, "row " + std::to_string(rows[i]) + " is past the dataset's end");
       std::memcpy(dx + i * f, src_x + static_cast<size_t>(rows[i]) * f, f * sizeof(float));
-      dy[i] = static_cast<int64_t>(src_y[rows[i]]);
     }
     session_->Track(x);
-    session_->Track(y);
-    return {LockedTensor(x, {static_cast<int64_t>(n), static_cast<int64_t>(f)}, kFloat32),
-            LockedTensor(y, {static_cast<int64_t>(n)}, kInt64)};
+    return {py::cast(LockedTensor(x, x_shape, kFloat32)), py::cast(LockedTensor(y, y_shape, kInt64))};
   }
 
   // The stratified split enclave-train makes of the same records (trainer::StratifiedSplit):
@@ -411,6 +502,38 @@ class SealedTensorDataset {
   std::shared_ptr<Session> session() const { return session_; }
 
  private:
+  // x gathered on the device (the backend's kernel), the labels uploaded from `labels`;
+  // both ready (the backend's stream synchronized) before any consumer sees them.
+  std::pair<py::object, py::object> GatherOnGpu(const std::vector<uint32_t>& rows, LockedBuffer& labels,
+                                                const std::vector<int64_t>& x_shape,
+                                                const std::vector<int64_t>& y_shape) {
+#ifdef ENCLAVE_PY_CUDA
+    const size_t n = rows.size(), f = features();
+    std::shared_ptr<DeviceRows> x, y;
+    {
+      std::lock_guard<std::mutex> lock(records_->mu);
+      trainer::Backend& b = *records_->backend;
+      auto bx = b.Alloc(std::max<size_t>(n * f, 1));
+      if (!bx.ok()) Raise(bx.status().Annotate("device memory for a batch"));
+      x = std::make_shared<DeviceRows>(records_, bx.value(), 0);
+      auto by = b.Alloc(std::max<size_t>(2 * n, 1));  // int64: two floats each
+      if (!by.ok()) Raise(by.status().Annotate("device memory for a batch"));
+      y = std::make_shared<DeviceRows>(records_, by.value(), 0);
+      Status s = b.GatherRows(records_->data.x.get(), f, rows.data(), n, bx.value());
+      if (s.ok()) s = b.UploadBytes(by.value(), 0, labels.data(), n * sizeof(int64_t));
+      if (s.ok()) s = b.Synchronize();
+      if (!s.ok()) Raise(s.Annotate("gathering a batch on the GPU"));
+    }
+    labels.Wipe();  // the host copy of the labels is not needed any longer
+    session_->Track(x);
+    session_->Track(y);
+    return {py::cast(DeviceTensor(x, 0, x_shape, kFloat32)), py::cast(DeviceTensor(y, 0, y_shape, kInt64))};
+#else
+    (void)rows, (void)labels, (void)x_shape, (void)y_shape;
+    Raise(g_error, "internal: a GPU dataset in a build without CUDA");
+#endif
+  }
+
   std::shared_ptr<Session> session_;
   std::shared_ptr<DatasetRecords> records_;
 };
@@ -418,6 +541,9 @@ class SealedTensorDataset {
 // This rank's batches of one epoch. The order: the rows (all, or those given), shuffled
 // with std::mt19937_64 seeded by `seed` (std::shuffle) when asked, cut to a multiple of
 // world_size (every rank gets as many rows), and rank r takes positions r, r + world, ...
+// For a dataset on the GPU the whole epoch's rows are gathered on the device once, here
+// (one kernel, device memory for this rank's rows), and each batch is a view into them:
+// no allocation, copy or synchronization per batch.
 class BatchIterator {
  public:
   BatchIterator(std::shared_ptr<SealedTensorDataset> ds, size_t batch_size, bool shuffle, uint64_t seed,
@@ -438,14 +564,27 @@ class BatchIterator {
     }
     const size_t per_rank = order.size() / world_size;
     for (size_t i = 0; i < per_rank; ++i) mine_.push_back(order[i * world_size + rank]);
+    if (ds_->device() != "cpu") epoch_ = ds_->Gather(mine_);  // raises IntegrityError/SessionEnded as Gather does
   }
   size_t batches() const {
     return drop_last_ ? mine_.size() / batch_size_ : (mine_.size() + batch_size_ - 1) / batch_size_;
   }
-  std::pair<LockedTensor, LockedTensor> Next() {
+  std::pair<py::object, py::object> Next() {
     const size_t left = mine_.size() - next_;
     if (left == 0 || (drop_last_ && left < batch_size_)) throw py::stop_iteration();
     const size_t n = std::min(batch_size_, left);
+    if (epoch_) {
+      ds_->session()->CheckUsable();  // SessionEnded at the lease's end (the epoch's rows are wiped then)
+      auto view = [&](const py::object& whole, size_t row_bytes, std::vector<int64_t> shape, DLDataType dtype) {
+        const Tensor& t = whole.cast<const DeviceTensor&>();
+        return py::cast(DeviceTensor(t.storage(), next_ * row_bytes, std::move(shape), dtype));
+      };
+      const auto f = static_cast<int64_t>(ds_->features());
+      auto batch = std::make_pair(view(epoch_->first, ds_->features() * sizeof(float), {static_cast<int64_t>(n), f}, kFloat32),
+                                  view(epoch_->second, sizeof(int64_t), {static_cast<int64_t>(n)}, kInt64));
+      next_ += n;
+      return batch;
+    }
     std::vector<uint32_t> rows(mine_.begin() + static_cast<std::ptrdiff_t>(next_),
                                mine_.begin() + static_cast<std::ptrdiff_t>(next_ + n));
     auto batch = ds_->Gather(rows);  // raises SessionEnded at the lease's end, before any row is copied
@@ -459,6 +598,7 @@ class BatchIterator {
   bool drop_last_;
   std::vector<uint32_t> mine_;
   size_t next_ = 0;
+  std::optional<std::pair<py::object, py::object>> epoch_;  // a GPU dataset: this rank's rows, gathered
 };
 
 // The job's sealed datasets (or the one named) opened for streaming: the headers checked
@@ -761,12 +901,20 @@ PYBIND11_MODULE(_enclave, m) {
   m.attr("ATTESTED_MODE") = false;
 #endif
 
-  py::class_<LockedTensor>(m, "LockedTensor")
-      .def_property_readonly("shape", &LockedTensor::shape)
-      .def_property_readonly("dtype", &LockedTensor::dtype)
-      .def("__dlpack__", [](const LockedTensor& t, py::object /*stream*/) { return t.DlPack(); },
-           py::arg("stream") = py::none())
-      .def("__dlpack_device__", [](const LockedTensor&) { return py::make_tuple(static_cast<int>(kDLCPU), 0); });
+  // The record tensors: LockedTensor (host, locked memory), DeviceTensor (GPU memory).
+  py::class_<Tensor>(m, "Tensor")
+      .def_property_readonly("shape", &Tensor::shape)
+      .def_property_readonly("dtype", &Tensor::dtype)
+      .def("__dlpack__", [](const Tensor& t, py::object /*stream*/) { return t.DlPack(); },
+           py::arg("stream") = py::none())  // ready on every stream: made after a synchronize
+      .def("__dlpack_device__", &Tensor::Device);
+  py::class_<LockedTensor, Tensor>(m, "LockedTensor");
+  py::class_<DeviceTensor, Tensor>(m, "DeviceTensor");
+#ifdef ENCLAVE_PY_CUDA
+  m.attr("CUDA") = true;
+#else
+  m.attr("CUDA") = false;
+#endif
 
   py::class_<Session, std::shared_ptr<Session>>(m, "Session")
       .def_static("development", &Session::Development, py::arg("job"), py::arg("keystore"),
@@ -790,9 +938,10 @@ PYBIND11_MODULE(_enclave, m) {
            py::arg("overwrite") = false);
 
   py::class_<SealedTensorDataset, std::shared_ptr<SealedTensorDataset>>(m, "SealedTensorDataset")
-      .def(py::init<std::shared_ptr<Session>, std::optional<std::string>>(), py::arg("session"),
-           py::arg("dataset") = py::none())
+      .def(py::init<std::shared_ptr<Session>, std::optional<std::string>, std::string>(), py::arg("session"),
+           py::arg("dataset") = py::none(), py::arg("device") = "cpu")
       .def("__len__", &SealedTensorDataset::rows)
+      .def_property_readonly("device", &SealedTensorDataset::device)
       .def_property_readonly("features", &SealedTensorDataset::features)
       .def_property_readonly("classes", &SealedTensorDataset::classes)
       .def_property_readonly("feature_names", &SealedTensorDataset::feature_names)

@@ -268,14 +268,17 @@ TEST_F(GpuBackendTest, ColumnSums) {
   ExpectClose(out, kExact, "ColumnSums (same order, same float adds)");
 }
 
-TEST_F(GpuBackendTest, LossGradAndProbabilitiesBothKinds) {
+TEST_F(GpuBackendTest, LossGradAndProbabilitiesEveryKind) {
   const size_t rows = 999;
-  for (LossKind kind : {LossKind::kBinaryLogistic, LossKind::kSoftmax}) {
-    const size_t classes = kind == LossKind::kSoftmax ? 7 : 1;
-    const std::string name = kind == LossKind::kSoftmax ? "softmax" : "binary";
+  for (LossKind kind : {LossKind::kBinaryLogistic, LossKind::kSoftmax, LossKind::kSquaredError}) {
+    const bool regression = kind == LossKind::kSquaredError;
+    const size_t classes = kind == LossKind::kSoftmax ? 7 : 1;  // outputs per row
+    const std::string name = regression ? "squared error" : kind == LossKind::kSoftmax ? "softmax" : "binary";
     auto logits = Both(Random(rows * classes, -12, 12));
-    std::vector<float> labels_host(rows);
-    for (auto& l : labels_host) l = static_cast<float>(rng_() % (kind == LossKind::kSoftmax ? classes : 2));
+    std::vector<float> labels_host = regression ? Random(rows, -5, 5) : std::vector<float>(rows);
+    if (!regression) {
+      for (auto& l : labels_host) l = static_cast<float>(rng_() % (kind == LossKind::kSoftmax ? classes : 2));
+    }
     auto labels = Both(labels_host);
     auto grad = Zeros(rows * classes);
     double loss_cpu = 0, loss_gpu = 0;
