@@ -161,6 +161,28 @@ class EnclavePackageTest(unittest.TestCase):
             enclave.SealedTensorDataset(self.session(job))
         self.assertIn(bad, str(e.exception))
 
+    def test_a_gpu_dataset_without_a_gpu_is_refused_naming_the_device(self):
+        # CI has no GPU: device="cuda" must fail with a clear error, not fall back to the CPU.
+        # (On a GPU host it succeeds, and tests/python/gpu_check.py checks it there.)
+        import torch
+
+        s = self.session()
+        try:
+            ds = enclave.SealedTensorDataset(s, device="cuda")
+        except enclave.Error as e:
+            self.assertIn("device='cuda'", str(e))
+            self.assertIn("GPU", str(e))
+        else:
+            self.assertEqual(ds.device, "cuda:0")
+            self.skipTest("a GPU is present: gpu_check.py covers device='cuda'")
+        self.assertEqual(enclave.SealedTensorDataset(s).device, "cpu")
+        x, _ = enclave.SealedTensorDataset(s).gather([0])
+        self.assertEqual(x.__dlpack_device__(), (1, 0))  # kDLCPU
+        self.assertFalse(torch.from_dlpack(x).is_cuda)
+        with self.assertRaises(enclave.Error) as e:
+            enclave.SealedTensorDataset(s, device="cuda:1")
+        self.assertIn("use 'cpu' or 'cuda'", str(e.exception))
+
     def test_closing_the_session_wipes_every_tensor_and_refuses_further_use(self):
         import torch
 
