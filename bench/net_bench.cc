@@ -7,22 +7,37 @@
 //   build-j/bench/enclave_bench_net [--benchmark_repetitions=3]
 //
 // Rates are message bytes per wall-clock second (the work is on the worker threads),
-// 4 messages in flight. After the runs, a table gives encrypted / plaintext per size.
+// 4 messages in flight. After the runs, a table gives encrypted / plaintext per size,
+// and the encrypted rate against its computed limit on this machine's CPUs:
+//   limit = cpus / (transport + cipher)   [bytes/s]
+// transport: the plaintext run's CPU time per byte (the whole process, user + system:
+//   sockets, worker threads, framing; BM_Net/plaintext's cpu_ns_per_byte counter);
+// cipher: sealing, opening and copying out one record of the size the transport cuts
+//   that message into, on one thread (BM_Cipher's ns_per_byte: what the encrypted
+//   transport does per byte that the plaintext one does not);
+// cpus: the CPUs this process may run on (sched_getaffinity).
+// The encrypted rate can reach the limit only if the transport keeps every CPU busy
+// and adds nothing per byte beyond those two costs; "of limit" says how close it gets.
 // BM_PingPong: the round trip of a one-chunk message (4,352 bytes, an all-reduce of a
 // small model) over two connections, one each way, with 1 and 4 sockets: a message wakes
 // only the workers of the sockets that carry it, so extra sockets should cost nothing.
 #include <benchmark/benchmark.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <time.h>
 
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "enclave/crypto/aead.h"
 #include "plaintext_records.h"
 #include "transport.h"
+#include "wire.h"
 
 namespace {
 
@@ -67,7 +82,34 @@ Pair Connect(const RecordProtection& protection, int nsocks) {
   return p;
 }
 
-void WaitDone(DataComm& comm, enclave::net::Request* r, benchmark::State& state) {
+// CPU time of the whole process so far (all threads, user + system).
+double ProcessCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
+  return seconds(u.ru_utime) + seconds(u.ru_stime);
+}
+
+double ThreadCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+int AvailableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return CPU_COUNT(&set);
+}
+
+// Polls until the request is done: yielding between polls (the round-trip benchmark, where
+// the latency is the figure), or sleeping 20 us (the throughput benchmarks: the waiting
+// thread then takes almost no CPU, so the CPU time measured is the transport's own; NCCL's
+// proxy thread yields in a loop instead, and on a host with few CPUs takes what it uses
+// from the transport).
+enum class Poll { kYield, kSleep };
+void WaitDone(DataComm& comm, enclave::net::Request* r, benchmark::State& state, Poll poll = Poll::kYield) {
   bool done = false;
   uint64_t size = 0;
   while (!done) {
@@ -75,7 +117,13 @@ void WaitDone(DataComm& comm, enclave::net::Request* r, benchmark::State& state)
       state.SkipWithError("transport failed");
       return;
     }
-    if (!done) sched_yield();
+    if (done) break;
+    if (poll == Poll::kYield) {
+      sched_yield();
+    } else {
+      const timespec pause{0, 20'000};
+      nanosleep(&pause, nullptr);
+    }
   }
 }
 
@@ -89,10 +137,11 @@ void BM_Net(benchmark::State& state, bool encrypted) {
   std::vector<std::vector<uint8_t>> sbuf(kInFlight, std::vector<uint8_t>(size, 0x5a)), rbuf(kInFlight, std::vector<uint8_t>(size));
   std::deque<std::pair<enclave::net::Request*, enclave::net::Request*>> flight;
   size_t i = 0;
+  const double cpu_start = ProcessCpuSeconds();
   for (auto _ : state) {
     if (flight.size() == kInFlight) {
-      WaitDone(*p.send, flight.front().first, state);
-      WaitDone(*p.recv, flight.front().second, state);
+      WaitDone(*p.send, flight.front().first, state, Poll::kSleep);
+      WaitDone(*p.recv, flight.front().second, state, Poll::kSleep);
       flight.pop_front();
     }
     auto s = p.send->Post(sbuf[i % kInFlight].data(), size);
@@ -105,20 +154,60 @@ void BM_Net(benchmark::State& state, bool encrypted) {
     ++i;
   }
   while (!flight.empty()) {
-    WaitDone(*p.send, flight.front().first, state);
-    WaitDone(*p.recv, flight.front().second, state);
+    WaitDone(*p.send, flight.front().first, state, Poll::kSleep);
+    WaitDone(*p.recv, flight.front().second, state, Poll::kSleep);
     flight.pop_front();
   }
+  const double cpu_seconds = ProcessCpuSeconds() - cpu_start;
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * size));
+  // Every thread of the process (both ends, every worker), user and system time.
+  state.counters["cpu_ns_per_byte"] = cpu_seconds * 1e9 / static_cast<double>(state.iterations() * size);
 }
 
 void Args(benchmark::internal::Benchmark* b) {
-  for (int nsocks : {2, 4, 8})  // 8: a many-core host (scripts/gpu-check runs this on 16 cores)
+  for (int nsocks : {1, 2, 4, 8})  // 1: the plugin's default on 2 CPUs; 8: a many-core host (gpu-check, 16)
     for (int64_t size = 64 << 10; size <= 64 << 20; size *= 4) b->Args({size, nsocks});
   b->ArgNames({"bytes", "nsocks"})->UseRealTime()->MinTime(0.5);
 }
 BENCHMARK_CAPTURE(BM_Net, encrypted, true)->Apply(Args);
 BENCHMARK_CAPTURE(BM_Net, plaintext, false)->Apply(Args);
+
+// What the encrypted record layer does per byte beyond the plaintext one, on one thread:
+// seal a record (AeadSender: into staging), open it in place and copy the plaintext out
+// (AeadReceiver), for the record length the transport cuts a message of `bytes` into
+// over `nsocks` sockets (its first chunk).
+void BM_Cipher(benchmark::State& state) {
+  const size_t size = static_cast<size_t>(state.range(0));
+  const int nsocks = static_cast<int>(state.range(1));
+  const auto len = static_cast<uint32_t>(enclave::net::PlanChunks(size, nsocks).Length(0));
+  auto key = enclave::crypto::SecretBytes::CopyFrom(std::vector<uint8_t>(32, 0x42));
+  if (!key.ok()) std::abort();
+  auto seal = enclave::crypto::Aead::Create(enclave::crypto::Suite::kAes256Gcm, *key);
+  auto open = enclave::crypto::Aead::Create(enclave::crypto::Suite::kAes256Gcm, *key);
+  if (!seal.ok() || !open.ok()) std::abort();
+  enclave::net::RecordHeader h;
+  h.payload_len = len;
+  h.msg_size = size;
+  std::vector<uint8_t> plain(len, 0x5a), record(len + enclave::net::kRecordTagBytes), out(len);
+  uint64_t seq = 0;
+  const double cpu_start = ThreadCpuSeconds();
+  for (auto _ : state) {
+    h.seq = seq;
+    const auto header = enclave::net::EncodeRecordHeader(h);
+    if (!enclave::net::SealRecord(**seal, header, seq, enclave::ByteSpan(plain.data(), len), record).ok() ||
+        !enclave::net::OpenRecordInPlace(**open, header, seq, record).ok()) {
+      state.SkipWithError("record failed");
+      break;
+    }
+    std::memcpy(out.data(), record.data(), len);
+    benchmark::DoNotOptimize(out.data());
+    ++seq;
+  }
+  const double thread_seconds = ThreadCpuSeconds() - cpu_start;
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * len));
+  state.counters["ns_per_byte"] = thread_seconds * 1e9 / static_cast<double>(state.iterations() * len);
+}
+BENCHMARK(BM_Cipher)->Apply(Args);
 
 void BM_PingPong(benchmark::State& state, bool encrypted) {
   const size_t size = static_cast<size_t>(state.range(0));
@@ -156,38 +245,61 @@ BENCHMARK_CAPTURE(BM_PingPong, encrypted, true)
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(0.5);
 
-// Console output as usual, then encrypted / plaintext per (size, nsocks).
+// Console output as usual, then per (size, nsocks): encrypted / plaintext, and the
+// encrypted rate against its computed limit (the header comment).
 class RatioReporter : public benchmark::ConsoleReporter {
   using Key = std::pair<long long, int>;
+  struct Figures {
+    double rate = 0, cpu_ns_per_byte = 0;
+  };
 
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (const auto& r : runs) {
       if (r.error_occurred || (r.run_type == Run::RT_Aggregate && r.aggregate_name != "median")) continue;
-      auto it = r.counters.find("bytes_per_second");
-      if (it == r.counters.end()) continue;
-      const std::string name = r.benchmark_name();  // BM_Net/encrypted/bytes:N/nsocks:M/...
-      const bool enc = name.find("/encrypted/") != std::string::npos;
+      const std::string name = r.benchmark_name();  // BM_Net/encrypted/bytes:N/nsocks:M/..., BM_Cipher/bytes:...
       const auto b = name.find("/bytes:"), n = name.find("/nsocks:");
       if (b == std::string::npos || n == std::string::npos) continue;
       const Key key{std::stoll(name.substr(b + 7)), std::stoi(name.substr(n + 8))};
-      (enc ? enc_ : plain_)[key] = it->second.value;
+      auto counter = [&](const char* c) {
+        auto it = r.counters.find(c);
+        return it == r.counters.end() ? 0.0 : it->second.value;
+      };
+      if (name.rfind("BM_Cipher/", 0) == 0) {
+        cipher_ns_per_byte_[key] = counter("ns_per_byte");
+      } else if (name.rfind("BM_Net/", 0) == 0) {
+        const bool enc = name.find("/encrypted/") != std::string::npos;
+        (enc ? enc_ : plain_)[key] = {counter("bytes_per_second"), counter("cpu_ns_per_byte")};
+      }
     }
   }
   void Finalize() override {
     ConsoleReporter::Finalize();
-    std::printf("\n%10s %7s %14s %14s %7s\n", "message", "sockets", "encrypted", "plaintext", "ratio");
+    const int cpus = AvailableCpus();
+    std::printf("\nlimit = %d CPUs / (plaintext transport CPU per byte + cipher per byte), all measured in this run\n",
+                cpus);
+    std::printf("%10s %7s %11s %11s %6s %9s %9s %9s %11s %8s\n", "message", "sockets", "encrypted", "plaintext",
+                "ratio", "transport", "cipher", "enc. CPU", "limit", "of limit");
+    std::printf("%10s %7s %11s %11s %6s %9s %9s %9s %11s %8s\n", "", "", "GB/s", "GB/s", "", "ns/B", "ns/B", "ns/B",
+                "GB/s", "");
     for (const auto& [key, e] : enc_) {
       auto p = plain_.find(key);
       if (p == plain_.end()) continue;
-      std::printf("%7lld KiB %7d %9.2f GB/s %9.2f GB/s %6.0f%%\n", static_cast<long long>(key.first >> 10), key.second,
-                  e / 1e9, p->second / 1e9, 100.0 * e / p->second);
+      auto c = cipher_ns_per_byte_.find(key);
+      const double cipher = c == cipher_ns_per_byte_.end() ? 0.0 : c->second;
+      const double per_byte = p->second.cpu_ns_per_byte + cipher;  // ns of CPU per byte
+      const double limit = per_byte > 0 && cipher > 0 ? cpus / per_byte * 1e9 : 0.0;  // bytes/s
+      std::printf("%7lld KiB %7d %11.2f %11.2f %5.0f%% %9.3f %9.3f %9.3f %11.2f %7.0f%%\n",
+                  static_cast<long long>(key.first >> 10), key.second, e.rate / 1e9, p->second.rate / 1e9,
+                  100.0 * e.rate / p->second.rate, p->second.cpu_ns_per_byte, cipher, e.cpu_ns_per_byte, limit / 1e9,
+                  limit > 0 ? 100.0 * e.rate / limit : 0.0);
     }
   }
 
  private:
-  std::map<Key, double> enc_, plain_;  // bytes/s by (message bytes, nsocks)
+  std::map<Key, Figures> enc_, plain_;       // by (message bytes, nsocks)
+  std::map<Key, double> cipher_ns_per_byte_;  // BM_Cipher
 };
 
 }  // namespace
