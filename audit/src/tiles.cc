@@ -187,18 +187,88 @@ Status TileWriter::PutFile(const std::string& rel, std::span<const uint8_t> byte
   // One writer holds the log's flock, so a fixed temporary name cannot collide.
   const size_t slash = path.rfind('/');
   const std::string temp = path.substr(0, slash + 1) + "." + path.substr(slash + 1) + ".tmp";
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  auto open_temp = [&] {  // a spare's inode when there is one, else a new file
+    if (TakeSpare(temp)) {
+      const int f = ::open(temp.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+      if (f >= 0) return f;
+    }
+    return ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  };
+  int fd = open_temp();
   if (fd < 0 && errno == ENOENT) {
     RETURN_IF_ERROR(MakeParents(dir_, rel));
-    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    fd = open_temp();
   }
   if (fd < 0) return ErrnoStatus("creating " + temp, errno);
   Status s = WriteAll(fd, bytes, temp);
   if (::close(fd) != 0 && s.ok()) s = ErrnoStatus("closing " + temp, errno);
+  if (s.ok()) (void)KeepAsSpare(path, /*move=*/false);  // the file this one replaces, if any
   // Readers see the old file or the new one, never a part.
   if (s.ok() && ::rename(temp.c_str(), path.c_str()) != 0) s = ErrnoStatus("renaming " + temp, errno);
   if (!s.ok()) ::unlink(temp.c_str());
   return s;
+}
+
+bool TileWriter::TakeSpare(const std::string& temp) {
+  if (spares_.empty() || std::chrono::steady_clock::now() - spares_.front().since < spare_min_age_) return false;
+  const std::string spare = spare_dir_ + "/" + spares_.front().name;
+  if (::rename(spare.c_str(), temp.c_str()) == 0) {
+    spares_.pop_front();
+    return true;
+  }
+  // The temporary's folder may not exist yet (a new tile's .p folder): the caller makes it.
+  if (errno != ENOENT || ::access(spare.c_str(), F_OK) != 0) spares_.pop_front();  // gone or unusable
+  return false;
+}
+
+Status TileWriter::KeepAsSpare(const std::string& path, bool move) {
+  constexpr size_t kMaxSpares = 4096;  // spares are empty (moved ones) or small: this bounds inodes
+  auto remove = [&]() -> Status {  // a moved file that cannot be kept is deleted, as before spares
+    if (move && ::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("removing " + path, errno);
+    return OkStatus();
+  };
+  if (spares_.size() >= kMaxSpares) return remove();
+  const std::string name = std::to_string(next_spare_);
+  const std::string spare = spare_dir_ + "/" + name;
+  if (move ? ::rename(path.c_str(), spare.c_str()) != 0 : ::link(path.c_str(), spare.c_str()) != 0) return remove();
+  ++next_spare_;
+  // A moved file is emptied now, so that spares hold no data; a linked one is still the
+  // live file until the rename that follows replaces it. Either way a reader that opened
+  // it before has spare_min_age_ to finish before the inode is written again.
+  if (move) (void)::truncate(spare.c_str(), 0);
+  spares_.push_back({name, std::chrono::steady_clock::now()});
+  return OkStatus();
+}
+
+// The spare folder, made if missing; what an earlier writer left there is taken as spares
+// (old enough: no reader of that writer's files is still at them).
+Status TileWriter::AdoptSpares() {
+  if (::mkdir(spare_dir_.c_str(), 0755) != 0 && errno != EEXIST) return ErrnoStatus("creating " + spare_dir_, errno);
+  DIR* d = ::opendir(spare_dir_.c_str());
+  if (d == nullptr) return ErrnoStatus("opening " + spare_dir_, errno);
+  std::vector<uint64_t> numbers;
+  std::vector<std::string> other;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string n = e->d_name;
+    if (n == "." || n == "..") continue;
+    if (!n.empty() && n.size() <= 19 && n.find_first_not_of("0123456789") == std::string::npos) {
+      numbers.push_back(std::stoull(n));
+    } else {
+      other.push_back(n);
+    }
+  }
+  ::closedir(d);
+  for (const std::string& n : other) ::unlink((spare_dir_ + "/" + n).c_str());  // not ours: never reused
+  std::sort(numbers.begin(), numbers.end());
+  for (uint64_t n : numbers) {
+    if (spares_.size() < 4096) {
+      spares_.push_back({std::to_string(n), std::chrono::steady_clock::time_point{}});
+    } else {
+      ::unlink((spare_dir_ + "/" + std::to_string(n)).c_str());
+    }
+  }
+  next_spare_ = numbers.empty() ? 0 : numbers.back() + 1;
+  return OkStatus();
 }
 
 Status TileWriter::Put(const TileId& tile, std::span<const uint8_t> bytes, bool compare) {
@@ -215,7 +285,7 @@ Status TileWriter::RemovePartials(const TileId& full) {
   }
   ::closedir(d);
   for (const std::string& n : names) {
-    if (::unlink((dir + "/" + n).c_str()) != 0 && errno != ENOENT) return ErrnoStatus("removing " + dir + "/" + n, errno);
+    RETURN_IF_ERROR(KeepAsSpare(dir + "/" + n, /*move=*/true));
   }
   if (::rmdir(dir.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("removing " + dir, errno);
   return OkStatus();
@@ -292,9 +362,12 @@ Status TileWriter::Publish(const MerkleTree& tree, std::span<const std::span<con
 }
 
 Result<std::unique_ptr<TileWriter>> TileWriter::Rebuild(const std::string& log_dir, const MerkleTree& tree,
-                                                        const std::string& checkpoint_note) {
-  std::unique_ptr<TileWriter> w(new TileWriter(log_dir + "/" + kTilesDirName));
+                                                        const std::string& checkpoint_note,
+                                                        std::chrono::milliseconds spare_min_age) {
+  std::unique_ptr<TileWriter> w(
+      new TileWriter(log_dir + "/" + kTilesDirName, log_dir + "/" + kTileSparesDirName, spare_min_age));
   if (::mkdir(w->dir_.c_str(), 0755) != 0 && errno != EEXIST) return ErrnoStatus("creating " + w->dir_, errno);
+  RETURN_IF_ERROR(w->AdoptSpares());
   const uint64_t final_size = tree.size();
   TilePlan hash_tiles;
   w->PlanHashTiles(tree, 0, final_size, /*every_partial=*/true, &hash_tiles);

@@ -5,6 +5,7 @@
 #include "enclave/audit/tiles.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <map>
@@ -182,6 +183,54 @@ TEST(TileWriterTest, WritesEveryLevelAndKeepsThePartialsOfEarlierCheckpoints) {
   }
 }
 
+// Files replaced (the checkpoint) or removed (partials a full tile replaces) are kept as
+// spares and rewritten as later tiles: after the first checkpoints the writer makes no new
+// inode, and every tile still holds what it must (a spare is reused here at once: age 0).
+TEST(TileWriterTest, RecyclesReplacedFilesInsteadOfMakingNewOnes) {
+  testing::TestLog log = MakeLog("tiles-spares");
+  MerkleTree tree;
+  auto w = TileWriter::Rebuild(log.dir.string(), tree, "checkpoint 0\n", std::chrono::milliseconds(0));
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  const fs::path tiles = log.dir / kTilesDirName, spares = log.dir / kTileSparesDirName;
+  std::vector<std::vector<uint8_t>> entries;
+  std::set<ino_t> inodes;  // every inode a tile or the checkpoint ever had
+  for (int i = 0; i < 1100; ++i) {  // one entry per checkpoint: 4 full tiles and bundles
+    const std::string e = "entry " + std::to_string(i);
+    entries.emplace_back(e.begin(), e.end());
+    tree.Append(LeafHash(entries.back()));
+    std::vector<std::span<const uint8_t>> batch{entries.back()};
+    const std::string note = "checkpoint " + std::to_string(entries.size()) + "\n";
+    ASSERT_TRUE((*w)->Publish(tree, batch, note).ok());
+    for (const auto& f : fs::recursive_directory_iterator(tiles)) {
+      if (!f.is_regular_file()) continue;
+      struct stat st {};
+      ASSERT_EQ(::stat(f.path().c_str(), &st), 0);
+      inodes.insert(st.st_ino);
+    }
+    if (i % 97 == 0 || i == 255 || i == 256 || i == 1099) {
+      ExpectTilesOf(tiles, entries, entries.size());
+      EXPECT_EQ(ReadBytes((tiles / "checkpoint").string()), std::vector<uint8_t>(note.begin(), note.end()));
+    }
+  }
+  ExpectTilesOf(tiles, entries, entries.size());
+  // Without spares each checkpoint makes 3 files (a hash tile, a bundle, the checkpoint):
+  // over 3,300 inodes. With them the writer needs about as many as it ever holds at once:
+  // the 255 + 255 partials of an open tile and bundle (every earlier checkpoint's stay
+  // until the tile is full), the full tiles, the checkpoint and a few in between.
+  EXPECT_LT(inodes.size(), 800u) << "replaced files were not reused";
+  EXPECT_GT((*w)->spare_files(), 0u);
+  // Nothing but spares in the spare folder, and they are empty or a replaced checkpoint.
+  for (const auto& f : fs::directory_iterator(spares)) {
+    EXPECT_LE(fs::file_size(f.path()), 64u) << f.path();
+  }
+}
+
+size_t FilesIn(const fs::path& dir) {
+  size_t n = 0;
+  for (const auto& f : fs::directory_iterator(dir)) n += f.is_regular_file() ? 1 : 0;
+  return n;
+}
+
 TEST(LogWriterTilesTest, KeptInStepWithEveryCheckpointAndRebuiltOnOpen) {
   testing::TestLog log = MakeLog("tiles-writer");
   const fs::path tiles = log.dir / kTilesDirName;
@@ -207,6 +256,9 @@ TEST(LogWriterTilesTest, KeptInStepWithEveryCheckpointAndRebuiltOnOpen) {
   }
   EXPECT_FALSE(fs::exists(tiles / "tile/0/000.p"));
   const auto before = Snapshot(tiles);
+  // Tile 0's 255 + 255 partials went to the spares when it filled up.
+  const size_t spares_before = FilesIn(log.dir / kTileSparesDirName);
+  EXPECT_GE(spares_before, 255u);
 
   // Damage what a crash or an operator could: a full tile gone, a partial bundle changed,
   // an earlier checkpoint's partial gone, a level-1 tile zeroed, the checkpoint gone.
@@ -222,6 +274,8 @@ TEST(LogWriterTilesTest, KeptInStepWithEveryCheckpointAndRebuiltOnOpen) {
     ASSERT_TRUE(w.ok()) << w.status().ToString();
   }
   EXPECT_EQ(Snapshot(tiles), before);
+  // The reopened writer took the spares over (and used a few of them for the repairs).
+  EXPECT_GE(FilesIn(log.dir / kTileSparesDirName) + 8, spares_before);
   // And from nothing.
   fs::remove_all(tiles);
   {

@@ -8,7 +8,9 @@
 // them from the log, so a crash costs at most a rewrite.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <span>
 #include <string>
@@ -21,6 +23,11 @@
 namespace enclave::audit {
 
 inline constexpr char kTilesDirName[] = "tiles";
+// Beside it: files the tile writer no longer needs (replaced checkpoints, partial tiles
+// that a full one replaced), emptied and kept to be rewritten as new tiles instead of
+// creating and deleting a file per checkpoint. Not part of the format; safe to delete
+// while no writer runs.
+inline constexpr char kTileSparesDirName[] = "tiles.spare";
 inline constexpr uint32_t kTileWidth = 256;  // hashes per full tile, entries per full bundle
 inline constexpr int kTileHeight = 8;        // tree levels a tile spans (256 = 2^8)
 inline constexpr int kMaxTileLevel = 63;
@@ -67,8 +74,11 @@ class TileWriter {
   // LogWriter::Open leaves it): every tile and bundle of the latest tree and the partial
   // ones of every earlier checkpoint whose tile is still partial, compared with what is on
   // disk and rewritten where it differs or is missing; then the checkpoint.
+  // A spare file is reused only once it has been spare for `spare_min_age` (a reader that
+  // opened the file before it was replaced has long finished reading it).
   static Result<std::unique_ptr<TileWriter>> Rebuild(const std::string& log_dir, const MerkleTree& tree,
-                                                     const std::string& checkpoint_note);
+                                                     const std::string& checkpoint_note,
+                                                     std::chrono::milliseconds spare_min_age = std::chrono::seconds(1));
 
   // After a batch of `new_entries` (in log order), whose head `tree` covers (it may hold
   // more): the new full tiles and bundles and the partial ones of the new size, in memory,
@@ -83,9 +93,11 @@ class TileWriter {
 
   uint64_t published_size() const { return size_; }
   const std::string& dir() const { return dir_; }
+  size_t spare_files() const { return spares_.size(); }
 
  private:
-  explicit TileWriter(std::string dir) : dir_(std::move(dir)) {}
+  TileWriter(std::string dir, std::string spare_dir, std::chrono::milliseconds spare_min_age)
+      : dir_(std::move(dir)), spare_dir_(std::move(spare_dir)), spare_min_age_(spare_min_age) {}
   // Writes a file atomically (temporary file, rename); with `compare` only when it is
   // missing or differs.
   Status Put(const TileId& tile, std::span<const uint8_t> bytes, bool compare);
@@ -98,8 +110,26 @@ class TileWriter {
   // The open bundle (entries since the last full one) as a full or partial bundle.
   Status PlanOpenBundle(TilePlan* plan);
   Status RemovePartials(const TileId& full);
+  // Why spares: ext4 without a journal skips inodes freed in the last minutes when it
+  // allocates one, so with files created and deleted for every checkpoint, creating one
+  // came to cost about 200 us and the tile thread half a core in the broker benchmark.
+  // Renames a spare old enough to `temp` (false: none, or it failed; then a file is made).
+  bool TakeSpare(const std::string& temp);
+  // Keeps the file at `path` as a spare: moved there and emptied (`move`: a file to
+  // remove, deleted instead when the pool is full), or hard-linked there before a rename
+  // replaces it (nothing when there is no such file).
+  Status KeepAsSpare(const std::string& path, bool move);
+  Status AdoptSpares();
 
   const std::string dir_;
+  const std::string spare_dir_;
+  const std::chrono::milliseconds spare_min_age_;
+  struct Spare {
+    std::string name;
+    std::chrono::steady_clock::time_point since;
+  };
+  std::deque<Spare> spares_;  // oldest first
+  uint64_t next_spare_ = 0;
   uint64_t size_ = 0;  // entries the planned tiles cover
   // Entries of the bundle that is not full yet: indexes [size_ - open_.size(), size_).
   std::vector<std::vector<uint8_t>> open_;
