@@ -69,6 +69,9 @@ Status WriteAll(int fd, std::span<const uint8_t> bytes, const std::string& path)
   return OkStatus();
 }
 
+// Spares are empty (moved ones) or a replaced checkpoint: this bounds inodes, not bytes.
+constexpr size_t kMaxSpareFiles = 4096;
+
 Status MakeParents(const std::string& root, const std::string& rel) {
   for (size_t slash = rel.find('/'); slash != std::string::npos; slash = rel.find('/', slash + 1)) {
     const std::string dir = root + "/" + rel.substr(0, slash);
@@ -222,12 +225,11 @@ bool TileWriter::TakeSpare(const std::string& temp) {
 }
 
 Status TileWriter::KeepAsSpare(const std::string& path, bool move) {
-  constexpr size_t kMaxSpares = 4096;  // spares are empty (moved ones) or small: this bounds inodes
   auto remove = [&]() -> Status {  // a moved file that cannot be kept is deleted, as before spares
     if (move && ::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("removing " + path, errno);
     return OkStatus();
   };
-  if (spares_.size() >= kMaxSpares) return remove();
+  if (spares_.size() >= kMaxSpareFiles) return remove();
   const std::string name = std::to_string(next_spare_);
   const std::string spare = spare_dir_ + "/" + name;
   if (move ? ::rename(path.c_str(), spare.c_str()) != 0 : ::link(path.c_str(), spare.c_str()) != 0) return remove();
@@ -261,7 +263,7 @@ Status TileWriter::AdoptSpares() {
   for (const std::string& n : other) ::unlink((spare_dir_ + "/" + n).c_str());  // not ours: never reused
   std::sort(numbers.begin(), numbers.end());
   for (uint64_t n : numbers) {
-    if (spares_.size() < 4096) {
+    if (spares_.size() < kMaxSpareFiles) {
       spares_.push_back({std::to_string(n), std::chrono::steady_clock::time_point{}});
     } else {
       ::unlink((spare_dir_ + "/" + std::to_string(n)).c_str());

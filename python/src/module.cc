@@ -474,7 +474,8 @@ class SealedTensorDataset {
       if (r >= this->rows()) Raise(g_error, "row " + std::to_string(r) + " is past the dataset's end");
     }
     const size_t n = rows.size(), f = features();
-    const std::vector<int64_t> x_shape{static_cast<int64_t>(n), static_cast<int64_t>(f)}, y_shape{static_cast<int64_t>(n)};
+    const std::vector<int64_t> x_shape{static_cast<int64_t>(n), static_cast<int64_t>(f)};
+    const std::vector<int64_t> y_shape{static_cast<int64_t>(n)};
     auto y = LockedBuffer::Create(n * sizeof(int64_t));  // the labels, from the host copy
     auto* dy = reinterpret_cast<int64_t*>(y->data());
     for (size_t i = 0; i < n; ++i) dy[i] = static_cast<int64_t>(records_->data.labels[rows[i]]);
@@ -579,9 +580,10 @@ class BatchIterator {
         const Tensor& t = whole.cast<const DeviceTensor&>();
         return py::cast(DeviceTensor(t.storage(), next_ * row_bytes, std::move(shape), dtype));
       };
-      const auto f = static_cast<int64_t>(ds_->features());
-      auto batch = std::make_pair(view(epoch_->first, ds_->features() * sizeof(float), {static_cast<int64_t>(n), f}, kFloat32),
-                                  view(epoch_->second, sizeof(int64_t), {static_cast<int64_t>(n)}, kInt64));
+      const size_t f = ds_->features();
+      const auto rows = static_cast<int64_t>(n);
+      auto batch = std::make_pair(view(epoch_->first, f * sizeof(float), {rows, static_cast<int64_t>(f)}, kFloat32),
+                                  view(epoch_->second, sizeof(int64_t), {rows}, kInt64));
       next_ += n;
       return batch;
     }
