@@ -351,6 +351,11 @@ def run_ranks(mode, job, keystore, d):
     return results, nccl_logs
 
 
+def nccl_version(torch):
+    v = torch.cuda.nccl.version()  # a tuple in recent torch, an int (e.g. 22809) in older ones
+    return ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+
+
 def check_ddp(enclave, torch, keystore, jobs, d):
     job, _ = jobs["breast-cancer"]
     enc, enc_logs = run_ranks("enclave", job, keystore, d)
@@ -394,7 +399,7 @@ def check_ddp(enclave, torch, keystore, jobs, d):
     s_bw = min(r["busbw_gb_s"] for r in sock)
     RESULTS["figures"]["allreduce"] = {"bytes": ALLREDUCE_BYTES, "iters": ALLREDUCE_ITERS, "enclave_busbw_gb_s": e_bw,
                                        "socket_busbw_gb_s": s_bw, "ratio": e_bw / s_bw,
-                                       "torch": torch.__version__, "nccl": ".".join(map(str, torch.cuda.nccl.version()))}
+                                       "torch": torch.__version__, "nccl": nccl_version(torch)}
     print(f"figure: all-reduce {ALLREDUCE_BYTES >> 20} MiB, 2 NCCL hosts on one GPU: plugin {e_bw:.2f} GB/s busbw, "
           f"NCCL socket {s_bw:.2f} GB/s, ratio {e_bw / s_bw:.3f}", flush=True)
 
