@@ -27,28 +27,9 @@ import sys
 import tempfile
 import time
 
-PASSPHRASE = b"correct horse battery staple\n"
+from passphrase_pipe import passphrase_fd, with_passphrase
+
 RESULTS = {"checks": {}, "figures": {}}
-
-
-def run_with_passphrase(args):
-    read, write = os.pipe()
-    os.write(write, PASSPHRASE)
-    os.close(write)
-    try:
-        r = subprocess.run([str(read) if a == "FD" else a for a in args], pass_fds=(read,), capture_output=True,
-                           text=True)
-    finally:
-        os.close(read)
-    if r.returncode != 0:
-        raise RuntimeError(f"{' '.join(args)} exited {r.returncode}: {r.stderr.strip()}")
-
-
-def passphrase_fd():
-    read, write = os.pipe()
-    os.write(write, PASSPHRASE)
-    os.close(write)
-    return read
 
 
 def session(enclave, job, keystore):
@@ -85,13 +66,13 @@ batch_size = 16
 def setup(bin_dir, samples, d):
     data = f"{bin_dir}/enclave-data"
     keystore = f"{d}/tenant.keystore"
-    run_with_passphrase([data, "keystore", "init", "--keystore", keystore, "--passphrase-fd", "FD",
+    with_passphrase([data, "keystore", "init", "--keystore", keystore, "--passphrase-fd", "FD",
                          "--kdf-opslimit", "2", "--kdf-memlimit-mib", "19"])
     jobs = {}
 
     def seal(csv, label, dataset_id, extra):
         sealed = f"{d}/{dataset_id}.sealed"
-        run_with_passphrase([data, "seal", "--csv", csv, "--label", label, "--dataset-id", dataset_id,
+        with_passphrase([data, "seal", "--csv", csv, "--label", label, "--dataset-id", dataset_id,
                              "--keystore", keystore, "--out", sealed, "--passphrase-fd", "FD"] + extra)
         job = f"{d}/{dataset_id}.toml"
         with open(job, "w") as f:

@@ -9,38 +9,14 @@ it through its C++ core. Run by CTest:
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 import unittest
 
 import enclave
+from passphrase_pipe import passphrase_fd, with_passphrase  # noqa: F401 (the other tests import them from here)
 
 BIN = os.environ["ENCLAVE_BIN"]          # the folder holding enclave-data and enclave-train
 SAMPLES = os.environ["ENCLAVE_SAMPLES"]  # data/samples
-PASSPHRASE = b"correct horse battery staple\n"
-
-
-def with_passphrase(args):
-    """Runs an enclave-* command with the passphrase on a pipe ("FD" in args names it)."""
-    read, write = os.pipe()
-    os.write(write, PASSPHRASE)
-    os.close(write)
-    try:
-        r = subprocess.run([str(read) if a == "FD" else a for a in args], pass_fds=(read,), capture_output=True,
-                           text=True)
-    finally:
-        os.close(read)
-    if r.returncode != 0:
-        raise AssertionError(f"{' '.join(args)} exited {r.returncode}: {r.stderr}")
-    return r
-
-
-def passphrase_fd():
-    read, write = os.pipe()
-    os.write(write, PASSPHRASE)
-    os.close(write)
-    return read
-
 
 JOB = """name = "torch-breast-cancer"
 seed = 7
