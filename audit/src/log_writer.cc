@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <optional>
 
@@ -52,7 +53,10 @@ Result<std::unique_ptr<LogWriter>> LogWriter::Open(const std::string& dir, LogSi
   std::unique_ptr<LogWriter> w(new LogWriter(dir, fd, std::move(key), std::move(options)));
   RETURN_IF_ERROR(w->Recover());
   if (w->options_.write_tiles) {
-    ASSIGN_OR_RETURN(w->tiles_, TileWriter::Rebuild(dir, w->nodes_, w->LatestCheckpoint()));
+    const std::string checkpoint = w->LatestCheckpoint();
+    ASSIGN_OR_RETURN(w->tiles_, TileWriter::Rebuild(dir, w->nodes_, checkpoint));
+    w->published_ = {w->latest_.head.tree_size, w->latest_.head.root, checkpoint};
+    w->last_publish_ = std::chrono::steady_clock::now();  // Rebuild published it
     w->tiles_thread_ = std::thread([raw = w.get()] { raw->TilesLoop(); });
   }
   return w;
@@ -75,34 +79,75 @@ void LogWriter::TilesLoop() {
   for (;;) {
     tiles_cv_.wait(lk, [this] { return tiles_stop_ || !tiles_queue_.empty(); });
     if (tiles_queue_.empty()) return;  // stopping, nothing left
+    // One publication per interval, sooner when someone waits for one: rewriting the
+    // partial tiles and the checkpoint after every batch had made the tiles the writer's
+    // main cost under load.
+    tiles_cv_.wait_until(lk, last_publish_ + options_.publish_interval, [this] {
+      return tiles_stop_ || tiles_wanted_size_ > published_.tree_size || tiles_queue_.size() >= kMaxQueuedTileBatches;
+    });
     std::deque<TileBatch> batches;
     batches.swap(tiles_queue_);
     const bool failed = !tiles_failed_.ok();
     lk.unlock();
-    Status s;
-    for (size_t i = 0; i < batches.size() && s.ok() && !failed; ++i) {
-      std::vector<std::span<const uint8_t>> entries(batches[i].entries.begin(), batches[i].entries.end());
-      Result<TilePlan> plan = [&] {
-        std::shared_lock<std::shared_mutex> nodes_lock(nodes_mu_);  // appends may go on meanwhile
-        return tiles_->Plan(nodes_, entries);
-      }();
-      // Every checkpoint's tiles are written; the checkpoint file only for the newest.
-      s = plan.ok() ? tiles_->Write(*plan, i + 1 == batches.size() ? batches[i].checkpoint : std::string())
-                    : plan.status();
-    }
+    const Status s = failed ? OkStatus() : PublishTiles(batches);
     lk.lock();
     if (!s.ok() && tiles_failed_.ok()) tiles_failed_ = s.Annotate("updating the tiles of " + path_);
+    if (!failed && s.ok()) {
+      published_ = batches.back().checkpoint;
+      publications_ += 1;
+    }
+    last_publish_ = std::chrono::steady_clock::now();
     tiles_done_ += batches.size();
     tiles_cv_.notify_all();
   }
+}
+
+Status LogWriter::PublishTiles(const std::deque<TileBatch>& batches) {
+  std::vector<std::span<const uint8_t>> entries;
+  for (const TileBatch& b : batches) entries.insert(entries.end(), b.entries.begin(), b.entries.end());
+  Result<TilePlan> plan = [&] {
+    std::shared_lock<std::shared_mutex> nodes_lock(nodes_mu_);  // appends may go on meanwhile
+    return tiles_->Plan(nodes_, entries);
+  }();
+  if (!plan.ok()) return plan.status();
+  // The tiles of the newest tree (and every full tile on the way), then its checkpoint.
+  return tiles_->Write(*plan, batches.back().checkpoint.note);
 }
 
 Status LogWriter::WaitForTiles() {
   if (!tiles_) return OkStatus();
   std::unique_lock<std::mutex> lk(tiles_mu_);
   const uint64_t target = tiles_queued_;
+  tiles_wanted_size_ = std::max(tiles_wanted_size_, tiles_queued_size_);
+  tiles_cv_.notify_all();
   tiles_cv_.wait(lk, [&] { return tiles_done_ >= target; });
   return tiles_failed_;
+}
+
+Result<PublishedCheckpoint> LogWriter::AwaitPublished(uint64_t min_size, std::chrono::milliseconds wait) {
+  if (!tiles_) {
+    const SignedTreeHead sth = LatestTreeHead();
+    if (sth.head.tree_size < min_size) {
+      return FailedPrecondition("the log holds " + std::to_string(sth.head.tree_size) + " entries, not " +
+                                std::to_string(min_size));
+    }
+    ASSIGN_OR_RETURN(std::string note, FormatCheckpointNote(key_.public_key(), sth));
+    return PublishedCheckpoint{sth.head.tree_size, sth.head.root, std::move(note)};
+  }
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  std::unique_lock<std::mutex> lk(tiles_mu_);
+  if (published_.tree_size < min_size) {
+    tiles_wanted_size_ = std::max(tiles_wanted_size_, min_size);
+    tiles_cv_.notify_all();
+    tiles_cv_.wait_until(lk, deadline,
+                         [&] { return published_.tree_size >= min_size || !tiles_failed_.ok() || tiles_stop_; });
+  }
+  if (!tiles_failed_.ok()) return tiles_failed_;
+  if (published_.tree_size < min_size) {
+    return Unavailable("no checkpoint of " + std::to_string(min_size) + " entries of " + path_ +
+                       " was published within " + std::to_string(wait.count()) + " ms");
+  }
+  return published_;
 }
 
 uint64_t LogWriter::Now() const { return options_.clock_ms ? options_.clock_ms() : NowMs(); }
@@ -264,7 +309,7 @@ Status LogWriter::WriteBatch(std::deque<Pending*>& batch) {
     auto note = FormatCheckpointNote(key_.public_key(), sth);
     TileBatch t;
     if (note.ok()) {
-      t.checkpoint = std::move(*note);
+      t.checkpoint = {sth.head.tree_size, sth.head.root, std::move(*note)};
       for (std::span<const uint8_t> e : written) t.entries.emplace_back(e.begin(), e.end());
     }
     std::unique_lock<std::mutex> lk(tiles_mu_);
@@ -275,6 +320,7 @@ Status LogWriter::WriteBatch(std::deque<Pending*>& batch) {
     } else {
       tiles_queue_.push_back(std::move(t));
       ++tiles_queued_;
+      tiles_queued_size_ = sth.head.tree_size;
       tiles_cv_.notify_all();
     }
   }
@@ -349,8 +395,18 @@ std::string LogWriter::LatestCheckpoint() const {
 }
 
 WriterStats LogWriter::stats() const {
-  std::lock_guard<std::mutex> lk(mu_);
-  return stats_;
+  WriterStats s;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    s = stats_;
+  }
+  if (!tiles_) {
+    s.published = s.batches;
+  } else {
+    std::lock_guard<std::mutex> lk(tiles_mu_);
+    s.published = publications_;
+  }
+  return s;
 }
 
 }  // namespace enclave::audit

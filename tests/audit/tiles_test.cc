@@ -5,6 +5,9 @@
 #include "enclave/audit/tiles.h"
 
 #include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -283,6 +286,47 @@ TEST(LogWriterTilesTest, KeptInStepWithEveryCheckpointAndRebuiltOnOpen) {
     ASSERT_TRUE(w.ok()) << w.status().ToString();
   }
   EXPECT_EQ(Snapshot(tiles), before);
+}
+
+// Publication: the batches of one interval are published together, as the newest one's
+// checkpoint, with that tree's tiles; a waiter (AwaitPublished, WaitForTiles) gets one at once.
+TEST(LogWriterTilesTest, BatchesArePublishedTogetherAndAtOnceForAWaiter) {
+  testing::TestLog log = MakeLog("tiles-publish");
+  const fs::path tiles = log.dir / kTilesDirName;
+  WriterOptions o;
+  o.publish_interval = std::chrono::hours(1);
+  auto w = LogWriter::Open(log.dir.string(), log.Key(), o);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  const std::string empty_checkpoint = (*w)->LatestCheckpoint();
+  std::vector<std::vector<uint8_t>> entries;
+  for (uint64_t i = 0; i < 40; ++i) {  // 40 batches
+    entries.emplace_back();
+    ASSERT_TRUE((*w)->Append(SampleEvent(i), &entries.back()).ok());
+  }
+  // Nothing asked for a publication within the hour: the tiles still show the empty tree.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(ReadBytes((tiles / "checkpoint").string()), std::vector<uint8_t>(empty_checkpoint.begin(), empty_checkpoint.end()));
+  EXPECT_EQ((*w)->stats().batches, 40u);
+  EXPECT_EQ((*w)->stats().published, 0u);
+  auto published = (*w)->AwaitPublished(40, std::chrono::seconds(10));
+  ASSERT_TRUE(published.ok()) << published.status().ToString();
+  EXPECT_EQ(published->tree_size, 40u);
+  EXPECT_EQ(published->note, (*w)->LatestCheckpoint());
+  EXPECT_EQ(ReadBytes((tiles / "checkpoint").string()), std::vector<uint8_t>(published->note.begin(), published->note.end()));
+  ExpectTilesOf(tiles, entries, 40);
+  EXPECT_EQ((*w)->stats().published, 1u);
+  // The sizes in between were never published: no partial tiles of theirs.
+  EXPECT_FALSE(fs::exists(tiles / "tile/0/000.p/20"));
+  EXPECT_FALSE(fs::exists(tiles / "tile/entries/000.p/39"));
+  // Asking for what is published answers at once; a size not yet signed waits, then fails.
+  ASSERT_TRUE((*w)->AwaitPublished(10, std::chrono::milliseconds(0)).ok());
+  auto future = (*w)->AwaitPublished(41, std::chrono::milliseconds(200));
+  EXPECT_EQ(future.status().code(), Code::kUnavailable) << future.status().ToString();
+  entries.emplace_back();
+  ASSERT_TRUE((*w)->Append(SampleEvent(40), &entries.back()).ok());
+  ASSERT_TRUE((*w)->WaitForTiles().ok());
+  ExpectTilesOf(tiles, entries, 41);
+  EXPECT_EQ((*w)->stats().published, 2u);
 }
 
 TEST(LogWriterTilesTest, AWriterThatCannotUpdateItsTilesStopsAfterTheDurableBatch) {

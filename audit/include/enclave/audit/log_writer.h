@@ -16,6 +16,7 @@
 // process, or another LogWriter in this one) out.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -38,8 +39,12 @@ namespace enclave::audit {
 
 struct WriterOptions {
   size_t max_batch = 8192;  // entries per group commit
-  // Keep DIR/tiles (C2SP tlog-tiles, tiles.h) in step with every checkpoint.
+  // Keep DIR/tiles (C2SP tlog-tiles, tiles.h) in step with the published checkpoints.
   bool write_tiles = true;
+  // With tiles, a checkpoint is published (its tiles, then DIR/tiles/checkpoint written) at
+  // most this often, unless someone waits for one (WaitForTiles, AwaitPublished): the
+  // batches signed in between are published together, as the newest one's checkpoint.
+  std::chrono::milliseconds publish_interval{50};
   // For tests: the clock that stamps entries and tree heads (Unix ms).
   std::function<uint64_t()> clock_ms;
 };
@@ -53,6 +58,15 @@ struct RecoveryReport {
 struct WriterStats {
   uint64_t appended = 0;
   uint64_t batches = 0;  // = fdatasync calls = tree heads written
+  uint64_t published = 0;  // checkpoints published (with tiles; = batches without)
+};
+
+// A checkpoint the writer has published: its tree's tiles are on disk (with tiles), so any
+// tlog-tiles client can check it. Only published checkpoints leave the writer's process.
+struct PublishedCheckpoint {
+  uint64_t tree_size = 0;
+  Hash root{};
+  std::string note;  // C2SP signed note (checkpoint.h)
 };
 
 class LogWriter {
@@ -77,6 +91,10 @@ class LogWriter {
   // tiles show every batch acknowledged before the call, with the tiles' status.
   std::string tiles_dir() const { return tiles_ ? tiles_->dir() : std::string(); }
   Status WaitForTiles();
+  // The newest published checkpoint of a tree of at least `min_size` entries, asking for it
+  // to be published at once; Unavailable after `wait`, or the tiles' failure. Without tiles
+  // every signed head is published as it is signed.
+  Result<PublishedCheckpoint> AwaitPublished(uint64_t min_size, std::chrono::milliseconds wait);
   // Proofs over the durable, signed log (tree sizes up to the latest head's), from every
   // node kept in memory (MerkleTree: 64 bytes per entry): O(log n) each, safe to call
   // while others append.
@@ -133,14 +151,21 @@ class LogWriter {
   // reopening rebuilds the tiles).
   struct TileBatch {
     std::vector<std::vector<uint8_t>> entries;
-    std::string checkpoint;
+    PublishedCheckpoint checkpoint;
   };
   void TilesLoop();
+  // Writes the tiles of `batches` (in log order) and publishes the last one's checkpoint.
+  Status PublishTiles(const std::deque<TileBatch>& batches);
   std::unique_ptr<TileWriter> tiles_;  // used by the tiles thread only, once started
-  std::mutex tiles_mu_;
+  mutable std::mutex tiles_mu_;
   std::condition_variable tiles_cv_;
   std::deque<TileBatch> tiles_queue_;
   uint64_t tiles_queued_ = 0, tiles_done_ = 0;  // batches
+  uint64_t tiles_queued_size_ = 0;  // tree size of the newest queued batch
+  uint64_t tiles_wanted_size_ = 0;  // a waiter wants a published tree this large: publish now
+  PublishedCheckpoint published_;
+  uint64_t publications_ = 0;
+  std::chrono::steady_clock::time_point last_publish_{};
   bool tiles_stop_ = false;
   Status tiles_failed_;
   std::thread tiles_thread_;
