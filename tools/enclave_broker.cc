@@ -96,6 +96,7 @@ Status Serve(const Args& args) {
     if (!policy.ok()) return policy.status().Annotate("audit.witness_policy");
     audit::WitnessingOptions wo;
     wo.client.timeout_s = static_cast<int>(config.witness_timeout_s);
+    wo.interval = std::chrono::milliseconds(config.witness_interval_ms);
     auto started = audit::Witnessing::Start(**log, std::move(*policy), wo);
     if (!started.ok()) return started.status().Annotate("audit.witness_policy " + config.witness_policy);
     witnessing = std::move(*started);

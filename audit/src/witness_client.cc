@@ -1,6 +1,8 @@
 #include "enclave/audit/witness_client.h"
 
 #include <cctype>
+#include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -62,7 +64,7 @@ struct Answer {
   std::string body;
 };
 
-Result<Answer> Post(const Url& u, const std::string& who, const std::string& body, const WitnessClientOptions& o) {
+std::unique_ptr<httplib::ClientImpl> NewClient(const Url& u, const WitnessClientOptions& o, bool keep_alive) {
   std::unique_ptr<httplib::ClientImpl> c;
   if (u.tls) {
     auto tls = std::make_unique<httplib::SSLClient>(u.host, u.port);
@@ -74,8 +76,14 @@ Result<Answer> Post(const Url& u, const std::string& who, const std::string& bod
   c->set_connection_timeout(o.timeout_s, 0);
   c->set_read_timeout(o.timeout_s, 0);
   c->set_write_timeout(o.timeout_s, 0);
-  c->set_keep_alive(false);
+  c->set_keep_alive(keep_alive);
+  c->set_tcp_nodelay(true);  // else a request's body waits for the ACK of its headers
   c->set_decompress(false);
+  return c;
+}
+
+Result<Answer> Send(httplib::ClientImpl& c, const Url& u, const std::string& who, const std::string& body,
+                    bool* no_answer) {
   httplib::Request req;
   req.method = "POST";
   req.path = u.prefix + "/add-checkpoint";
@@ -91,12 +99,54 @@ Result<Answer> Post(const Url& u, const std::string& who, const std::string& bod
     a.body.append(data, n);
     return true;
   };
-  auto r = c->send(req);
+  auto r = c.send(req);
+  *no_answer = !r && !too_long;
   if (too_long) return Unavailable(who + ": the answer is longer than 64 KiB");
   if (!r) return Unavailable(who + ": no answer: " + httplib::to_string(r.error()));
   a.status = r->status;
   a.content_type = r->get_header_value("Content-Type");
   return a;
+}
+
+}  // namespace
+
+struct WitnessConnections::Impl {
+  struct Slot {
+    std::mutex mu;
+    std::unique_ptr<httplib::ClientImpl> client;
+    bool used = false;
+  };
+  std::mutex mu;
+  std::map<std::string, std::shared_ptr<Slot>> slots;  // by URL
+};
+WitnessConnections::WitnessConnections() : impl_(std::make_unique<Impl>()) {}
+WitnessConnections::~WitnessConnections() = default;
+
+namespace {
+
+Result<Answer> Post(const Url& u, const std::string& url, const std::string& who, const std::string& body,
+                    const WitnessClientOptions& o) {
+  bool no_answer = false;
+  if (!o.connections) return Send(*NewClient(u, o, /*keep_alive=*/false), u, who, body, &no_answer);
+  std::shared_ptr<WitnessConnections::Impl::Slot> slot;
+  {
+    WitnessConnections::Impl& pool = o.connections->impl();
+    std::lock_guard<std::mutex> lk(pool.mu);
+    auto& s = pool.slots[url];
+    if (!s) s = std::make_shared<WitnessConnections::Impl::Slot>();
+    slot = s;
+  }
+  std::lock_guard<std::mutex> lk(slot->mu);
+  if (!slot->client) slot->client = NewClient(u, o, /*keep_alive=*/true);
+  const bool reused = slot->used;
+  slot->used = true;
+  auto a = Send(*slot->client, u, who, body, &no_answer);
+  if (a.ok() || !no_answer) return a;
+  // The witness may have closed the kept connection as the request went out: once more on a
+  // new one (asking a witness twice for the same checkpoint is harmless: it cosigns again).
+  slot->client = NewClient(u, o, /*keep_alive=*/true);
+  if (!reused) return a;
+  return Send(*slot->client, u, who, body, &no_answer);
 }
 
 std::string FirstLine(const std::string& s) {
@@ -147,7 +197,7 @@ Result<VerifiedCosignature> RequestCosignature(const PolicyWitness& witness, std
     if (old > 0 && old < cp.tree_size) {
       ASSIGN_OR_RETURN(req.proof, prove(old, cp.tree_size));
     }
-    ASSIGN_OR_RETURN(Answer a, Post(url, who, FormatAddCheckpointRequest(req), options));
+    ASSIGN_OR_RETURN(Answer a, Post(url, witness.url, who, FormatAddCheckpointRequest(req), options));
     if (a.status == 200) {
       // The answer is signature lines: read them as the signatures of the checkpoint's text.
       auto answered = ParseNote(note.text + "\n" + a.body, who + " answer");

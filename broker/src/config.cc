@@ -132,7 +132,8 @@ Result<BrokerConfig> ParseBrokerConfig(std::string_view text, const std::string&
   ASSIGN_OR_RETURN(const toml::table* audit, Table(root, "audit", true));
   RETURN_IF_ERROR(
       CheckKeys(*audit, "audit", {"dir", "signing_key", "actor", "archive_max_bytes", "archive_min_free_bytes",
-                                  "witness_policy", "witness_wait_ms", "witness_timeout_s", "serve_tiles"}));
+                                  "witness_policy", "witness_wait_ms", "witness_timeout_s", "witness_interval_ms",
+                                  "serve_tiles"}));
   RETURN_IF_ERROR(GetInt(audit, "audit", "archive_max_bytes", 1, INT64_MAX, &c.archive_max_bytes));
   RETURN_IF_ERROR(GetInt(audit, "audit", "archive_min_free_bytes", 0, INT64_MAX, &c.archive_min_free_bytes));
   RETURN_IF_ERROR(GetString(audit, "audit", "dir", true, &c.audit_dir));
@@ -144,6 +145,7 @@ Result<BrokerConfig> ParseBrokerConfig(std::string_view text, const std::string&
   if (!c.witness_policy.empty()) c.witness_policy = Resolve(base_dir, c.witness_policy);
   RETURN_IF_ERROR(GetInt(audit, "audit", "witness_wait_ms", 1, 600000, &c.witness_wait_ms));
   RETURN_IF_ERROR(GetInt(audit, "audit", "witness_timeout_s", 1, 300, &c.witness_timeout_s));
+  RETURN_IF_ERROR(GetInt(audit, "audit", "witness_interval_ms", 0, 1000, &c.witness_interval_ms));
   RETURN_IF_ERROR(GetBool(audit, "audit", "serve_tiles", &c.serve_tiles));
 
   ASSIGN_OR_RETURN(const toml::table* att, Table(root, "attestation", true));

@@ -4,6 +4,11 @@
 // witnessed gets no cosignature again.
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <filesystem>
+#include <future>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "audit_test_util.h"
@@ -19,15 +24,17 @@ using namespace std::chrono_literals;
 
 class WitnessingTest : public TwoWitnessesTest {
  protected:
-  std::unique_ptr<LogWriter> OpenWriter() {
-    auto w = LogWriter::Open(log_.dir.string(), log_.Key());
+  std::unique_ptr<LogWriter> OpenWriter(WriterOptions wo = {}) {
+    auto w = LogWriter::Open(log_.dir.string(), log_.Key(), wo);
     EXPECT_TRUE(w.ok()) << w.status().ToString();
     return w.ok() ? std::move(*w) : nullptr;
   }
-  std::unique_ptr<Witnessing> StartWitnessing(LogWriter& log, const std::string& quorum) {
+  std::unique_ptr<Witnessing> StartWitnessing(LogWriter& log, const std::string& quorum,
+                                              std::chrono::milliseconds interval = 20ms) {
     WitnessingOptions o;
     o.client.timeout_s = 2;
     o.retry = 50ms;
+    o.interval = interval;
     auto w = Witnessing::Start(log, Policy(quorum), o);
     EXPECT_TRUE(w.ok()) << w.status().ToString();
     return w.ok() ? std::move(*w) : nullptr;
@@ -114,6 +121,104 @@ TEST_F(WitnessingTest, AWitnessDownDelaysThenFailsAndAQuorumOfOneGoesOn) {
   auto c1 = one->AwaitCovering(2, 20s);
   ASSERT_TRUE(c1.ok()) << c1.status().ToString();
   EXPECT_EQ(PolicyCosignatures(one->policy(), *ParseNote(c1->note, "n"))->size(), 1u);
+}
+
+// OnCovering holds no thread: it returns at once, and the callback comes from the
+// witnessing's notifier with the cosigned checkpoint, or with the failure once the wait is
+// over. Rounds are spaced by the interval, so entries appended meanwhile share one.
+TEST_F(WitnessingTest, OnCoveringCallsBackWithoutAWaitingThreadAndRoundsAreSpaced) {
+  auto log = OpenWriter();
+  auto witnessing = StartWitnessing(*log, "group both 2 w1 w2\nquorum both\n", 300ms);
+  ASSERT_TRUE(witnessing);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Result<CosignedCheckpoint>> results;
+  std::vector<std::thread::id> callers;
+  constexpr int kEntries = 12;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kEntries; ++i) {
+    auto index = log->Append(SampleEvent(static_cast<uint64_t>(i)));
+    ASSERT_TRUE(index.ok()) << index.status().ToString();
+    const auto before = std::chrono::steady_clock::now();
+    witnessing->OnCovering(*index, 20s, [&, index = *index](Result<CosignedCheckpoint> c) {
+      std::lock_guard<std::mutex> lk(mu);
+      if (c.ok() && c->tree_size <= index) c = Internal("a checkpoint without entry " + std::to_string(index));
+      results.push_back(std::move(c));
+      callers.push_back(std::this_thread::get_id());
+      cv.notify_all();
+    });
+    EXPECT_LT(std::chrono::steady_clock::now() - before, 100ms) << "OnCovering waited";
+    std::this_thread::sleep_for(50ms);  // 12 entries over about 600 ms
+  }
+  {
+    std::unique_lock<std::mutex> lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, 30s, [&] { return results.size() == kEntries; }));
+    for (const auto& r : results) EXPECT_TRUE(r.ok()) << r.status().ToString();
+    for (const auto& id : callers) EXPECT_NE(id, std::this_thread::get_id());
+  }
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  // One round, then one per 300 ms at most: far fewer than the 12 that back-to-back rounds make.
+  const WitnessingStats s = witnessing->stats();
+  EXPECT_LE(s.rounds, 1 + static_cast<uint64_t>(elapsed / 300ms)) << s.rounds << " rounds";
+  EXPECT_EQ(s.cosigned_size, uint64_t{kEntries});
+
+  // A witness down: the callback still comes, with the failure, once the wait is over.
+  witnesses_[1]->Stop(SIGKILL);
+  auto index = log->Append(SampleEvent(99));
+  ASSERT_TRUE(index.ok());
+  std::promise<Result<CosignedCheckpoint>> failed;
+  const auto asked = std::chrono::steady_clock::now();
+  witnessing->OnCovering(*index, 700ms, [&](Result<CosignedCheckpoint> c) { failed.set_value(std::move(c)); });
+  auto f = failed.get_future();
+  ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
+  const auto waited = std::chrono::steady_clock::now() - asked;
+  auto c = f.get();
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Code::kUnavailable);
+  EXPECT_NE(c.status().message().find("was cosigned by the witness quorum"), std::string::npos) << c.status().message();
+  EXPECT_GE(waited, 650ms);
+  // Stopping calls back every waiter left.
+  std::promise<Result<CosignedCheckpoint>> stopped;
+  witnessing->OnCovering(*index, 60s, [&](Result<CosignedCheckpoint> c2) { stopped.set_value(std::move(c2)); });
+  witnessing.reset();
+  auto sf = stopped.get_future();
+  ASSERT_EQ(sf.wait_for(0s), std::future_status::ready);
+  EXPECT_NE(sf.get().status().message().find("witnessing stopped"), std::string::npos);
+}
+
+// Only published checkpoints are submitted: each cosigned checkpoint's tree has its tiles,
+// even when the writer publishes only on demand.
+TEST_F(WitnessingTest, CosignedCheckpointsArePublishedWithTheirTiles) {
+  WriterOptions wo;
+  wo.publish_interval = std::chrono::hours(1);  // publishes only when asked
+  auto log = OpenWriter(wo);
+  auto witnessing = StartWitnessing(*log, "group both 2 w1 w2\nquorum both\n");
+  ASSERT_TRUE(witnessing);
+  std::set<uint64_t> sizes;
+  for (int round = 0; round < 3; ++round) {
+    uint64_t last = 0;
+    for (int i = 0; i < 5; ++i) {
+      auto index = log->Append(SampleEvent(static_cast<uint64_t>(round * 10 + i)));
+      ASSERT_TRUE(index.ok());
+      last = *index;
+    }
+    auto c = witnessing->AwaitCovering(last, 20s);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    sizes.insert(c->tree_size);
+    // The checkpoint file (the newest published) and the partial tiles of the cosigned size.
+    const std::string tiles = log->tiles_dir();
+    const std::string width = std::to_string(c->tree_size % 256);
+    EXPECT_TRUE(std::filesystem::exists(tiles + "/tile/0/000.p/" + width)) << c->tree_size;
+    EXPECT_TRUE(std::filesystem::exists(tiles + "/tile/entries/000.p/" + width)) << c->tree_size;
+    const std::string published = ReadTextFile(tiles + "/checkpoint");
+    const auto cp = VerifyCheckpointNote(published, log_.pub, "published");
+    ASSERT_TRUE(cp.ok()) << cp.status().ToString();
+    EXPECT_GE(cp->tree_size, c->tree_size);
+    EXPECT_EQ(c->note.rfind(published, 0), 0u) << "not the published checkpoint:\n" << c->note << "\n" << published;
+  }
+  EXPECT_EQ(sizes.size(), 3u);
+  // Far fewer publications than batches: 15 appends, 3 rounds asked for one each.
+  EXPECT_LE(log->stats().published, 4u) << log->stats().batches << " batches";
 }
 
 // The attack of issue 17: a log cut back to an earlier head after its witnesses cosigned a

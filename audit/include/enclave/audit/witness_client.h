@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -20,8 +21,26 @@ namespace enclave::audit {
 
 inline constexpr size_t kMaxWitnessAnswerBytes = 64 * 1024;
 
+// Keep-alive connections to witnesses, one per URL, for a client that asks them again and
+// again (the broker's witnessing): thread-safe; a connection the witness closed is opened
+// anew, and a request that fails on a reused connection is sent once more on a new one.
+class WitnessConnections {
+ public:
+  WitnessConnections();
+  ~WitnessConnections();
+  WitnessConnections(const WitnessConnections&) = delete;
+  WitnessConnections& operator=(const WitnessConnections&) = delete;
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
 struct WitnessClientOptions {
   int timeout_s = 10;  // connect, and each read and write
+  // Without: a connection per request, closed after the answer.
+  std::shared_ptr<WitnessConnections> connections;
 };
 
 // Asks one witness (its URL: http://HOST:PORT[/PREFIX] or https://...) to cosign

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -26,6 +27,9 @@ namespace enclave::audit {
 struct WitnessingOptions {
   WitnessClientOptions client;
   std::chrono::milliseconds retry{250};  // pause after a round without a quorum
+  // A round starts at least this long after the previous one ended, so that under load
+  // each round covers many releases (the witnesses' work is per round, not per entry).
+  std::chrono::milliseconds interval{20};
 };
 
 struct CosignedCheckpoint {
@@ -52,6 +56,11 @@ class Witnessing {
   // waiting at most `wait` for one. Unavailable after the wait, naming what each witness
   // last answered.
   Result<CosignedCheckpoint> AwaitCovering(uint64_t index, std::chrono::milliseconds wait);
+  // The same without holding a thread: `done` is called once, from the witnessing's
+  // notifier thread (keep it short: hand real work to another thread), with what
+  // AwaitCovering would have returned; also when the witnessing stops first.
+  using CoveringCallback = std::function<void(Result<CosignedCheckpoint>)>;
+  void OnCovering(uint64_t index, std::chrono::milliseconds wait, CoveringCallback done);
   WitnessingStats stats() const;
   const WitnessPolicy& policy() const { return policy_; }
 
@@ -59,7 +68,9 @@ class Witnessing {
   Witnessing(LogWriter& log, WitnessPolicy policy, WitnessingOptions options)
       : log_(log), policy_(std::move(policy)), options_(options) {}
   void Run();
+  void Notify();  // the notifier thread: calls OnCovering's callbacks
   std::string LastAnswers() const;  // under mu_
+  Status NotCovered(uint64_t index, std::chrono::milliseconds wait) const;  // under mu_
 
   LogWriter& log_;
   const WitnessPolicy policy_;
@@ -73,8 +84,16 @@ class Witnessing {
   CosignedCheckpoint latest_;
   std::vector<WitnessOutcome> last_outcomes_;
   uint64_t size_hint_ = 0;  // the size the witnesses last cosigned (or said they had)
+  std::chrono::steady_clock::time_point last_round_end_{};
   WitnessingStats stats_;
-  std::thread thread_;
+  struct Waiter {
+    uint64_t index;
+    std::chrono::milliseconds wait;
+    std::chrono::steady_clock::time_point deadline;
+    CoveringCallback done;
+  };
+  std::vector<Waiter> waiters_;  // OnCovering's
+  std::thread thread_, notifier_;
 };
 
 }  // namespace enclave::audit

@@ -59,10 +59,12 @@ struct BrokerConfig {
   int64_t archive_min_free_bytes = int64_t{1} << 30;
   // [audit]: a C2SP tlog-policy file naming the witnesses (with URLs) and their quorum; set,
   // every key release waits up to witness_wait_ms for a checkpoint the quorum cosigned
-  // (then 503); witness_timeout_s bounds each connect, read and write to a witness.
+  // (then 503); witness_timeout_s bounds each connect, read and write to a witness;
+  // witness_interval_ms is the least time from the end of one round to the next (batching).
   std::string witness_policy;
   int64_t witness_wait_ms = 5000;
   int64_t witness_timeout_s = 5;
+  int64_t witness_interval_ms = 20;
   // [audit]: serve the log's checkpoint, tiles and entry bundles (C2SP tlog-tiles) to anyone
   // who reaches the port, under /v1/audit-log/. Off by default: entries name hosts,
   // datasets, jobs and requesters (never keys).
