@@ -18,6 +18,7 @@
 
 #include <sodium.h>
 
+#include <future>
 #include <map>
 #include <shared_mutex>
 
@@ -267,10 +268,20 @@ Reply Service::Rendezvous(const std::string& job_id, std::string_view body) {
   return {200, EncodeRendezvousInfo(info)};
 }
 
-Result<std::vector<audit::Proof>> Service::WitnessedProofs(uint64_t first_index,
+// What a release carries from its decision to its answer (across the wait for witnesses).
+struct Service::PendingRelease {
+  ReleaseRequest request;
+  std::vector<crypto::DataKeyEntry> entries;  // the keystore's, in request order
+  LeaseRecord lease;
+  ReleaseGranted granted;
+  std::vector<std::vector<uint8_t>> entries_logged;  // the key.released entries
+  std::optional<crypto::SecretBytes> job_key;
+  crypto::ExportKeyEntry export_key;
+  int64_t now = 0;
+};
+
+Result<std::vector<audit::Proof>> Service::WitnessedProofs(const audit::CosignedCheckpoint& c, uint64_t first_index,
                                                           const std::vector<std::vector<uint8_t>>& entries) {
-  ASSIGN_OR_RETURN(audit::CosignedCheckpoint c,
-                   options_.witnessing->AwaitCovering(first_index + entries.size() - 1, options_.witness_wait));
   std::vector<audit::Proof> proofs;
   for (size_t i = 0; i < entries.size(); ++i) {
     audit::Proof p;
@@ -288,9 +299,87 @@ Result<std::vector<audit::Proof>> Service::WitnessedProofs(uint64_t first_index,
 }
 
 Reply Service::Release(std::string_view body) {
+  std::promise<Reply> answer;
+  Release(body, [&answer](Reply r) { answer.set_value(std::move(r)); }, [](std::function<void()> fn) { fn(); });
+  return answer.get_future().get();
+}
+
+void Service::Release(std::string_view body, std::function<void(Reply)> done,
+                      const std::function<void(std::function<void()>)>& later) {
+  auto pending = std::make_shared<PendingRelease>();
+  std::optional<Reply> answer = DecideRelease(body, *pending);
+  if (answer) return done(std::move(*answer));
+  // Nothing leaves until a witness quorum has cosigned a checkpoint holding the entries;
+  // no thread waits for it meanwhile (the witnessing's notifier calls back).
+  const uint64_t last = pending->granted.audit_index + pending->entries_logged.size() - 1;
+  options_.witnessing->OnCovering(
+      last, options_.witness_wait,
+      [this, pending, done = std::move(done), later](Result<audit::CosignedCheckpoint> c) mutable {
+        later([this, pending, done = std::move(done), c = std::move(c)]() mutable {
+          Reply reply{500, EncodeError("internal", "the broker could not complete the request")};
+          try {
+            reply = CompleteWitnessedRelease(*pending, c);
+          } catch (const std::exception& e) {  // answered anyway: the caller must not wait forever
+            std::cerr << "enclave-broker: completing release of lease " << pending->lease.lease_id << ": " << e.what()
+                      << "\n";
+          }
+          done(std::move(reply));
+        });
+      });
+}
+
+Reply Service::CompleteWitnessedRelease(PendingRelease& p, const Result<audit::CosignedCheckpoint>& cosigned) {
+  const LeaseRecord& lease = p.lease;
+  auto proofs = cosigned.ok() ? WitnessedProofs(*cosigned, p.granted.audit_index, p.entries_logged)
+                              : Result<std::vector<audit::Proof>>(cosigned.status());
+  if (!proofs.ok()) {
+    const std::string why = "release not completed: " + proofs.status().message();
+    if (Status s = store_.EndLease(lease.lease_id, AuditText(why), Now()); !s.ok())
+      std::cerr << "enclave-broker: ending lease " << lease.lease_id << " without witnesses: " << s.ToString() << "\n";
+    if (auto index = log_.Append(audit::Revoked(options_.actor, "lease", lease.lease_id, AuditText(why))); !index.ok())
+      std::cerr << "enclave-broker: logging the end of lease " << lease.lease_id << ": " << index.status().ToString()
+                << "\n";
+    // The witnesses' answers (and URLs) stay in the broker's log; the client learns what
+    // happened and that nothing was released.
+    std::cerr << "enclave-broker: release of lease " << lease.lease_id << " not completed: "
+              << proofs.status().ToString() << "\n";
+    return {503, EncodeError("unavailable",
+                             "audit witnesses: no checkpoint holding this release's audit entries was cosigned by "
+                             "the witness quorum in time; nothing was released and lease " + lease.lease_id +
+                                 " has ended; try again later")};
+  }
+  p.granted.audit_proofs = std::move(*proofs);
+  return FinishRelease(p);
+}
+
+Reply Service::FinishRelease(PendingRelease& p) {
+  const ReleaseRequest& r = p.request;
+  const LeaseRecord& lease = p.lease;
+  ReleaseGranted& g = p.granted;
+  for (size_t i = 0; i < r.keys.size(); ++i) {
+    auto dek = options_.keystore->GetDataKey(r.keys[i].dataset_id, r.keys[i].key_id);
+    if (!dek.ok()) return ErrorReply(Internal("keystore: " + dek.status().message()));
+    g.keys.push_back({r.keys[i].dataset_id, r.keys[i].key_id, p.entries[i].suite, SealTo(r.recipient, *dek)});
+  }
+  g.sealed_job_key = SealTo(r.recipient, *p.job_key);
+  g.lease = Lease{lease.lease_id,   lease.host_id,   lease.job_id,     lease.policy_id,
+                  lease.policy_sha256, lease.issued_at, lease.valid_until, lease.reattest_by};
+  g.export_key_name = p.export_key.name;
+  g.export_keystore_id = options_.keystore->id();
+  g.export_key_id = p.export_key.key_id;
+  g.export_public = p.export_key.public_key;
+  g.world_size = r.job.world_size;
+  auto joined = store_.RanksJoined(r.job.job_id, p.now);
+  if (!joined.ok()) return ErrorReply(joined.status());
+  g.ranks_joined = *joined;
+  return {200, EncodeReleaseGranted(g)};
+}
+
+std::optional<Reply> Service::DecideRelease(std::string_view body, PendingRelease& p) {
   auto request = ParseReleaseRequest(body);
   if (!request.ok()) return ErrorReply(request.status());
-  const ReleaseRequest& r = *request;
+  p.request = std::move(*request);
+  const ReleaseRequest& r = p.request;
   auto evidence = attest::ParseEvidenceBundle(r.evidence);
   if (!evidence.ok()) return ErrorReply(evidence.status().Annotate("release request: evidence"));
   if (evidence->nonce.size() != kNonceBytes)
@@ -322,6 +411,7 @@ Reply Service::Release(std::string_view body) {
   std::shared_ptr<std::mutex> job_lock = JobLock(r.job.job_id);
   std::unique_lock<std::mutex> job_guard(*job_lock);
   const int64_t now = Now();
+  p.now = now;
   auto refuse = [&](const std::string& policy_digest, const std::string& reason) -> Reply {
     // The entry's reason field holds at most kMaxAuditTextBytes: a longer reason (many
     // keys, many broken rules) is cut at a character boundary and marked as truncated;
@@ -341,7 +431,7 @@ Reply Service::Release(std::string_view body) {
   auto policy = ParseUsagePolicy(record->policy_text);
   if (!policy.ok()) return ErrorReply(Internal("stored policy " + r.policy_id + ": " + policy.status().message()));
 
-  std::vector<crypto::DataKeyEntry> entries;
+  std::vector<crypto::DataKeyEntry>& entries = p.entries;
   std::vector<crypto::Suite> suites;
   std::vector<std::string> missing;
   for (const KeyRef& k : r.keys) {
@@ -380,7 +470,8 @@ Reply Service::Release(std::string_view body) {
     if (job_key.status().code() == Code::kFailedPrecondition) return refuse(policy_digest, job_key.status().message());
     return ErrorReply(job_key.status());
   }
-  LeaseRecord lease;
+  p.job_key = std::move(*job_key);
+  LeaseRecord& lease = p.lease;
   lease.lease_id = RandomHexId();
   lease.host_id = host->host_id;
   lease.job_id = r.job.job_id;
@@ -406,6 +497,7 @@ Reply Service::Release(std::string_view body) {
 
   auto export_key = options_.keystore->FindExportKey(options_.export_key);
   if (!export_key.ok()) return ErrorReply(Unavailable("export key: " + export_key.status().message()));
+  p.export_key = std::move(*export_key);
 
   // The lease is stored first, in one transaction with the revocation and rank checks:
   // after a revocation is acknowledged no lease for that host or job is stored, and a
@@ -420,8 +512,9 @@ Reply Service::Release(std::string_view body) {
   }
   // Logged before anything leaves: one entry per data key. When the log fails, the lease
   // ends and nothing is sent.
-  ReleaseGranted g;
-  std::vector<std::vector<uint8_t>> entries_logged(r.keys.size());
+  ReleaseGranted& g = p.granted;
+  std::vector<std::vector<uint8_t>>& entries_logged = p.entries_logged;
+  entries_logged.resize(r.keys.size());
   for (size_t i = 0; i < r.keys.size(); ++i) {
     audit::Event e = audit::KeyReleased(options_.actor, r.keys[i].dataset_id, lease.lease_id, host->host_id, job_digest,
                                         Time(std::min(lease.valid_until, lease.reattest_by)));
@@ -442,48 +535,8 @@ Reply Service::Release(std::string_view body) {
     if (i == 0) g.audit_index = *index;
   }
   revocation_guard.unlock();  // logged: a revocation from now on ends this lease
-  if (options_.witnessing != nullptr) {
-    // Nothing leaves until a witness quorum has cosigned a checkpoint holding these entries;
-    // other releases of this host and job need not wait for ours meanwhile.
-    job_guard.unlock();
-    host_guard.unlock();
-    auto proofs = WitnessedProofs(g.audit_index, entries_logged);
-    if (!proofs.ok()) {
-      const std::string why = "release not completed: " + proofs.status().message();
-      if (Status s = store_.EndLease(lease.lease_id, AuditText(why), Now()); !s.ok())
-        std::cerr << "enclave-broker: ending lease " << lease.lease_id << " without witnesses: " << s.ToString() << "\n";
-      if (auto index = log_.Append(audit::Revoked(options_.actor, "lease", lease.lease_id, AuditText(why))); !index.ok())
-        std::cerr << "enclave-broker: logging the end of lease " << lease.lease_id << ": " << index.status().ToString()
-                  << "\n";
-      // The witnesses' answers (and URLs) stay in the broker's log; the client learns what
-      // happened and that nothing was released.
-      std::cerr << "enclave-broker: release of lease " << lease.lease_id << " not completed: "
-                << proofs.status().ToString() << "\n";
-      return {503, EncodeError("unavailable",
-                               "audit witnesses: no checkpoint holding this release's audit entries was cosigned by "
-                               "the witness quorum in time; nothing was released and lease " + lease.lease_id +
-                                   " has ended; try again later")};
-    }
-    g.audit_proofs = std::move(*proofs);
-  }
-
-  for (size_t i = 0; i < r.keys.size(); ++i) {
-    auto dek = options_.keystore->GetDataKey(r.keys[i].dataset_id, r.keys[i].key_id);
-    if (!dek.ok()) return ErrorReply(Internal("keystore: " + dek.status().message()));
-    g.keys.push_back({r.keys[i].dataset_id, r.keys[i].key_id, entries[i].suite, SealTo(r.recipient, *dek)});
-  }
-  g.sealed_job_key = SealTo(r.recipient, *job_key);
-  g.lease = Lease{lease.lease_id,   lease.host_id,   lease.job_id,     lease.policy_id,
-                  lease.policy_sha256, lease.issued_at, lease.valid_until, lease.reattest_by};
-  g.export_key_name = export_key->name;
-  g.export_keystore_id = options_.keystore->id();
-  g.export_key_id = export_key->key_id;
-  g.export_public = export_key->public_key;
-  g.world_size = r.job.world_size;
-  auto joined = store_.RanksJoined(r.job.job_id, now);
-  if (!joined.ok()) return ErrorReply(joined.status());
-  g.ranks_joined = *joined;
-  return {200, EncodeReleaseGranted(g)};
+  if (options_.witnessing == nullptr) return FinishRelease(p);
+  return std::nullopt;  // answered once witnessed (other releases of this host and job need not wait)
 }
 
 Reply Service::Renew(const std::string& lease_id, std::string_view body) {

@@ -145,6 +145,8 @@ struct Server::Impl {
   void ReleaseSlot(uint64_t body_bytes);
   Answer Dispatch(const internal::Admitted& request, std::string_view authorization, std::string_view body,
                   const std::string& peer);
+  // POST /v1/releases: `answer` is called once, maybe later from another worker.
+  void DispatchRelease(std::string_view body, std::function<void(Answer)> answer);
   // GET /v1/audit-log/<rel>: a file of the log's tiles directory (rel already checked to be
   // "checkpoint" or a canonical tile path).
   Answer AuditTile(const std::string& rel) const;
@@ -374,9 +376,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
     server_.workers.Post([self = shared_from_this(), work = asio::make_work_guard(server_.ioc),
                           request = request_, authorization = parser_->head().authorization,
                           body = std::move(parser_->body())]() mutable {
-      Answer a = self->server_.Dispatch(request, authorization, body, self->peer_);
-      asio::post(self->executor(), [self, a = std::move(a)]() mutable { self->OnAnswer(std::move(a)); });
-      work.reset();
+      // The work guard keeps the server running until the answer is posted, also for a
+      // release answered later (after its witnesses), from another worker.
+      auto answer = [self, work](Answer a) mutable {
+        asio::post(self->executor(), [self, a = std::move(a)]() mutable { self->OnAnswer(std::move(a)); });
+        work.reset();
+      };
+      if (request.endpoint == Endpoint::kRelease) return self->server_.DispatchRelease(body, std::move(answer));
+      answer(self->server_.Dispatch(request, authorization, body, self->peer_));
     });
   }
 
@@ -593,8 +600,8 @@ Answer Server::Impl::Dispatch(const internal::Admitted& r, std::string_view auth
         return {service.IssueNonce(body, peer)};
       case Endpoint::kAttest:
         return {service.Attest(body)};
-      case Endpoint::kRelease:
-        return {service.Release(body)};
+      case Endpoint::kRelease:  // DispatchRelease
+        break;
       case Endpoint::kRenew:
         return {service.Renew(r.id, body)};
       case Endpoint::kRendezvous:
@@ -626,6 +633,21 @@ Answer Server::Impl::Dispatch(const internal::Admitted& r, std::string_view auth
     std::cerr << "enclave-broker: a handler threw\n";
   }
   return {{500, EncodeError("internal", "the broker could not complete the request")}};
+}
+
+void Server::Impl::DispatchRelease(std::string_view body, std::function<void(Answer)> answer) {
+  auto answered = std::make_shared<std::atomic<bool>>(false);
+  auto once = [answer, answered](Answer a) {
+    if (!answered->exchange(true)) answer(std::move(a));
+  };
+  try {
+    service.Release(
+        body, [once](Reply r) { once(Answer{std::move(r)}); },
+        [this](std::function<void()> fn) { workers.Post(std::move(fn)); });
+  } catch (...) {
+    std::cerr << "enclave-broker: a handler threw\n";
+    once(Answer{{500, EncodeError("internal", "the broker could not complete the request")}});
+  }
 }
 
 Answer Server::Impl::AuditTile(const std::string& rel) const {

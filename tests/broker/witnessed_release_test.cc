@@ -5,6 +5,7 @@
 // a log cut back to erase a release is caught by the witnesses, by the officer holding the
 // report's cosigned checkpoint, and by the report's proof of the erased entry.
 #include <chrono>
+#include <thread>
 
 #include "../audit/witness_process.h"
 #include "enclave/audit/checkpoint.h"
@@ -184,6 +185,42 @@ TEST_F(WitnessedReleaseTest, AWitnessDownMakesItA503AfterTheWaitAndTheLeaseEnds)
     if (l["lease_id"] == lease_id) ended = !l["ended_at"].is_null();
   }
   EXPECT_TRUE(ended) << out;
+}
+
+// A release waiting for its witnesses holds no worker: with one worker thread and a round
+// at most every second, a nonce asked for while a logged release waits is answered first.
+TEST_F(WitnessedReleaseTest, AReleaseWaitingForWitnessesHoldsNoWorker) {
+  HostState state = State("host");
+  WitnessBroker(/*with_sample=*/false);
+  settings_.threads = 1;
+  settings_.audit_config = "witness_policy = \"witnesses.policy\"\nwitness_wait_ms = 8000\nwitness_timeout_s = 2\n"
+                           "witness_interval_ms = 1000\n";
+  const std::string host = Ready(state);
+  ASSERT_FALSE(host.empty());
+  auto keys = ReleaseKeys::Generate();
+  auto client = Client();
+  client->SetWitnessPolicy(Policy());
+  ASSERT_TRUE(client->RequestRelease(host, Request("job-a"), *keys, Quoter(state)).ok()) << broker_->log();
+  // A round has just ended: the next starts a second from now at the earliest.
+  const size_t released = CountType(audit::EventType::kKeyReleased);
+  std::chrono::steady_clock::time_point release_answered{};
+  std::thread waiting([&] {
+    auto other = Client();
+    other->SetWitnessPolicy(Policy());
+    auto r = other->RequestRelease(host, Request("job-b"), *keys, Quoter(state));
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    release_answered = std::chrono::steady_clock::now();
+  });
+  // Once job-b's key.released entry is logged, its release waits for that round.
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (CountType(audit::EventType::kKeyReleased) == released && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(5ms);
+  ASSERT_GT(CountType(audit::EventType::kKeyReleased), released);
+  auto nonce = client->Nonce(host);
+  const auto nonce_answered = std::chrono::steady_clock::now();
+  waiting.join();
+  ASSERT_TRUE(nonce.ok()) << nonce.status().ToString();
+  EXPECT_LT(nonce_answered, release_answered) << "the nonce waited for the release's witnesses: a worker was held";
 }
 
 #if defined(ENCLAVE_TRAIN_BIN) && defined(ENCLAVE_ATTEST_BIN)

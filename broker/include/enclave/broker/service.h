@@ -86,7 +86,12 @@ class Service {
   // signature is checked, so a flood of bad signatures is bounded too).
   Reply IssueNonce(std::string_view body, const std::string& peer = "");
   Reply Attest(std::string_view body);                                    // POST /v1/attestations
-  Reply Release(std::string_view body);                                   // POST /v1/releases
+  // POST /v1/releases. A witnessed release is answered once a witness quorum has cosigned
+  // its entries: `done` is called once, on this thread or later through `later` (which runs
+  // a function on a worker thread), without a thread waiting meanwhile.
+  void Release(std::string_view body, std::function<void(Reply)> done,
+               const std::function<void(std::function<void()>)>& later);
+  Reply Release(std::string_view body);  // the same, waiting for the answer
   Reply Renew(const std::string& lease_id, std::string_view body);        // POST /v1/leases/ID/renewals
   Reply Rendezvous(const std::string& job_id, std::string_view body);     // POST /v1/jobs/ID/rendezvous
   Reply FinishJob(const std::string& job_id, std::string_view body);      // POST /v1/jobs/ID/reports
@@ -105,8 +110,14 @@ class Service {
   }
   int64_t Now() const;
   // Inclusion proofs of a release's entries (first_index...) in a quorum-cosigned checkpoint.
-  Result<std::vector<audit::Proof>> WitnessedProofs(uint64_t first_index,
+  Result<std::vector<audit::Proof>> WitnessedProofs(const audit::CosignedCheckpoint& c, uint64_t first_index,
                                                     const std::vector<std::vector<uint8_t>>& entries);
+  // A release: decided and logged (an answer, or nullopt when it waits for witnesses),
+  // then completed with the cosigned checkpoint (or the failure to get one), then answered.
+  struct PendingRelease;
+  std::optional<Reply> DecideRelease(std::string_view body, PendingRelease& p);
+  Reply CompleteWitnessedRelease(PendingRelease& p, const Result<audit::CosignedCheckpoint>& cosigned);
+  Reply FinishRelease(PendingRelease& p);
   std::shared_ptr<std::mutex> HostLock(const std::string& host_id);
   std::shared_ptr<std::mutex> JobLock(const std::string& job_id);
   // Appraises `evidence_text` for `host` with `bound` as the expected bound digest,
