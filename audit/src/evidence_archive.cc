@@ -340,7 +340,10 @@ Result<crypto::Digest256> EvidenceArchive::Put(ByteSpan bytes) const {
     RETURN_IF_ERROR(out.Write(bytes.data(), bytes.size()));
     return out.Commit();  // fsyncs the blob, links it in place, fsyncs the folder
   };
-  Status s = write();
+  // Most blobs of a verdict are there already (the host's enrolment bundle, the policy, its
+  // EK roots): checked, not written again (a temporary file and two fsyncs each).
+  struct stat st {};
+  Status s = ::stat(path.c_str(), &st) == 0 ? AlreadyExists(path) : write();
   if (s.code() == Code::kAlreadyExists) {
     // Write-once: the blob is there already (another verdict, or a race); it must be intact.
     auto existing = Get(digest);
