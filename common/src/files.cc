@@ -116,14 +116,32 @@ Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path, size_t max_b
   return bytes;
 }
 
+namespace {
+// O_TMPFILE files are linked through /proc/self/fd (linkat with AT_EMPTY_PATH needs a
+// capability); without /proc, named temporaries.
+bool ProcFdAvailable() {
+  static const bool available = ::access("/proc/self/fd", F_OK) == 0;
+  return available;
+}
+}  // namespace
+
 Result<AtomicOutputFile> AtomicOutputFile::Create(const std::string& path, bool allow_overwrite) {
   if (!allow_overwrite && ::access(path.c_str(), F_OK) == 0) {
     return AlreadyExists(path + ": output file exists (refusing to overwrite)");
   }
-  std::random_device rd;
+  if (!allow_overwrite && ProcFdAvailable()) {
+    // Write-once: an unnamed file in the folder, linked to `path` on Commit (no temporary
+    // name to create, remove, or leave behind).
+    const int fd = ::open(DirectoryOf(path).c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+    if (fd >= 0) return AtomicOutputFile(path, "", fd, allow_overwrite, -1);
+    if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)  // else the file system has no O_TMPFILE
+      return ErrnoStatus("creating a file for " + path, errno);
+  }
+  // Unique per process and thread (a random_device per file had cost a device open).
+  thread_local std::mt19937_64 names{std::random_device{}()};
   for (int attempt = 0; attempt < 16; ++attempt) {
     std::string temp = DirectoryOf(path) + "/." + std::filesystem::path(path).filename().string() +
-                       ".tmp-" + std::to_string(rd());
+                       ".tmp-" + std::to_string(names());
     // Registered before it exists, so that no signal can leave it behind.
     const int slot = RegisterTemp(temp);
     if (slot < 0) return Internal("more than 128 output files open at once, or a path too long: " + temp);
@@ -175,8 +193,15 @@ Status AtomicOutputFile::Commit() {
   if (fd_ < 0) return FailedPrecondition(path_ + ": committed twice");
   RETURN_IF_ERROR(FlushBuffer());
   if (::fsync(fd_) != 0) return ErrnoStatus("fsync " + path_, errno);
+  if (temp_.empty()) {  // an O_TMPFILE: linked in place (fails if the name exists)
+    const std::string self = "/proc/self/fd/" + std::to_string(fd_);
+    if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, path_.c_str(), AT_SYMLINK_FOLLOW) != 0)
+      return ErrnoStatus("creating " + path_, errno);
+  }
   if (::close(std::exchange(fd_, -1)) != 0) return ErrnoStatus("close " + path_, errno);
-  if (allow_overwrite_) {
+  if (temp_.empty()) {
+    // linked above
+  } else if (allow_overwrite_) {
     if (::rename(temp_.c_str(), path_.c_str()) != 0) return ErrnoStatus("rename to " + path_, errno);
   } else {
     // link() fails if the name appeared meanwhile: never replace someone else's file.

@@ -13,7 +13,10 @@ Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path, size_t max_b
 
 // Writes to a fresh temporary file beside `path`; Commit() fsyncs it, renames it over
 // `path` and fsyncs the directory. Destroyed uncommitted, it removes the temporary, so a
-// failed operation never leaves partial output under the final name.
+// failed operation never leaves partial output under the final name. Without
+// allow_overwrite the temporary is an unnamed O_TMPFILE in that folder where the file
+// system has them (and /proc is mounted), linked to `path` by Commit, which fails if
+// `path` exists; elsewhere a named temporary, linked and then removed.
 //
 // Signals: the first Create() in a process installs a handler for SIGINT, SIGTERM and
 // SIGHUP (each only if its disposition is still the default) that unlinks every temporary
