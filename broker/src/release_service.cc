@@ -37,8 +37,6 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr std::string_view kJobKeyLabel = "broker job keys v1";
-
 std::string RandomHexId() {
   std::array<uint8_t, 16> b{};
   crypto::RandomBytes(b);
@@ -178,8 +176,7 @@ Result<audit::RecordedVerdict> Service::AppraiseFor(const HostRecord& host, cons
 }
 
 Result<crypto::SecretBytes> Service::JobKey(const JobBinding& binding, int64_t now) {
-  ASSIGN_OR_RETURN(crypto::SecretBytes wrapping, options_.keystore->DeriveKey(kJobKeyLabel));
-  ASSIGN_OR_RETURN(std::unique_ptr<crypto::Aead> aead, crypto::Aead::Create(crypto::Suite::kAes256Gcm, wrapping));
+  if (!job_key_aead_) return Unavailable("this broker has no keystore");
   JobRecord candidate;
   candidate.job_id = binding.job_id;
   candidate.job_digest = binding.job_digest;
@@ -191,7 +188,10 @@ Result<crypto::SecretBytes> Service::JobKey(const JobBinding& binding, int64_t n
   candidate.key_nonce.resize(crypto::kAeadNonceBytes);
   crypto::RandomBytes(candidate.key_nonce);
   candidate.key_wrapped.resize(fresh.size() + crypto::kAeadTagBytes);
-  RETURN_IF_ERROR(aead->Seal(candidate.key_nonce, ad, fresh.ExposeSecret(), candidate.key_wrapped));
+  {
+    std::lock_guard<std::mutex> lk(job_key_aead_mu_);
+    RETURN_IF_ERROR(job_key_aead_->Seal(candidate.key_nonce, ad, fresh.ExposeSecret(), candidate.key_wrapped));
+  }
   ASSIGN_OR_RETURN(JobRecord job, store_.GetOrCreateJob(candidate));
   const std::string id = "job '" + binding.job_id + "'";
   if (job.ended_at)
@@ -220,13 +220,13 @@ Result<crypto::SecretBytes> Service::JobKey(const JobBinding& binding, int64_t n
 }
 
 Result<crypto::SecretBytes> Service::UnwrapJobKey(const JobRecord& job) {
-  ASSIGN_OR_RETURN(crypto::SecretBytes wrapping, options_.keystore->DeriveKey(kJobKeyLabel));
-  ASSIGN_OR_RETURN(std::unique_ptr<crypto::Aead> aead, crypto::Aead::Create(crypto::Suite::kAes256Gcm, wrapping));
+  if (!job_key_aead_) return Unavailable("this broker has no keystore");
   if (job.key_nonce.size() != crypto::kAeadNonceBytes || job.key_wrapped.size() != 32 + crypto::kAeadTagBytes)
     return Internal("stored job key of " + job.job_id + " is malformed");
   ASSIGN_OR_RETURN(crypto::SecretBytes key, crypto::SecretBytes::Create(32));
-  RETURN_IF_ERROR(aead->Open(job.key_nonce, JobKeyAd(job.job_id, job.job_digest, job.binding), job.key_wrapped,
-                             key.ExposeSecretMutable()));
+  std::lock_guard<std::mutex> lk(job_key_aead_mu_);
+  RETURN_IF_ERROR(job_key_aead_->Open(job.key_nonce, JobKeyAd(job.job_id, job.job_digest, job.binding),
+                                      job.key_wrapped, key.ExposeSecretMutable()));
   return key;
 }
 

@@ -131,6 +131,11 @@ Result<std::unique_ptr<Service>> Service::Create(Store& store, audit::LogWriter&
   std::unique_ptr<Service> service(new Service(store, log, std::move(archive), std::move(policy).value(),
                                                std::move(policy_text), std::move(policy_dir), std::move(options)));
   service->archive_bytes_ = archived;
+  if (service->options_.keystore != nullptr) {
+    // The job keys' wrapping key, derived once (it had been derived twice per release).
+    ASSIGN_OR_RETURN(crypto::SecretBytes wrapping, service->options_.keystore->DeriveKey(kJobKeyLabel));
+    ASSIGN_OR_RETURN(service->job_key_aead_, crypto::Aead::Create(crypto::Suite::kAes256Gcm, wrapping));
+  }
   return service;
 }
 

@@ -32,6 +32,7 @@
 #include "enclave/broker/release.h"
 #include "enclave/broker/store.h"
 #include "enclave/broker/usage_policy.h"
+#include "enclave/crypto/aead.h"
 #include "enclave/crypto/keystore.h"
 #include "enclave/common/status.h"
 
@@ -65,6 +66,9 @@ struct ServiceOptions {
   audit::Witnessing* witnessing = nullptr;
   std::chrono::milliseconds witness_wait{5000};
 };
+
+// The keystore label of the key that wraps the stored job keys.
+inline constexpr std::string_view kJobKeyLabel = "broker job keys v1";
 
 // How far (TPM clock, ms) a signed nonce request may lag behind the newest one accepted
 // from its host: room for concurrent requests arriving out of order; older is a replay.
@@ -161,6 +165,10 @@ class Service {
   // bound: a blob already stored is counted again).
   std::atomic<uint64_t> archive_bytes_{0};
   crypto::Digest256 policy_sha256_{};  // of policy_text_
+  // Wraps the stored job keys (keystore-derived, label kJobKeyLabel); one cipher context,
+  // so one use at a time.
+  std::mutex job_key_aead_mu_;
+  std::unique_ptr<crypto::Aead> job_key_aead_;
 };
 
 // The audit log's limit on a text field (audit/src/event.cc).
