@@ -7,7 +7,10 @@
 #include <openssl/param_build.h>
 #include <openssl/rsa.h>
 
+#include <map>
 #include <memory>
+#include <mutex>
+#include <string>
 
 namespace enclave::attest {
 namespace {
@@ -76,7 +79,7 @@ const EVP_MD* Md(uint16_t hash) {
 }
 
 // The AK public as an OpenSSL key (the one wrapper around EVP_PKEY_fromdata).
-Result<PkeyPtr> ToPkey(const TpmtPublic& pub) {
+Result<PkeyPtr> BuildPkey(const TpmtPublic& pub) {
   ParamBldPtr bld(OSSL_PARAM_BLD_new());
   if (!bld) return Internal("OSSL_PARAM_BLD_new failed");
   const char* type = nullptr;
@@ -123,6 +126,34 @@ Result<PkeyPtr> ToPkey(const TpmtPublic& pub) {
   if (!check || EVP_PKEY_public_check(check.get()) != 1) {
     return InvalidInput(std::string("EVP_PKEY_public_check rejected the ") + type + " public key");
   }
+  return key;
+}
+
+// The key of a TPM public area, checked (EVP_PKEY_public_check: for EC a point
+// multiplication). Keys that passed are kept (at most 1024; then the cache starts over):
+// a broker checks the same few hundred AKs for every quote. EVP_PKEYs are reference-counted
+// and safe to share between threads for verification.
+Result<PkeyPtr> ToPkey(const TpmtPublic& pub) {
+  std::string id(1, static_cast<char>(pub.type));
+  auto add = [&](const std::vector<uint8_t>& b) {
+    id += std::to_string(b.size()) + ":";
+    id.append(b.begin(), b.end());
+  };
+  add(pub.rsa_modulus);
+  id += std::to_string(pub.rsa_exponent) + "/" + std::to_string(pub.ecc_curve) + "/";
+  add(pub.ecc_x);
+  add(pub.ecc_y);
+  static std::mutex mu;
+  static std::map<std::string, PkeyPtr> checked;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    if (auto it = checked.find(id); it != checked.end() && EVP_PKEY_up_ref(it->second.get()) == 1)
+      return PkeyPtr(it->second.get());
+  }
+  ASSIGN_OR_RETURN(PkeyPtr key, BuildPkey(pub));
+  std::lock_guard<std::mutex> lk(mu);
+  if (checked.size() >= 1024) checked.clear();
+  if (EVP_PKEY_up_ref(key.get()) == 1) checked.emplace(id, PkeyPtr(key.get()));
   return key;
 }
 
