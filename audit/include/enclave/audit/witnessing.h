@@ -29,7 +29,7 @@ struct WitnessingOptions {
   std::chrono::milliseconds retry{250};  // pause after a round without a quorum
   // A round starts at least this long after the previous one ended, so that under load
   // each round covers many releases (the witnesses' work is per round, not per entry).
-  std::chrono::milliseconds interval{20};
+  std::chrono::milliseconds interval{10};
 };
 
 struct CosignedCheckpoint {

@@ -64,7 +64,7 @@ struct BrokerConfig {
   std::string witness_policy;
   int64_t witness_wait_ms = 5000;
   int64_t witness_timeout_s = 5;
-  int64_t witness_interval_ms = 20;
+  int64_t witness_interval_ms = 10;
   // [audit]: serve the log's checkpoint, tiles and entry bundles (C2SP tlog-tiles) to anyone
   // who reaches the port, under /v1/audit-log/. Off by default: entries name hosts,
   // datasets, jobs and requesters (never keys).
