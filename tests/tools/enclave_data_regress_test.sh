@@ -111,9 +111,20 @@ for sig in TERM HUP; do
   mkdir -p "sig$sig"
   "$bin" open big.sealed "${ks[@]}" --out "sig$sig/x.csv" 3<pass >/dev/null 2>&1 &
   pid=$!
+  here=$(pwd -P)
   for _ in $(seq 1 400); do  # wait until decrypted rows are on disk (up to 20 s)
     tmp=$(ls -a "sig$sig" | grep '\.tmp-' | head -1)
-    [ -n "$tmp" ] && [ "$(stat -c %s "sig$sig/$tmp" 2>/dev/null || echo 0)" -gt 1048576 ] && break
+    size=0
+    if [ -n "$tmp" ]; then
+      size=$(stat -c %s "sig$sig/$tmp" 2>/dev/null || echo 0)
+    else  # an unnamed O_TMPFILE in that folder (common/files.h), seen through open's descriptors
+      for fd in /proc/$pid/fd/*; do
+        case "$(readlink "$fd" 2>/dev/null)" in
+          "$here/sig$sig/"*" (deleted)") tmp=$fd; size=$(stat -L -c %s "$fd" 2>/dev/null || echo 0) ;;
+        esac
+      done
+    fi
+    [ -n "$tmp" ] && [ "$size" -gt 1048576 ] && break
     sleep 0.05
   done
   if [ -z "${tmp:-}" ]; then bad "SIG$sig: open never wrote a temporary file (too fast?)"; fi
