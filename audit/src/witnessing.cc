@@ -134,7 +134,11 @@ Status Witnessing::NotCovered(uint64_t index, std::chrono::milliseconds wait) co
 }
 
 void Witnessing::OnCovering(uint64_t index, std::chrono::milliseconds wait, CoveringCallback done) {
-  std::lock_guard<std::mutex> lk(mu_);
+  std::unique_lock<std::mutex> lk(mu_);
+  if (stop_) {  // the notifier may be gone: answered here
+    lk.unlock();
+    return done(Unavailable("witnessing stopped"));
+  }
   waiters_.push_back({index, wait, std::chrono::steady_clock::now() + wait, std::move(done)});
   if (latest_.tree_size <= index) {
     wanted_ = std::max(wanted_, index + 1);
@@ -149,7 +153,7 @@ void Witnessing::Notify() {
     auto due = [&](const Waiter& w, std::chrono::steady_clock::time_point now) {
       return stop_ || latest_.tree_size > w.index || now >= w.deadline;
     };
-    auto next = std::chrono::steady_clock::time_point::max();
+    auto next = std::chrono::steady_clock::now() + std::chrono::hours(1);  // no waiter: a long sleep
     for (const Waiter& w : waiters_) next = std::min(next, w.deadline);
     cosigned_.wait_until(lk, next, [&] {
       const auto now = std::chrono::steady_clock::now();
