@@ -113,8 +113,7 @@ Result<Answer> Send(httplib::ClientImpl& c, const Url& u, const std::string& who
 struct WitnessConnections::Impl {
   struct Slot {
     std::mutex mu;
-    std::unique_ptr<httplib::ClientImpl> client;
-    bool used = false;
+    std::unique_ptr<httplib::ClientImpl> client;  // null: the next request opens a new one
   };
   std::mutex mu;
   std::map<std::string, std::shared_ptr<Slot>> slots;  // by URL
@@ -137,16 +136,18 @@ Result<Answer> Post(const Url& u, const std::string& url, const std::string& who
     slot = s;
   }
   std::lock_guard<std::mutex> lk(slot->mu);
-  if (!slot->client) slot->client = NewClient(u, o, /*keep_alive=*/true);
-  const bool reused = slot->used;
-  slot->used = true;
+  const bool reused = slot->client != nullptr;
+  if (!reused) slot->client = NewClient(u, o, /*keep_alive=*/true);
   auto a = Send(*slot->client, u, who, body, &no_answer);
   if (a.ok() || !no_answer) return a;
+  slot->client.reset();
+  if (!reused) return a;
   // The witness may have closed the kept connection as the request went out: once more on a
   // new one (asking a witness twice for the same checkpoint is harmless: it cosigns again).
   slot->client = NewClient(u, o, /*keep_alive=*/true);
-  if (!reused) return a;
-  return Send(*slot->client, u, who, body, &no_answer);
+  a = Send(*slot->client, u, who, body, &no_answer);
+  if (!a.ok() && no_answer) slot->client.reset();
+  return a;
 }
 
 std::string FirstLine(const std::string& s) {
