@@ -362,14 +362,17 @@ Result<std::unique_ptr<Store>> Store::OpenReadWrite(const std::string& path) {
   ::close(fd);
   ASSIGN_OR_RETURN(sqlite3 * db, OpenDb(path, SQLITE_OPEN_READWRITE));
   std::unique_ptr<Store> store(new Store(db));
-  // WAL with synchronous=FULL: every commit is fsynced in the WAL before COMMIT returns.
+  // WAL with synchronous=NORMAL: SQLite syncs the WAL at checkpoints and at its restart,
+  // and Durable() syncs it after every commit, once for all the commits made meanwhile.
   RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL"));
   {
     Stmt mode(db, "PRAGMA journal_mode");
     ASSIGN_OR_RETURN(bool row, mode.Step());
     if (!row || mode.ColText(0) != "wal") return Unavailable("could not be put in WAL mode");
   }
-  RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=FULL"));
+  RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=NORMAL"));
+  store->wal_path_ = path + "-wal";
+  store->wal_sync_ = std::make_unique<GroupSync>([s = store.get()] { return s->SyncWal(); });
   RETURN_IF_ERROR(store->Exec("PRAGMA foreign_keys=ON"));
   RETURN_IF_ERROR(store->Exec("PRAGMA secure_delete=ON"));
   RETURN_IF_ERROR(store->Migrate());
@@ -393,7 +396,32 @@ Store::Store(sqlite3* db) : db_(db), stmts_(std::make_unique<StatementCache>(db)
 Store::~Store() {
   stmts_.reset();  // finalized before the connection closes
   sqlite3_close(db_);
+  if (wal_fd_ >= 0) ::close(wal_fd_);
 }
+
+Status Store::Durable(Status committed, std::unique_lock<std::mutex>& lock) {
+  if (!committed.ok() || !wal_sync_) return committed;
+  const uint64_t ticket = wal_sync_->Issue();  // the commit's frames are written: covered
+  lock.unlock();
+  return wal_sync_->Through(ticket);
+}
+
+Status Store::SyncWal() {
+  // SQLite keeps its WAL file (one inode) while a connection is open; checked all the same,
+  // since a sync of a file SQLite no longer writes would make nothing durable.
+  struct stat named {};
+  if (::stat(wal_path_.c_str(), &named) != 0) return ErrnoStatus("state store: WAL " + wal_path_, errno);
+  struct stat held {};
+  if (wal_fd_ < 0 || ::fstat(wal_fd_, &held) != 0 || held.st_ino != named.st_ino || held.st_dev != named.st_dev) {
+    if (wal_fd_ >= 0) ::close(wal_fd_);
+    wal_fd_ = ::open(wal_path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (wal_fd_ < 0) return ErrnoStatus("state store: opening WAL " + wal_path_, errno);
+  }
+  if (::fdatasync(wal_fd_) != 0) return ErrnoStatus("state store: fdatasync of WAL " + wal_path_, errno);
+  return OkStatus();
+}
+
+uint64_t Store::wal_syncs() const { return wal_sync_ ? wal_sync_->syncs() : 0; }
 
 Status Store::Exec(const char* sql) {
   char* err = nullptr;
@@ -415,7 +443,7 @@ Result<int> Store::SchemaVersion() {
 }
 
 Status Store::Migrate() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
   RETURN_IF_ERROR(
@@ -444,7 +472,7 @@ Status Store::Migrate() {
     RETURN_IF_ERROR(Exec(kSchemaV5));
     RETURN_IF_ERROR(Stmt(*stmts_, "INSERT INTO schema_migrations VALUES (5, unixepoch())").Run());
   }
-  return txn.Commit();
+  return Durable(txn.Commit(), lock);
 }
 
 Status Store::IntegrityCheck() {
@@ -458,18 +486,18 @@ Status Store::IntegrityCheck() {
 }
 
 Status Store::PutChallenge(const PendingChallenge& c) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
   Stmt s(*stmts_, "INSERT INTO challenges VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
   s.Text(1, c.challenge_id).Text(2, c.host_id).Text(3, c.enrolment_bundle).Blob(4, c.secret_sha256);
   s.Blob(5, c.ek_cert_sha256).Int(6, c.created_at).Int(7, c.expires_at);
   RETURN_IF_ERROR(s.Run());
-  return txn.Commit();
+  return Durable(txn.Commit(), lock);
 }
 
 Result<PendingChallenge> Store::TakeChallenge(const std::string& challenge_id, int64_t now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
   Stmt s(*stmts_,
@@ -487,13 +515,13 @@ Result<PendingChallenge> Store::TakeChallenge(const std::string& challenge_id, i
   c.created_at = s.ColInt(4);
   c.expires_at = s.ColInt(5);
   RETURN_IF_ERROR(Stmt(*stmts_, "DELETE FROM challenges WHERE challenge_id = ?1").Text(1, challenge_id).Run());
-  RETURN_IF_ERROR(txn.Commit());
+  RETURN_IF_ERROR(Durable(txn.Commit(), lock));
   if (now >= c.expires_at) return FailedPrecondition("enrolment challenge " + challenge_id + " expired");
   return c;
 }
 
 Status Store::UpsertHost(const HostRecord& h, const std::vector<std::string>& tpm_keys) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
   // Revocation is checked in the transaction that stores the host: a revocation of this
@@ -513,7 +541,7 @@ Status Store::UpsertHost(const HostRecord& h, const std::vector<std::string>& tp
   s.Text(1, h.host_id).Blob(2, h.ek_public).Blob(3, h.ek_cert_sha256).Blob(4, h.ak_public).Blob(5, h.ak_name);
   s.Text(6, h.enrolment_bundle).Text(7, h.clock_state).Int(8, h.enrolled_at);
   RETURN_IF_ERROR(s.Run());
-  return txn.Commit();
+  return Durable(txn.Commit(), lock);
 }
 
 namespace {
@@ -567,7 +595,7 @@ Result<std::optional<std::string>> Store::HostIdForAkName(const std::vector<uint
 }
 
 Status Store::UpdateClockState(const std::string& host_id, const std::string& expected, const std::string& clock) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
   Stmt s(*stmts_, "UPDATE hosts SET clock_state = ?1 WHERE host_id = ?2 AND clock_state = ?3");
@@ -575,17 +603,17 @@ Status Store::UpdateClockState(const std::string& host_id, const std::string& ex
   RETURN_IF_ERROR(s.Run());
   if (sqlite3_changes(db_) != 1)
     return FailedPrecondition("host " + host_id + ": clock state changed concurrently (or host unknown)");
-  return txn.Commit();
+  return Durable(txn.Commit(), lock);
 }
 
 Status Store::PutNonce(const NonceRecord& n) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
   Stmt s(*stmts_, "INSERT INTO nonces (nonce, host_id, issued_at, expires_at) VALUES (?1, ?2, ?3, ?4)");
   s.Blob(1, n.nonce).Text(2, n.host_id).Int(3, n.issued_at).Int(4, n.expires_at);
   RETURN_IF_ERROR(s.Run());
-  return txn.Commit();
+  return Durable(txn.Commit(), lock);
 }
 
 Status Store::PutNonceForRequest(const NonceRecord& n, const attest::ClockInfo& clock,
@@ -594,7 +622,7 @@ Status Store::PutNonceForRequest(const NonceRecord& n, const attest::ClockInfo& 
     return PermissionDenied("nonce request: TPM clock " + std::to_string(clock.clock) + " is out of range");
   const int64_t at = static_cast<int64_t>(clock.clock);
   const std::vector<uint8_t> digest(request_digest.begin(), request_digest.end());
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
   Stmt newest(*stmts_, "SELECT reset_count, restart_count, clock FROM request_clocks WHERE host_id = ?1");
@@ -633,11 +661,11 @@ Status Store::PutNonceForRequest(const NonceRecord& n, const attest::ClockInfo& 
   Stmt put(*stmts_, "INSERT INTO nonces (nonce, host_id, issued_at, expires_at) VALUES (?1, ?2, ?3, ?4)");
   put.Blob(1, n.nonce).Text(2, n.host_id).Int(3, n.issued_at).Int(4, n.expires_at);
   RETURN_IF_ERROR(put.Run());
-  return txn.Commit();
+  return Durable(txn.Commit(), lock);
 }
 
 Result<NonceRecord> Store::ConsumeNonce(const std::vector<uint8_t>& nonce, int64_t now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
   Stmt s(*stmts_, "SELECT host_id, issued_at, expires_at, used_at FROM nonces WHERE nonce = ?1");
@@ -652,20 +680,20 @@ Result<NonceRecord> Store::ConsumeNonce(const std::vector<uint8_t>& nonce, int64
   bool used = !s.ColNull(3);
   if (used) return FailedPrecondition("nonce " + HexEncode(nonce) + " was already used");
   RETURN_IF_ERROR(Stmt(*stmts_, "UPDATE nonces SET used_at = ?1 WHERE nonce = ?2").Int(1, now).Blob(2, nonce).Run());
-  RETURN_IF_ERROR(txn.Commit());
+  RETURN_IF_ERROR(Durable(txn.Commit(), lock));
   if (now >= n.expires_at) return FailedPrecondition("nonce " + HexEncode(nonce) + " expired");
   return n;
 }
 
 Result<int64_t> Store::PurgeExpired(int64_t now, int64_t keep_s) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
   RETURN_IF_ERROR(Stmt(*stmts_, "DELETE FROM challenges WHERE expires_at <= ?1").Int(1, now).Run());
   int64_t n = sqlite3_changes(db_);
   RETURN_IF_ERROR(Stmt(*stmts_, "DELETE FROM nonces WHERE expires_at <= ?1").Int(1, now - keep_s).Run());
   n += sqlite3_changes(db_);
-  RETURN_IF_ERROR(txn.Commit());
+  RETURN_IF_ERROR(Durable(txn.Commit(), lock));
   return n;
 }
 
@@ -678,11 +706,11 @@ Status Store::LinkTpmKeysLocked(const std::string& host_id, const std::vector<st
 }
 
 Status Store::LinkTpmKeys(const std::string& host_id, const std::vector<std::string>& tpm_keys, int64_t now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
   RETURN_IF_ERROR(LinkTpmKeysLocked(host_id, tpm_keys, now));
-  return txn.Commit();
+  return Durable(txn.Commit(), lock);
 }
 
 Result<std::optional<std::string>> Store::RevokedLinkLocked(const std::string& host_id,
@@ -701,7 +729,7 @@ Result<std::optional<std::string>> Store::RevokedTpmLink(const std::string& host
 }
 
 Result<int64_t> Store::Revoke(RevokedKind kind, const std::string& id, const std::string& reason, int64_t now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
   Stmt s(*stmts_, "INSERT OR IGNORE INTO revocations VALUES (?1, ?2, ?3, ?4)");
@@ -713,7 +741,7 @@ Result<int64_t> Store::Revoke(RevokedKind kind, const std::string& id, const std
                             : "UPDATE leases SET ended_at = ?1, end_reason = ?2 WHERE job_id = ?3 AND ended_at IS NULL";
   RETURN_IF_ERROR(Stmt(*stmts_, end_sql).Int(1, now).Text(2, KindName(kind) + " revoked: " + reason).Text(3, id).Run());
   const int64_t ended = sqlite3_changes(db_);
-  RETURN_IF_ERROR(txn.Commit());
+  RETURN_IF_ERROR(Durable(txn.Commit(), lock));
   return ended;
 }
 
@@ -803,7 +831,7 @@ Result<PolicyRecord> ReadPolicy(Stmt& s) {
 }  // namespace
 
 Result<JobRecord> Store::GetOrCreateJob(const JobRecord& c) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
   {
@@ -818,7 +846,7 @@ Result<JobRecord> Store::GetOrCreateJob(const JobRecord& c) {
   ins.Text(1, c.job_id).Blob(2, c.job_digest).Int(3, c.world_size).Blob(4, c.key_nonce).Blob(5, c.key_wrapped);
   ins.Int(6, c.created_at).Text(7, c.binding);
   RETURN_IF_ERROR(ins.Run());
-  RETURN_IF_ERROR(txn.Commit());
+  RETURN_IF_ERROR(Durable(txn.Commit(), lock));
   return c;
 }
 
@@ -833,10 +861,10 @@ Result<std::optional<JobRecord>> Store::GetJob(const std::string& job_id) {
 }
 
 Status Store::EndJob(const std::string& job_id, const std::string& reason, int64_t now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   Stmt s(*stmts_, "UPDATE jobs SET ended_at = ?1, end_reason = ?2 WHERE job_id = ?3 AND ended_at IS NULL");
   s.Int(1, now).Text(2, reason).Text(3, job_id);
-  return s.Run();
+  return Durable(s.Run(), lock);
 }
 
 Result<int64_t> Store::CountLeasesOfJob(const std::string& job_id) {
@@ -848,7 +876,7 @@ Result<int64_t> Store::CountLeasesOfJob(const std::string& job_id) {
 }
 
 Status Store::PutLease(const LeaseRecord& l, int64_t now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
   // In the transaction that inserts the lease: a revocation acknowledged before this
@@ -870,7 +898,7 @@ Status Store::PutLease(const LeaseRecord& l, int64_t now) {
   s.Blob(6, l.policy_sha256).Blob(7, l.recipient).Text(8, nlohmann::json(l.datasets).dump());
   s.Int(9, l.issued_at).Int(10, l.valid_until).Int(11, l.reattest_by).Blob(12, l.report_key).Text(13, l.claims);
   RETURN_IF_ERROR(s.Run());
-  return txn.Commit();
+  return Durable(txn.Commit(), lock);
 }
 
 Result<LeaseRecord> Store::GetLease(const std::string& lease_id) {
@@ -932,7 +960,7 @@ Result<std::vector<uint32_t>> Store::RanksJoined(const std::string& job_id, int6
 }
 
 Result<int64_t> Store::RenewLease(const std::string& lease_id, int64_t reattest_by, int64_t now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
   Stmt q(*stmts_,
@@ -948,43 +976,43 @@ Result<int64_t> Store::RenewLease(const std::string& lease_id, int64_t reattest_
   s.Int(1, reattest_by).Text(2, lease_id);
   RETURN_IF_ERROR(s.Run());
   if (sqlite3_changes(db_) != 1) return FailedPrecondition("lease " + lease_id + " is no longer active");
-  RETURN_IF_ERROR(txn.Commit());
+  RETURN_IF_ERROR(Durable(txn.Commit(), lock));
   return previous;
 }
 
 Status Store::UndoRenewal(const std::string& lease_id, int64_t renewed, int64_t previous) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
   Stmt s(*stmts_, "UPDATE leases SET reattest_by = ?1 WHERE lease_id = ?2 AND reattest_by = ?3");
   s.Int(1, std::min(previous, renewed)).Text(2, lease_id).Int(3, renewed);
   RETURN_IF_ERROR(s.Run());
-  return txn.Commit();
+  return Durable(txn.Commit(), lock);
 }
 
 Status Store::EndLease(const std::string& lease_id, const std::string& reason, int64_t now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
   Stmt s(*stmts_, "UPDATE leases SET ended_at = ?1, end_reason = ?2 WHERE lease_id = ?3 AND ended_at IS NULL");
   s.Int(1, now).Text(2, reason).Text(3, lease_id);
   RETURN_IF_ERROR(s.Run());
-  return txn.Commit();
+  return Durable(txn.Commit(), lock);
 }
 
 Status Store::MarkReported(const std::string& lease_id, int64_t now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
   Stmt s(*stmts_, "UPDATE leases SET reported_at = ?1 WHERE lease_id = ?2 AND reported_at IS NULL");
   s.Int(1, now).Text(2, lease_id);
   RETURN_IF_ERROR(s.Run());
   if (sqlite3_changes(db_) != 1) return FailedPrecondition("the report of lease " + lease_id + " was already logged");
-  return txn.Commit();
+  return Durable(txn.Commit(), lock);
 }
 
 Status Store::SetLeaseAddress(const std::string& lease_id, const std::string& address, int64_t now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
   Stmt s(*stmts_,
@@ -993,11 +1021,11 @@ Status Store::SetLeaseAddress(const std::string& lease_id, const std::string& ad
   s.Text(1, address).Text(2, lease_id).Int(3, now);
   RETURN_IF_ERROR(s.Run());
   if (sqlite3_changes(db_) != 1) return FailedPrecondition("lease " + lease_id + " is no longer active");
-  return txn.Commit();
+  return Durable(txn.Commit(), lock);
 }
 
 Status Store::PutPolicy(const PolicyRecord& p) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   Txn txn(db_);
   RETURN_IF_ERROR(txn.status());
   {
@@ -1012,7 +1040,7 @@ Status Store::PutPolicy(const PolicyRecord& p) {
   s.Text(1, p.policy_id).Int(2, static_cast<int64_t>(p.serial)).Blob(3, p.policy_sha256).Text(4, p.policy_text);
   s.Text(5, p.signature_text).Blob(6, p.signer).Int(7, p.activated_at);
   RETURN_IF_ERROR(s.Run());
-  return txn.Commit();
+  return Durable(txn.Commit(), lock);
 }
 
 Result<PolicyRecord> Store::GetActivePolicy(const std::string& policy_id) {

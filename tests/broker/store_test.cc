@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -277,6 +278,89 @@ TEST_F(StoreTest, ARevocationCoversEveryHostIdOfTheSameTpm) {
 // The child writes in a loop and reports each acknowledged write on a pipe; the parent
 // kills it at a random moment, then reopens the database and looks for every write the
 // child acknowledged.
+// Each acknowledged write waits for an fdatasync of the WAL that began after its commit
+// (synchronous=NORMAL leaves that to Store::Durable); a read syncs nothing.
+TEST_F(StoreTest, EveryWriteReturnsOnlyAfterASyncOfTheWalAndAReadSyncsNothing) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  uint64_t before = store->wal_syncs();
+  const auto expect_one_sync = [&](const Status& s, const char* what) {
+    EXPECT_TRUE(s.ok()) << what << ": " << s.ToString();
+    EXPECT_EQ(store->wal_syncs(), before + 1) << what << " returned without one sync of the WAL";
+    before = store->wal_syncs();
+  };
+  HostRecord h = Host("aa", 1);
+  expect_one_sync(store->UpsertHost(h), "UpsertHost");
+  const std::vector<uint8_t> nonce(32, 7);
+  expect_one_sync(store->PutNonce({nonce, "aa", 10, 1000}), "PutNonce");
+  expect_one_sync(store->ConsumeNonce(nonce, 11).status(), "ConsumeNonce");
+  expect_one_sync(store->UpdateClockState("aa", "", "clock-1"), "UpdateClockState");
+  JobRecord j;
+  j.job_id = "job-1";
+  j.key_nonce.assign(12, 1);
+  j.key_wrapped.assign(48, 2);
+  j.binding = "b";
+  j.created_at = 10;
+  expect_one_sync(store->GetOrCreateJob(j).status(), "GetOrCreateJob");
+  LeaseRecord l;
+  l.lease_id = "lease-1";
+  l.host_id = "aa";
+  l.job_id = "job-1";
+  l.policy_id = "p";
+  l.issued_at = 10;
+  l.valid_until = 5000;
+  l.reattest_by = 100;
+  l.recipient.assign(32, 3);
+  l.datasets = {"d"};
+  l.report_key.assign(32, 4);
+  l.claims = "c";
+  expect_one_sync(store->PutLease(l, 10), "PutLease");
+  expect_one_sync(store->RenewLease("lease-1", 200, 20).status(), "RenewLease");
+  expect_one_sync(store->SetLeaseAddress("lease-1", "127.0.0.1:4000", 21), "SetLeaseAddress");
+  expect_one_sync(store->MarkReported("lease-1", 22), "MarkReported");
+  expect_one_sync(store->EndLease("lease-1", "done", 23), "EndLease");
+  expect_one_sync(store->EndJob("job-1", "done", 24), "EndJob");
+  expect_one_sync(store->Revoke(RevokedKind::kHost, "aa", "stolen", 25).status(), "Revoke");
+  ASSERT_TRUE(store->GetHost("aa").ok());
+  ASSERT_TRUE(store->GetLease("lease-1").ok());
+  EXPECT_EQ(store->wal_syncs(), before) << "a read synced the WAL";
+}
+
+// Concurrent writers share the WAL's syncs and every one of their writes survives a reopen.
+TEST_F(StoreTest, ConcurrentWritersShareSyncsAndLoseNothing) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  const uint64_t before = store->wal_syncs();
+  constexpr int kThreads = 8, kPerThread = 40;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        std::vector<uint8_t> nonce(32, 0);
+        nonce[0] = static_cast<uint8_t>(t);
+        nonce[1] = static_cast<uint8_t>(i);
+        ASSERT_TRUE(store->PutNonce({nonce, "h", 10, 1000}).ok());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const uint64_t syncs = store->wal_syncs() - before;
+  EXPECT_GE(syncs, 1u);
+  EXPECT_LE(syncs, static_cast<uint64_t>(kThreads * kPerThread));
+  std::cout << kThreads * kPerThread << " writes, " << syncs << " syncs of the WAL\n";
+  store.reset();
+  store = OpenStore();
+  ASSERT_TRUE(store);
+  for (int t = 0; t < kThreads; ++t) {
+    for (int i = 0; i < kPerThread; ++i) {
+      std::vector<uint8_t> nonce(32, 0);
+      nonce[0] = static_cast<uint8_t>(t);
+      nonce[1] = static_cast<uint8_t>(i);
+      EXPECT_TRUE(store->ConsumeNonce(nonce, 11).ok()) << t << "/" << i;
+    }
+  }
+}
+
 TEST_F(StoreTest, KillNineMidWritesLosesNothingAcknowledged) {
   constexpr int kRounds = 40;
   std::mt19937 rng(20261130);
