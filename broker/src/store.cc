@@ -61,6 +61,34 @@ class StatementCache {
   std::unordered_multimap<std::string, sqlite3_stmt*> idle_;
 };
 
+// BEGIN IMMEDIATE ... COMMIT; rolled back unless Commit() succeeded.
+class Txn {
+ public:
+  explicit Txn(sqlite3* db) : db_(db) {
+    if (sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK)
+      status_ = SqliteError(db, "BEGIN IMMEDIATE");
+    else
+      open_ = true;
+  }
+  ~Txn() {
+    if (open_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  const Status& status() const { return status_; }
+  Status Commit() {
+    if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) return SqliteError(db_, "COMMIT");
+    open_ = false;
+    committed_ = true;
+    return OkStatus();
+  }
+  bool committed() const { return committed_; }
+
+ private:
+  sqlite3* db_;
+  bool open_ = false;
+  bool committed_ = false;
+  Status status_;
+};
+
 namespace {
 
 // One prepared statement. From a cache: taken from it and given back, reset, when done;
@@ -149,30 +177,6 @@ class Stmt {
   Status status_;
 };
 
-// BEGIN IMMEDIATE ... COMMIT; rolled back unless Commit() succeeded.
-class Txn {
- public:
-  explicit Txn(sqlite3* db) : db_(db) {
-    if (sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK)
-      status_ = SqliteError(db, "BEGIN IMMEDIATE");
-    else
-      open_ = true;
-  }
-  ~Txn() {
-    if (open_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-  }
-  const Status& status() const { return status_; }
-  Status Commit() {
-    if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) return SqliteError(db_, "COMMIT");
-    open_ = false;
-    return OkStatus();
-  }
-
- private:
-  sqlite3* db_;
-  bool open_ = false;
-  Status status_;
-};
 
 // Version 1. Later versions append statements; a database is migrated one version at a time.
 constexpr const char* kSchemaV1 = R"sql(
@@ -363,7 +367,7 @@ Result<std::unique_ptr<Store>> Store::OpenReadWrite(const std::string& path) {
   ASSIGN_OR_RETURN(sqlite3 * db, OpenDb(path, SQLITE_OPEN_READWRITE));
   std::unique_ptr<Store> store(new Store(db));
   // WAL with synchronous=NORMAL: SQLite syncs the WAL at checkpoints and at its restart,
-  // and Durable() syncs it after every commit, once for all the commits made meanwhile.
+  // and WriteDurably() syncs it after every commit, once for all the commits made meanwhile.
   RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL"));
   {
     Stmt mode(db, "PRAGMA journal_mode");
@@ -386,8 +390,8 @@ Result<std::unique_ptr<Store>> Store::OpenReadOnly(const std::string& path) {
   std::unique_ptr<Store> store(new Store(db));
   ASSIGN_OR_RETURN(int version, store->SchemaVersion());
   if (version != kSchemaVersion)
-    return Unsupported("state store: " + path + " has schema version " + std::to_string(version) + ", this broker reads " +
-                       std::to_string(kSchemaVersion));
+    return Unsupported("state store: " + path + " has schema version " + std::to_string(version) +
+                       ", this broker reads " + std::to_string(kSchemaVersion));
   return store;
 }
 
@@ -399,11 +403,21 @@ Store::~Store() {
   if (wal_fd_ >= 0) ::close(wal_fd_);
 }
 
-Status Store::Durable(Status committed, std::unique_lock<std::mutex>& lock) {
-  if (!committed.ok() || !wal_sync_) return committed;
-  const uint64_t ticket = wal_sync_->Issue();  // the commit's frames are written: covered
-  lock.unlock();
-  return wal_sync_->Through(ticket);
+template <typename Body>
+auto Store::WriteDurably(Body&& body) -> decltype(body(std::declval<Txn&>())) {
+  std::optional<decltype(body(std::declval<Txn&>()))> result;
+  bool committed = false;
+  uint64_t ticket = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Txn txn(db_);
+    if (!txn.status().ok()) return txn.status();
+    result.emplace(body(txn));
+    committed = txn.committed();
+    if (committed && wal_sync_) ticket = wal_sync_->Issue();  // the commit's frames are written: covered
+  }  // the body's statements went back to the cache, and an uncommitted transaction rolled back, under mu_
+  if (committed && wal_sync_) RETURN_IF_ERROR(wal_sync_->Through(ticket));
+  return std::move(*result);
 }
 
 Status Store::SyncWal() {
@@ -443,36 +457,35 @@ Result<int> Store::SchemaVersion() {
 }
 
 Status Store::Migrate() {
-  std::unique_lock<std::mutex> lock(mu_);
-  Txn txn(db_);
-  RETURN_IF_ERROR(txn.status());
-  RETURN_IF_ERROR(
-      Exec("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)"));
-  ASSIGN_OR_RETURN(int version, SchemaVersion());
-  if (version > kSchemaVersion)
-    return Unsupported("state store: schema version " + std::to_string(version) + " is newer than this broker's (" +
-                       std::to_string(kSchemaVersion) + ")");
-  if (version < 1) {
-    RETURN_IF_ERROR(Exec(kSchemaV1));
-    RETURN_IF_ERROR(Stmt(*stmts_, "INSERT INTO schema_migrations VALUES (1, unixepoch())").Run());
-  }
-  if (version < 2) {
-    RETURN_IF_ERROR(Exec(kSchemaV2));
-    RETURN_IF_ERROR(Stmt(*stmts_, "INSERT INTO schema_migrations VALUES (2, unixepoch())").Run());
-  }
-  if (version < 3) {
-    RETURN_IF_ERROR(Exec(kSchemaV3));
-    RETURN_IF_ERROR(Stmt(*stmts_, "INSERT INTO schema_migrations VALUES (3, unixepoch())").Run());
-  }
-  if (version < 4) {
-    RETURN_IF_ERROR(Exec(kSchemaV4));
-    RETURN_IF_ERROR(Stmt(*stmts_, "INSERT INTO schema_migrations VALUES (4, unixepoch())").Run());
-  }
-  if (version < 5) {
-    RETURN_IF_ERROR(Exec(kSchemaV5));
-    RETURN_IF_ERROR(Stmt(*stmts_, "INSERT INTO schema_migrations VALUES (5, unixepoch())").Run());
-  }
-  return Durable(txn.Commit(), lock);
+  return WriteDurably([&](Txn& txn) -> Status {
+    RETURN_IF_ERROR(Exec(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)"));
+    ASSIGN_OR_RETURN(int version, SchemaVersion());
+    if (version > kSchemaVersion)
+      return Unsupported("state store: schema version " + std::to_string(version) + " is newer than this broker's (" +
+                         std::to_string(kSchemaVersion) + ")");
+    if (version < 1) {
+      RETURN_IF_ERROR(Exec(kSchemaV1));
+      RETURN_IF_ERROR(Stmt(*stmts_, "INSERT INTO schema_migrations VALUES (1, unixepoch())").Run());
+    }
+    if (version < 2) {
+      RETURN_IF_ERROR(Exec(kSchemaV2));
+      RETURN_IF_ERROR(Stmt(*stmts_, "INSERT INTO schema_migrations VALUES (2, unixepoch())").Run());
+    }
+    if (version < 3) {
+      RETURN_IF_ERROR(Exec(kSchemaV3));
+      RETURN_IF_ERROR(Stmt(*stmts_, "INSERT INTO schema_migrations VALUES (3, unixepoch())").Run());
+    }
+    if (version < 4) {
+      RETURN_IF_ERROR(Exec(kSchemaV4));
+      RETURN_IF_ERROR(Stmt(*stmts_, "INSERT INTO schema_migrations VALUES (4, unixepoch())").Run());
+    }
+    if (version < 5) {
+      RETURN_IF_ERROR(Exec(kSchemaV5));
+      RETURN_IF_ERROR(Stmt(*stmts_, "INSERT INTO schema_migrations VALUES (5, unixepoch())").Run());
+    }
+    return txn.Commit();
+  });
 }
 
 Status Store::IntegrityCheck() {
@@ -486,62 +499,60 @@ Status Store::IntegrityCheck() {
 }
 
 Status Store::PutChallenge(const PendingChallenge& c) {
-  std::unique_lock<std::mutex> lock(mu_);
-  Txn txn(db_);
-  RETURN_IF_ERROR(txn.status());
-  Stmt s(*stmts_, "INSERT INTO challenges VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
-  s.Text(1, c.challenge_id).Text(2, c.host_id).Text(3, c.enrolment_bundle).Blob(4, c.secret_sha256);
-  s.Blob(5, c.ek_cert_sha256).Int(6, c.created_at).Int(7, c.expires_at);
-  RETURN_IF_ERROR(s.Run());
-  return Durable(txn.Commit(), lock);
+  return WriteDurably([&](Txn& txn) -> Status {
+    Stmt s(*stmts_, "INSERT INTO challenges VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+    s.Text(1, c.challenge_id).Text(2, c.host_id).Text(3, c.enrolment_bundle).Blob(4, c.secret_sha256);
+    s.Blob(5, c.ek_cert_sha256).Int(6, c.created_at).Int(7, c.expires_at);
+    RETURN_IF_ERROR(s.Run());
+    return txn.Commit();
+  });
 }
 
 Result<PendingChallenge> Store::TakeChallenge(const std::string& challenge_id, int64_t now) {
-  std::unique_lock<std::mutex> lock(mu_);
-  Txn txn(db_);
-  RETURN_IF_ERROR(txn.status());
-  Stmt s(*stmts_,
-         "SELECT host_id, enrolment_bundle, secret_sha256, ek_cert_sha256, created_at, expires_at FROM challenges "
-         "WHERE challenge_id = ?1");
-  s.Text(1, challenge_id);
-  ASSIGN_OR_RETURN(bool row, s.Step());
-  if (!row) return NotFound("no pending enrolment challenge " + challenge_id);
-  PendingChallenge c;
-  c.challenge_id = challenge_id;
-  c.host_id = s.ColText(0);
-  c.enrolment_bundle = s.ColText(1);
-  ASSIGN_OR_RETURN(c.secret_sha256, s.ColDigest(2, "secret_sha256"));
-  ASSIGN_OR_RETURN(c.ek_cert_sha256, s.ColDigest(3, "ek_cert_sha256"));
-  c.created_at = s.ColInt(4);
-  c.expires_at = s.ColInt(5);
-  RETURN_IF_ERROR(Stmt(*stmts_, "DELETE FROM challenges WHERE challenge_id = ?1").Text(1, challenge_id).Run());
-  RETURN_IF_ERROR(Durable(txn.Commit(), lock));
-  if (now >= c.expires_at) return FailedPrecondition("enrolment challenge " + challenge_id + " expired");
-  return c;
+  return WriteDurably([&](Txn& txn) -> Result<PendingChallenge> {
+    Stmt s(*stmts_,
+           "SELECT host_id, enrolment_bundle, secret_sha256, ek_cert_sha256, created_at, expires_at FROM challenges "
+           "WHERE challenge_id = ?1");
+    s.Text(1, challenge_id);
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return NotFound("no pending enrolment challenge " + challenge_id);
+    PendingChallenge c;
+    c.challenge_id = challenge_id;
+    c.host_id = s.ColText(0);
+    c.enrolment_bundle = s.ColText(1);
+    ASSIGN_OR_RETURN(c.secret_sha256, s.ColDigest(2, "secret_sha256"));
+    ASSIGN_OR_RETURN(c.ek_cert_sha256, s.ColDigest(3, "ek_cert_sha256"));
+    c.created_at = s.ColInt(4);
+    c.expires_at = s.ColInt(5);
+    RETURN_IF_ERROR(Stmt(*stmts_, "DELETE FROM challenges WHERE challenge_id = ?1").Text(1, challenge_id).Run());
+    RETURN_IF_ERROR(txn.Commit());
+    if (now >= c.expires_at) return FailedPrecondition("enrolment challenge " + challenge_id + " expired");
+    return c;
+  });
 }
 
 Status Store::UpsertHost(const HostRecord& h, const std::vector<std::string>& tpm_keys) {
-  std::unique_lock<std::mutex> lock(mu_);
-  Txn txn(db_);
-  RETURN_IF_ERROR(txn.status());
-  // Revocation is checked in the transaction that stores the host: a revocation of this
-  // TPM committed before it refuses the enrolment.
-  ASSIGN_OR_RETURN(std::optional<std::string> revoked, RevokedLinkLocked(h.host_id, tpm_keys));
-  if (revoked) {
-    return PermissionDenied("host " + h.host_id + (*revoked == h.host_id ? "" : " shares a TPM with host " + *revoked) +
-                            " is revoked");
-  }
-  RETURN_IF_ERROR(LinkTpmKeysLocked(h.host_id, tpm_keys, h.enrolled_at));
-  // The AK name is unique: an AK re-enrolled under another host id is refused by the index.
-  Stmt s(*stmts_,
-         "INSERT INTO hosts (host_id, ek_public, ek_cert_sha256, ak_public, ak_name, enrolment_bundle, clock_state, "
-         "enrolled_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(host_id) DO UPDATE SET "
-         "ek_public = excluded.ek_public, ek_cert_sha256 = excluded.ek_cert_sha256, ak_public = excluded.ak_public, "
-         "ak_name = excluded.ak_name, enrolment_bundle = excluded.enrolment_bundle, enrolled_at = excluded.enrolled_at");
-  s.Text(1, h.host_id).Blob(2, h.ek_public).Blob(3, h.ek_cert_sha256).Blob(4, h.ak_public).Blob(5, h.ak_name);
-  s.Text(6, h.enrolment_bundle).Text(7, h.clock_state).Int(8, h.enrolled_at);
-  RETURN_IF_ERROR(s.Run());
-  return Durable(txn.Commit(), lock);
+  return WriteDurably([&](Txn& txn) -> Status {
+    // Revocation is checked in the transaction that stores the host: a revocation of this
+    // TPM committed before it refuses the enrolment.
+    ASSIGN_OR_RETURN(std::optional<std::string> revoked, RevokedLinkLocked(h.host_id, tpm_keys));
+    if (revoked) {
+      return PermissionDenied("host " + h.host_id +
+                              (*revoked == h.host_id ? "" : " shares a TPM with host " + *revoked) + " is revoked");
+    }
+    RETURN_IF_ERROR(LinkTpmKeysLocked(h.host_id, tpm_keys, h.enrolled_at));
+    // The AK name is unique: an AK re-enrolled under another host id is refused by the index.
+    Stmt s(
+        *stmts_,
+        "INSERT INTO hosts (host_id, ek_public, ek_cert_sha256, ak_public, ak_name, enrolment_bundle, clock_state, "
+        "enrolled_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(host_id) DO UPDATE SET "
+        "ek_public = excluded.ek_public, ek_cert_sha256 = excluded.ek_cert_sha256, ak_public = excluded.ak_public, "
+        "ak_name = excluded.ak_name, enrolment_bundle = excluded.enrolment_bundle, enrolled_at = excluded.enrolled_at");
+    s.Text(1, h.host_id).Blob(2, h.ek_public).Blob(3, h.ek_cert_sha256).Blob(4, h.ak_public).Blob(5, h.ak_name);
+    s.Text(6, h.enrolment_bundle).Text(7, h.clock_state).Int(8, h.enrolled_at);
+    RETURN_IF_ERROR(s.Run());
+    return txn.Commit();
+  });
 }
 
 namespace {
@@ -595,25 +606,23 @@ Result<std::optional<std::string>> Store::HostIdForAkName(const std::vector<uint
 }
 
 Status Store::UpdateClockState(const std::string& host_id, const std::string& expected, const std::string& clock) {
-  std::unique_lock<std::mutex> lock(mu_);
-  Txn txn(db_);
-  RETURN_IF_ERROR(txn.status());
-  Stmt s(*stmts_, "UPDATE hosts SET clock_state = ?1 WHERE host_id = ?2 AND clock_state = ?3");
-  s.Text(1, clock).Text(2, host_id).Text(3, expected);
-  RETURN_IF_ERROR(s.Run());
-  if (sqlite3_changes(db_) != 1)
-    return FailedPrecondition("host " + host_id + ": clock state changed concurrently (or host unknown)");
-  return Durable(txn.Commit(), lock);
+  return WriteDurably([&](Txn& txn) -> Status {
+    Stmt s(*stmts_, "UPDATE hosts SET clock_state = ?1 WHERE host_id = ?2 AND clock_state = ?3");
+    s.Text(1, clock).Text(2, host_id).Text(3, expected);
+    RETURN_IF_ERROR(s.Run());
+    if (sqlite3_changes(db_) != 1)
+      return FailedPrecondition("host " + host_id + ": clock state changed concurrently (or host unknown)");
+    return txn.Commit();
+  });
 }
 
 Status Store::PutNonce(const NonceRecord& n) {
-  std::unique_lock<std::mutex> lock(mu_);
-  Txn txn(db_);
-  RETURN_IF_ERROR(txn.status());
-  Stmt s(*stmts_, "INSERT INTO nonces (nonce, host_id, issued_at, expires_at) VALUES (?1, ?2, ?3, ?4)");
-  s.Blob(1, n.nonce).Text(2, n.host_id).Int(3, n.issued_at).Int(4, n.expires_at);
-  RETURN_IF_ERROR(s.Run());
-  return Durable(txn.Commit(), lock);
+  return WriteDurably([&](Txn& txn) -> Status {
+    Stmt s(*stmts_, "INSERT INTO nonces (nonce, host_id, issued_at, expires_at) VALUES (?1, ?2, ?3, ?4)");
+    s.Blob(1, n.nonce).Text(2, n.host_id).Int(3, n.issued_at).Int(4, n.expires_at);
+    RETURN_IF_ERROR(s.Run());
+    return txn.Commit();
+  });
 }
 
 Status Store::PutNonceForRequest(const NonceRecord& n, const attest::ClockInfo& clock,
@@ -622,95 +631,96 @@ Status Store::PutNonceForRequest(const NonceRecord& n, const attest::ClockInfo& 
     return PermissionDenied("nonce request: TPM clock " + std::to_string(clock.clock) + " is out of range");
   const int64_t at = static_cast<int64_t>(clock.clock);
   const std::vector<uint8_t> digest(request_digest.begin(), request_digest.end());
-  std::unique_lock<std::mutex> lock(mu_);
-  Txn txn(db_);
-  RETURN_IF_ERROR(txn.status());
-  Stmt newest(*stmts_, "SELECT reset_count, restart_count, clock FROM request_clocks WHERE host_id = ?1");
-  newest.Text(1, n.host_id);
-  ASSIGN_OR_RETURN(bool known, newest.Step());
-  bool new_boot = !known;
-  int64_t high = at;
-  if (known) {
-    const auto boot = std::make_pair(static_cast<int64_t>(clock.reset_count), static_cast<int64_t>(clock.restart_count));
-    const auto newest_boot = std::make_pair(newest.ColInt(0), newest.ColInt(1));
-    const int64_t newest_clock = newest.ColInt(2);
-    if (boot < newest_boot)
-      return PermissionDenied("nonce request: signed in an earlier TPM boot (reset " + std::to_string(boot.first) +
-                              ", restart " + std::to_string(boot.second) + ") than this host's newest request (reset " +
-                              std::to_string(newest_boot.first) + ", restart " + std::to_string(newest_boot.second) +
-                              "): stale or replayed");
-    new_boot = boot > newest_boot;
-    if (!new_boot && at + window_ms < newest_clock)
-      return PermissionDenied("nonce request: its TPM clock is " + std::to_string(newest_clock - at) +
-                              " ms behind this host's newest request (window " + std::to_string(window_ms) +
-                              " ms): stale or replayed");
-    if (!new_boot) high = std::max(at, newest_clock);
-  }
-  if (new_boot) RETURN_IF_ERROR(Stmt(*stmts_, "DELETE FROM nonce_requests WHERE host_id = ?1").Text(1, n.host_id).Run());
-  Stmt seen(*stmts_, "SELECT 1 FROM nonce_requests WHERE host_id = ?1 AND digest = ?2");
-  seen.Text(1, n.host_id).Blob(2, digest);
-  ASSIGN_OR_RETURN(bool replayed, seen.Step());
-  if (replayed) return PermissionDenied("nonce request: this signed request was used before (replayed)");
-  RETURN_IF_ERROR(Stmt(*stmts_, "INSERT INTO nonce_requests (host_id, digest, clock) VALUES (?1, ?2, ?3)")
-                      .Text(1, n.host_id).Blob(2, digest).Int(3, at).Run());
-  RETURN_IF_ERROR(Stmt(*stmts_, "INSERT OR REPLACE INTO request_clocks (host_id, reset_count, restart_count, clock) "
-                            "VALUES (?1, ?2, ?3, ?4)")
-                      .Text(1, n.host_id).Int(2, clock.reset_count).Int(3, clock.restart_count).Int(4, high).Run());
-  RETURN_IF_ERROR(Stmt(*stmts_, "DELETE FROM nonce_requests WHERE host_id = ?1 AND clock < ?2")
-                      .Text(1, n.host_id).Int(2, high - window_ms).Run());
-  Stmt put(*stmts_, "INSERT INTO nonces (nonce, host_id, issued_at, expires_at) VALUES (?1, ?2, ?3, ?4)");
-  put.Blob(1, n.nonce).Text(2, n.host_id).Int(3, n.issued_at).Int(4, n.expires_at);
-  RETURN_IF_ERROR(put.Run());
-  return Durable(txn.Commit(), lock);
+  return WriteDurably([&](Txn& txn) -> Status {
+    Stmt newest(*stmts_, "SELECT reset_count, restart_count, clock FROM request_clocks WHERE host_id = ?1");
+    newest.Text(1, n.host_id);
+    ASSIGN_OR_RETURN(bool known, newest.Step());
+    bool new_boot = !known;
+    int64_t high = at;
+    if (known) {
+      const auto boot =
+          std::make_pair(static_cast<int64_t>(clock.reset_count), static_cast<int64_t>(clock.restart_count));
+      const auto newest_boot = std::make_pair(newest.ColInt(0), newest.ColInt(1));
+      const int64_t newest_clock = newest.ColInt(2);
+      if (boot < newest_boot)
+        return PermissionDenied("nonce request: signed in an earlier TPM boot (reset " + std::to_string(boot.first) +
+                                ", restart " + std::to_string(boot.second) +
+                                ") than this host's newest request (reset " + std::to_string(newest_boot.first) +
+                                ", restart " + std::to_string(newest_boot.second) + "): stale or replayed");
+      new_boot = boot > newest_boot;
+      if (!new_boot && at + window_ms < newest_clock)
+        return PermissionDenied("nonce request: its TPM clock is " + std::to_string(newest_clock - at) +
+                                " ms behind this host's newest request (window " + std::to_string(window_ms) +
+                                " ms): stale or replayed");
+      if (!new_boot) high = std::max(at, newest_clock);
+    }
+    if (new_boot)
+      RETURN_IF_ERROR(Stmt(*stmts_, "DELETE FROM nonce_requests WHERE host_id = ?1").Text(1, n.host_id).Run());
+    Stmt seen(*stmts_, "SELECT 1 FROM nonce_requests WHERE host_id = ?1 AND digest = ?2");
+    seen.Text(1, n.host_id).Blob(2, digest);
+    ASSIGN_OR_RETURN(bool replayed, seen.Step());
+    if (replayed) return PermissionDenied("nonce request: this signed request was used before (replayed)");
+    RETURN_IF_ERROR(Stmt(*stmts_, "INSERT INTO nonce_requests (host_id, digest, clock) VALUES (?1, ?2, ?3)")
+                        .Text(1, n.host_id).Blob(2, digest).Int(3, at).Run());
+    RETURN_IF_ERROR(Stmt(*stmts_, "INSERT OR REPLACE INTO request_clocks (host_id, reset_count, restart_count, clock) "
+                              "VALUES (?1, ?2, ?3, ?4)")
+                        .Text(1, n.host_id).Int(2, clock.reset_count).Int(3, clock.restart_count).Int(4, high).Run());
+    RETURN_IF_ERROR(Stmt(*stmts_, "DELETE FROM nonce_requests WHERE host_id = ?1 AND clock < ?2")
+                        .Text(1, n.host_id).Int(2, high - window_ms).Run());
+    Stmt put(*stmts_, "INSERT INTO nonces (nonce, host_id, issued_at, expires_at) VALUES (?1, ?2, ?3, ?4)");
+    put.Blob(1, n.nonce).Text(2, n.host_id).Int(3, n.issued_at).Int(4, n.expires_at);
+    RETURN_IF_ERROR(put.Run());
+    return txn.Commit();
+  });
 }
 
 Result<NonceRecord> Store::ConsumeNonce(const std::vector<uint8_t>& nonce, int64_t now) {
-  std::unique_lock<std::mutex> lock(mu_);
-  Txn txn(db_);
-  RETURN_IF_ERROR(txn.status());
-  Stmt s(*stmts_, "SELECT host_id, issued_at, expires_at, used_at FROM nonces WHERE nonce = ?1");
-  s.Blob(1, nonce);
-  ASSIGN_OR_RETURN(bool row, s.Step());
-  if (!row) return NotFound("nonce " + HexEncode(nonce) + " was not issued by this broker");
-  NonceRecord n;
-  n.nonce = nonce;
-  n.host_id = s.ColText(0);
-  n.issued_at = s.ColInt(1);
-  n.expires_at = s.ColInt(2);
-  bool used = !s.ColNull(3);
-  if (used) return FailedPrecondition("nonce " + HexEncode(nonce) + " was already used");
-  RETURN_IF_ERROR(Stmt(*stmts_, "UPDATE nonces SET used_at = ?1 WHERE nonce = ?2").Int(1, now).Blob(2, nonce).Run());
-  RETURN_IF_ERROR(Durable(txn.Commit(), lock));
-  if (now >= n.expires_at) return FailedPrecondition("nonce " + HexEncode(nonce) + " expired");
-  return n;
+  return WriteDurably([&](Txn& txn) -> Result<NonceRecord> {
+    Stmt s(*stmts_, "SELECT host_id, issued_at, expires_at, used_at FROM nonces WHERE nonce = ?1");
+    s.Blob(1, nonce);
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return NotFound("nonce " + HexEncode(nonce) + " was not issued by this broker");
+    NonceRecord n;
+    n.nonce = nonce;
+    n.host_id = s.ColText(0);
+    n.issued_at = s.ColInt(1);
+    n.expires_at = s.ColInt(2);
+    bool used = !s.ColNull(3);
+    if (used) return FailedPrecondition("nonce " + HexEncode(nonce) + " was already used");
+    RETURN_IF_ERROR(Stmt(*stmts_, "UPDATE nonces SET used_at = ?1 WHERE nonce = ?2").Int(1, now).Blob(2, nonce).Run());
+    RETURN_IF_ERROR(txn.Commit());
+    if (now >= n.expires_at) return FailedPrecondition("nonce " + HexEncode(nonce) + " expired");
+    return n;
+  });
 }
 
 Result<int64_t> Store::PurgeExpired(int64_t now, int64_t keep_s) {
-  std::unique_lock<std::mutex> lock(mu_);
-  Txn txn(db_);
-  RETURN_IF_ERROR(txn.status());
-  RETURN_IF_ERROR(Stmt(*stmts_, "DELETE FROM challenges WHERE expires_at <= ?1").Int(1, now).Run());
-  int64_t n = sqlite3_changes(db_);
-  RETURN_IF_ERROR(Stmt(*stmts_, "DELETE FROM nonces WHERE expires_at <= ?1").Int(1, now - keep_s).Run());
-  n += sqlite3_changes(db_);
-  RETURN_IF_ERROR(Durable(txn.Commit(), lock));
-  return n;
+  return WriteDurably([&](Txn& txn) -> Result<int64_t> {
+    RETURN_IF_ERROR(Stmt(*stmts_, "DELETE FROM challenges WHERE expires_at <= ?1").Int(1, now).Run());
+    int64_t n = sqlite3_changes(db_);
+    RETURN_IF_ERROR(Stmt(*stmts_, "DELETE FROM nonces WHERE expires_at <= ?1").Int(1, now - keep_s).Run());
+    n += sqlite3_changes(db_);
+    RETURN_IF_ERROR(txn.Commit());
+    return n;
+  });
 }
 
 Status Store::LinkTpmKeysLocked(const std::string& host_id, const std::vector<std::string>& tpm_keys, int64_t now) {
   for (const std::string& k : tpm_keys) {
-    RETURN_IF_ERROR(
-        Stmt(*stmts_, "INSERT OR IGNORE INTO tpm_keys VALUES (?1, ?2, ?3)").Text(1, k).Text(2, host_id).Int(3, now).Run());
+    RETURN_IF_ERROR(Stmt(*stmts_, "INSERT OR IGNORE INTO tpm_keys VALUES (?1, ?2, ?3)")
+                        .Text(1, k)
+                        .Text(2, host_id)
+                        .Int(3, now)
+                        .Run());
   }
   return OkStatus();
 }
 
 Status Store::LinkTpmKeys(const std::string& host_id, const std::vector<std::string>& tpm_keys, int64_t now) {
-  std::unique_lock<std::mutex> lock(mu_);
-  Txn txn(db_);
-  RETURN_IF_ERROR(txn.status());
-  RETURN_IF_ERROR(LinkTpmKeysLocked(host_id, tpm_keys, now));
-  return Durable(txn.Commit(), lock);
+  return WriteDurably([&](Txn& txn) -> Status {
+    RETURN_IF_ERROR(LinkTpmKeysLocked(host_id, tpm_keys, now));
+    return txn.Commit();
+  });
 }
 
 Result<std::optional<std::string>> Store::RevokedLinkLocked(const std::string& host_id,
@@ -729,20 +739,21 @@ Result<std::optional<std::string>> Store::RevokedTpmLink(const std::string& host
 }
 
 Result<int64_t> Store::Revoke(RevokedKind kind, const std::string& id, const std::string& reason, int64_t now) {
-  std::unique_lock<std::mutex> lock(mu_);
-  Txn txn(db_);
-  RETURN_IF_ERROR(txn.status());
-  Stmt s(*stmts_, "INSERT OR IGNORE INTO revocations VALUES (?1, ?2, ?3, ?4)");
-  s.Text(1, KindName(kind)).Text(2, id).Text(3, reason).Int(4, now);
-  RETURN_IF_ERROR(s.Run());
-  // A host revocation ends the leases of every host id of the same TPM.
-  const char* end_sql = kind == RevokedKind::kHost
-                            ? kEndLinkedLeasesSql
-                            : "UPDATE leases SET ended_at = ?1, end_reason = ?2 WHERE job_id = ?3 AND ended_at IS NULL";
-  RETURN_IF_ERROR(Stmt(*stmts_, end_sql).Int(1, now).Text(2, KindName(kind) + " revoked: " + reason).Text(3, id).Run());
-  const int64_t ended = sqlite3_changes(db_);
-  RETURN_IF_ERROR(Durable(txn.Commit(), lock));
-  return ended;
+  return WriteDurably([&](Txn& txn) -> Result<int64_t> {
+    Stmt s(*stmts_, "INSERT OR IGNORE INTO revocations VALUES (?1, ?2, ?3, ?4)");
+    s.Text(1, KindName(kind)).Text(2, id).Text(3, reason).Int(4, now);
+    RETURN_IF_ERROR(s.Run());
+    // A host revocation ends the leases of every host id of the same TPM.
+    const char* end_sql =
+        kind == RevokedKind::kHost
+            ? kEndLinkedLeasesSql
+            : "UPDATE leases SET ended_at = ?1, end_reason = ?2 WHERE job_id = ?3 AND ended_at IS NULL";
+    RETURN_IF_ERROR(
+        Stmt(*stmts_, end_sql).Int(1, now).Text(2, KindName(kind) + " revoked: " + reason).Text(3, id).Run());
+    const int64_t ended = sqlite3_changes(db_);
+    RETURN_IF_ERROR(txn.Commit());
+    return ended;
+  });
 }
 
 Result<bool> Store::IsRevokedLocked(RevokedKind kind, const std::string& id) {
@@ -831,23 +842,22 @@ Result<PolicyRecord> ReadPolicy(Stmt& s) {
 }  // namespace
 
 Result<JobRecord> Store::GetOrCreateJob(const JobRecord& c) {
-  std::unique_lock<std::mutex> lock(mu_);
-  Txn txn(db_);
-  RETURN_IF_ERROR(txn.status());
-  {
-    Stmt s(*stmts_, (std::string("SELECT ") + kJobColumns + " FROM jobs WHERE job_id = ?1").c_str());
-    s.Text(1, c.job_id);
-    ASSIGN_OR_RETURN(bool row, s.Step());
-    if (row) return ReadJob(s);  // nothing written: the transaction rolls back
-  }
-  Stmt ins(*stmts_,
-           "INSERT INTO jobs (job_id, job_digest, world_size, key_nonce, key_wrapped, created_at, binding) "
-           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
-  ins.Text(1, c.job_id).Blob(2, c.job_digest).Int(3, c.world_size).Blob(4, c.key_nonce).Blob(5, c.key_wrapped);
-  ins.Int(6, c.created_at).Text(7, c.binding);
-  RETURN_IF_ERROR(ins.Run());
-  RETURN_IF_ERROR(Durable(txn.Commit(), lock));
-  return c;
+  return WriteDurably([&](Txn& txn) -> Result<JobRecord> {
+    {
+      Stmt s(*stmts_, (std::string("SELECT ") + kJobColumns + " FROM jobs WHERE job_id = ?1").c_str());
+      s.Text(1, c.job_id);
+      ASSIGN_OR_RETURN(bool row, s.Step());
+      if (row) return ReadJob(s);  // nothing written: the transaction rolls back
+    }
+    Stmt ins(*stmts_,
+             "INSERT INTO jobs (job_id, job_digest, world_size, key_nonce, key_wrapped, created_at, binding) "
+             "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+    ins.Text(1, c.job_id).Blob(2, c.job_digest).Int(3, c.world_size).Blob(4, c.key_nonce).Blob(5, c.key_wrapped);
+    ins.Int(6, c.created_at).Text(7, c.binding);
+    RETURN_IF_ERROR(ins.Run());
+    RETURN_IF_ERROR(txn.Commit());
+    return c;
+  });
 }
 
 Result<std::optional<JobRecord>> Store::GetJob(const std::string& job_id) {
@@ -861,10 +871,12 @@ Result<std::optional<JobRecord>> Store::GetJob(const std::string& job_id) {
 }
 
 Status Store::EndJob(const std::string& job_id, const std::string& reason, int64_t now) {
-  std::unique_lock<std::mutex> lock(mu_);
-  Stmt s(*stmts_, "UPDATE jobs SET ended_at = ?1, end_reason = ?2 WHERE job_id = ?3 AND ended_at IS NULL");
-  s.Int(1, now).Text(2, reason).Text(3, job_id);
-  return Durable(s.Run(), lock);
+  return WriteDurably([&](Txn& txn) -> Status {
+    Stmt s(*stmts_, "UPDATE jobs SET ended_at = ?1, end_reason = ?2 WHERE job_id = ?3 AND ended_at IS NULL");
+    s.Int(1, now).Text(2, reason).Text(3, job_id);
+    RETURN_IF_ERROR(s.Run());
+    return txn.Commit();
+  });
 }
 
 Result<int64_t> Store::CountLeasesOfJob(const std::string& job_id) {
@@ -876,29 +888,29 @@ Result<int64_t> Store::CountLeasesOfJob(const std::string& job_id) {
 }
 
 Status Store::PutLease(const LeaseRecord& l, int64_t now) {
-  std::unique_lock<std::mutex> lock(mu_);
-  Txn txn(db_);
-  RETURN_IF_ERROR(txn.status());
-  // In the transaction that inserts the lease: a revocation acknowledged before this
-  // commit refuses the lease; one after it ends the lease.
-  RETURN_IF_ERROR(CheckNotRevokedLocked(l.host_id, l.job_id));
-  {
-    Stmt s(*stmts_,
-           "SELECT host_id FROM leases WHERE job_id = ?1 AND rank = ?2 AND ended_at IS NULL AND valid_until > ?3 "
-           "AND reattest_by > ?3 AND host_id != ?4 LIMIT 1");
-    s.Text(1, l.job_id).Int(2, l.rank).Int(3, now).Text(4, l.host_id);
-    ASSIGN_OR_RETURN(bool row, s.Step());
-    if (row)
-      return AlreadyExists("rank " + std::to_string(l.rank) + " of job " + l.job_id + " is held by host " + s.ColText(0));
-  }
-  Stmt s(*stmts_, (std::string("INSERT INTO leases (") + kLeaseColumns +
-               ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, NULL, '', '', ?12, NULL, ?13)")
-                  .c_str());
-  s.Text(1, l.lease_id).Text(2, l.host_id).Text(3, l.job_id).Int(4, l.rank).Text(5, l.policy_id);
-  s.Blob(6, l.policy_sha256).Blob(7, l.recipient).Text(8, nlohmann::json(l.datasets).dump());
-  s.Int(9, l.issued_at).Int(10, l.valid_until).Int(11, l.reattest_by).Blob(12, l.report_key).Text(13, l.claims);
-  RETURN_IF_ERROR(s.Run());
-  return Durable(txn.Commit(), lock);
+  return WriteDurably([&](Txn& txn) -> Status {
+    // In the transaction that inserts the lease: a revocation acknowledged before this
+    // commit refuses the lease; one after it ends the lease.
+    RETURN_IF_ERROR(CheckNotRevokedLocked(l.host_id, l.job_id));
+    {
+      Stmt s(*stmts_,
+             "SELECT host_id FROM leases WHERE job_id = ?1 AND rank = ?2 AND ended_at IS NULL AND valid_until > ?3 "
+             "AND reattest_by > ?3 AND host_id != ?4 LIMIT 1");
+      s.Text(1, l.job_id).Int(2, l.rank).Int(3, now).Text(4, l.host_id);
+      ASSIGN_OR_RETURN(bool row, s.Step());
+      if (row)
+        return AlreadyExists("rank " + std::to_string(l.rank) + " of job " + l.job_id + " is held by host " +
+                             s.ColText(0));
+    }
+    Stmt s(*stmts_, (std::string("INSERT INTO leases (") + kLeaseColumns +
+                 ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, NULL, '', '', ?12, NULL, ?13)")
+                    .c_str());
+    s.Text(1, l.lease_id).Text(2, l.host_id).Text(3, l.job_id).Int(4, l.rank).Text(5, l.policy_id);
+    s.Blob(6, l.policy_sha256).Blob(7, l.recipient).Text(8, nlohmann::json(l.datasets).dump());
+    s.Int(9, l.issued_at).Int(10, l.valid_until).Int(11, l.reattest_by).Blob(12, l.report_key).Text(13, l.claims);
+    RETURN_IF_ERROR(s.Run());
+    return txn.Commit();
+  });
 }
 
 Result<LeaseRecord> Store::GetLease(const std::string& lease_id) {
@@ -960,87 +972,81 @@ Result<std::vector<uint32_t>> Store::RanksJoined(const std::string& job_id, int6
 }
 
 Result<int64_t> Store::RenewLease(const std::string& lease_id, int64_t reattest_by, int64_t now) {
-  std::unique_lock<std::mutex> lock(mu_);
-  Txn txn(db_);
-  RETURN_IF_ERROR(txn.status());
-  Stmt q(*stmts_,
-         "SELECT host_id, job_id, reattest_by FROM leases WHERE lease_id = ?1 AND ended_at IS NULL AND "
-         "valid_until > ?2 AND reattest_by > ?2");
-  q.Text(1, lease_id).Int(2, now);
-  ASSIGN_OR_RETURN(bool row, q.Step());
-  if (!row) return FailedPrecondition("lease " + lease_id + " is no longer active");
-  const std::string host_id = q.ColText(0), job_id = q.ColText(1);
-  const int64_t previous = q.ColInt(2);
-  RETURN_IF_ERROR(CheckNotRevokedLocked(host_id, job_id));
-  Stmt s(*stmts_, "UPDATE leases SET reattest_by = ?1 WHERE lease_id = ?2");
-  s.Int(1, reattest_by).Text(2, lease_id);
-  RETURN_IF_ERROR(s.Run());
-  if (sqlite3_changes(db_) != 1) return FailedPrecondition("lease " + lease_id + " is no longer active");
-  RETURN_IF_ERROR(Durable(txn.Commit(), lock));
-  return previous;
+  return WriteDurably([&](Txn& txn) -> Result<int64_t> {
+    Stmt q(*stmts_,
+           "SELECT host_id, job_id, reattest_by FROM leases WHERE lease_id = ?1 AND ended_at IS NULL AND "
+           "valid_until > ?2 AND reattest_by > ?2");
+    q.Text(1, lease_id).Int(2, now);
+    ASSIGN_OR_RETURN(bool row, q.Step());
+    if (!row) return FailedPrecondition("lease " + lease_id + " is no longer active");
+    const std::string host_id = q.ColText(0), job_id = q.ColText(1);
+    const int64_t previous = q.ColInt(2);
+    RETURN_IF_ERROR(CheckNotRevokedLocked(host_id, job_id));
+    Stmt s(*stmts_, "UPDATE leases SET reattest_by = ?1 WHERE lease_id = ?2");
+    s.Int(1, reattest_by).Text(2, lease_id);
+    RETURN_IF_ERROR(s.Run());
+    if (sqlite3_changes(db_) != 1) return FailedPrecondition("lease " + lease_id + " is no longer active");
+    RETURN_IF_ERROR(txn.Commit());
+    return previous;
+  });
 }
 
 Status Store::UndoRenewal(const std::string& lease_id, int64_t renewed, int64_t previous) {
-  std::unique_lock<std::mutex> lock(mu_);
-  Txn txn(db_);
-  RETURN_IF_ERROR(txn.status());
-  Stmt s(*stmts_, "UPDATE leases SET reattest_by = ?1 WHERE lease_id = ?2 AND reattest_by = ?3");
-  s.Int(1, std::min(previous, renewed)).Text(2, lease_id).Int(3, renewed);
-  RETURN_IF_ERROR(s.Run());
-  return Durable(txn.Commit(), lock);
+  return WriteDurably([&](Txn& txn) -> Status {
+    Stmt s(*stmts_, "UPDATE leases SET reattest_by = ?1 WHERE lease_id = ?2 AND reattest_by = ?3");
+    s.Int(1, std::min(previous, renewed)).Text(2, lease_id).Int(3, renewed);
+    RETURN_IF_ERROR(s.Run());
+    return txn.Commit();
+  });
 }
 
 Status Store::EndLease(const std::string& lease_id, const std::string& reason, int64_t now) {
-  std::unique_lock<std::mutex> lock(mu_);
-  Txn txn(db_);
-  RETURN_IF_ERROR(txn.status());
-  Stmt s(*stmts_, "UPDATE leases SET ended_at = ?1, end_reason = ?2 WHERE lease_id = ?3 AND ended_at IS NULL");
-  s.Int(1, now).Text(2, reason).Text(3, lease_id);
-  RETURN_IF_ERROR(s.Run());
-  return Durable(txn.Commit(), lock);
+  return WriteDurably([&](Txn& txn) -> Status {
+    Stmt s(*stmts_, "UPDATE leases SET ended_at = ?1, end_reason = ?2 WHERE lease_id = ?3 AND ended_at IS NULL");
+    s.Int(1, now).Text(2, reason).Text(3, lease_id);
+    RETURN_IF_ERROR(s.Run());
+    return txn.Commit();
+  });
 }
 
 Status Store::MarkReported(const std::string& lease_id, int64_t now) {
-  std::unique_lock<std::mutex> lock(mu_);
-  Txn txn(db_);
-  RETURN_IF_ERROR(txn.status());
-  Stmt s(*stmts_, "UPDATE leases SET reported_at = ?1 WHERE lease_id = ?2 AND reported_at IS NULL");
-  s.Int(1, now).Text(2, lease_id);
-  RETURN_IF_ERROR(s.Run());
-  if (sqlite3_changes(db_) != 1) return FailedPrecondition("the report of lease " + lease_id + " was already logged");
-  return Durable(txn.Commit(), lock);
+  return WriteDurably([&](Txn& txn) -> Status {
+    Stmt s(*stmts_, "UPDATE leases SET reported_at = ?1 WHERE lease_id = ?2 AND reported_at IS NULL");
+    s.Int(1, now).Text(2, lease_id);
+    RETURN_IF_ERROR(s.Run());
+    if (sqlite3_changes(db_) != 1) return FailedPrecondition("the report of lease " + lease_id + " was already logged");
+    return txn.Commit();
+  });
 }
 
 Status Store::SetLeaseAddress(const std::string& lease_id, const std::string& address, int64_t now) {
-  std::unique_lock<std::mutex> lock(mu_);
-  Txn txn(db_);
-  RETURN_IF_ERROR(txn.status());
-  Stmt s(*stmts_,
-         "UPDATE leases SET address = ?1 WHERE lease_id = ?2 AND ended_at IS NULL AND valid_until > ?3 AND "
-         "reattest_by > ?3");
-  s.Text(1, address).Text(2, lease_id).Int(3, now);
-  RETURN_IF_ERROR(s.Run());
-  if (sqlite3_changes(db_) != 1) return FailedPrecondition("lease " + lease_id + " is no longer active");
-  return Durable(txn.Commit(), lock);
+  return WriteDurably([&](Txn& txn) -> Status {
+    Stmt s(*stmts_,
+           "UPDATE leases SET address = ?1 WHERE lease_id = ?2 AND ended_at IS NULL AND valid_until > ?3 AND "
+           "reattest_by > ?3");
+    s.Text(1, address).Text(2, lease_id).Int(3, now);
+    RETURN_IF_ERROR(s.Run());
+    if (sqlite3_changes(db_) != 1) return FailedPrecondition("lease " + lease_id + " is no longer active");
+    return txn.Commit();
+  });
 }
 
 Status Store::PutPolicy(const PolicyRecord& p) {
-  std::unique_lock<std::mutex> lock(mu_);
-  Txn txn(db_);
-  RETURN_IF_ERROR(txn.status());
-  {
-    Stmt s(*stmts_, "SELECT max(serial) FROM policies WHERE policy_id = ?1");
-    s.Text(1, p.policy_id);
-    ASSIGN_OR_RETURN(bool row, s.Step());
-    if (row && !s.ColNull(0) && static_cast<uint64_t>(s.ColInt(0)) >= p.serial)
-      return AlreadyExists("policy " + p.policy_id + " already has serial " + std::to_string(s.ColInt(0)) +
-                           "; activate a higher serial");
-  }
-  Stmt s(*stmts_, "INSERT INTO policies VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
-  s.Text(1, p.policy_id).Int(2, static_cast<int64_t>(p.serial)).Blob(3, p.policy_sha256).Text(4, p.policy_text);
-  s.Text(5, p.signature_text).Blob(6, p.signer).Int(7, p.activated_at);
-  RETURN_IF_ERROR(s.Run());
-  return Durable(txn.Commit(), lock);
+  return WriteDurably([&](Txn& txn) -> Status {
+    {
+      Stmt s(*stmts_, "SELECT max(serial) FROM policies WHERE policy_id = ?1");
+      s.Text(1, p.policy_id);
+      ASSIGN_OR_RETURN(bool row, s.Step());
+      if (row && !s.ColNull(0) && static_cast<uint64_t>(s.ColInt(0)) >= p.serial)
+        return AlreadyExists("policy " + p.policy_id + " already has serial " + std::to_string(s.ColInt(0)) +
+                             "; activate a higher serial");
+    }
+    Stmt s(*stmts_, "INSERT INTO policies VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+    s.Text(1, p.policy_id).Int(2, static_cast<int64_t>(p.serial)).Blob(3, p.policy_sha256).Text(4, p.policy_text);
+    s.Text(5, p.signature_text).Blob(6, p.signer).Int(7, p.activated_at);
+    RETURN_IF_ERROR(s.Run());
+    return txn.Commit();
+  });
 }
 
 Result<PolicyRecord> Store::GetActivePolicy(const std::string& policy_id) {

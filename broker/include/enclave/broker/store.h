@@ -41,6 +41,7 @@ struct sqlite3;
 namespace enclave::broker {
 
 class StatementCache;  // store.cc
+class Txn;             // store.cc
 
 inline constexpr int kSchemaVersion = 5;
 
@@ -238,10 +239,11 @@ class Store {
   Result<bool> IsRevokedLocked(RevokedKind kind, const std::string& id);
   // PermissionDenied when the host (or a host linked to it) or the job is revoked.
   Status CheckNotRevokedLocked(const std::string& host_id, const std::string& job_id);
-  // After a write with `lock` on mu_: when `committed` is OK, lets the connection go and
-  // returns once the WAL holding the commit is on disk; otherwise returns `committed` with
-  // the lock kept (the caller's transaction rolls back under it).
-  Status Durable(Status committed, std::unique_lock<std::mutex>& lock);
+  // Runs body(txn) in one transaction under mu_; every statement the body makes ends with
+  // it, still under mu_. When the body committed, then waits, with mu_ let go, until a sync
+  // of the WAL covers the commit, and fails if that sync failed. Returns what the body did.
+  template <typename Body>
+  auto WriteDurably(Body&& body) -> decltype(body(std::declval<Txn&>()));
   Status SyncWal();
   sqlite3* db_ = nullptr;
   std::string wal_path_;  // empty for a read-only store
