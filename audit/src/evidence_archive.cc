@@ -296,6 +296,9 @@ Result<EvidenceArchive> EvidenceArchive::Open(const std::string& log_dir, bool c
   return EvidenceArchive(dir);
 }
 
+EvidenceArchive::EvidenceArchive(std::string dir)
+    : dir_(std::move(dir)), folder_sync_(std::make_shared<GroupSync>([d = dir_] { return FsyncDir(d); })) {}
+
 std::string EvidenceArchive::PathFor(const crypto::Digest256& digest) const { return dir_ + "/" + Hex(digest); }
 
 Result<uint64_t> EvidenceArchive::BytesUsed() const {
@@ -332,13 +335,29 @@ Result<std::vector<uint8_t>> EvidenceArchive::Get(const crypto::Digest256& diges
 }
 
 Result<crypto::Digest256> EvidenceArchive::Put(ByteSpan bytes) const {
+  ASSIGN_OR_RETURN(std::vector<crypto::Digest256> d, PutAll({bytes}));
+  return d[0];
+}
+
+Result<std::vector<crypto::Digest256>> EvidenceArchive::PutAll(const std::vector<ByteSpan>& blobs) const {
+  std::vector<crypto::Digest256> digests;
+  for (ByteSpan b : blobs) {
+    ASSIGN_OR_RETURN(crypto::Digest256 d, PutUnsynced(b));
+    digests.push_back(d);
+  }
+  // Also for blobs found: another writer may have linked one and not yet synced the folder.
+  RETURN_IF_ERROR(folder_sync_->Sync().Annotate("evidence archive " + dir_));
+  return digests;
+}
+
+Result<crypto::Digest256> EvidenceArchive::PutUnsynced(ByteSpan bytes) const {
   if (bytes.size() > kMaxArchiveBlobBytes) return InvalidInput("archive blob larger than 256 MiB");
   const crypto::Digest256 digest = crypto::Sha256(bytes);
   const std::string path = PathFor(digest);
   auto write = [&]() -> Status {
     ASSIGN_OR_RETURN(AtomicOutputFile out, AtomicOutputFile::Create(path, /*allow_overwrite=*/false));
     RETURN_IF_ERROR(out.Write(bytes.data(), bytes.size()));
-    return out.Commit();  // fsyncs the blob, links it in place, fsyncs the folder
+    return out.CommitLeavingFolderUnsynced();  // fsyncs the blob, links it in place
   };
   // Most blobs of a verdict are there already (the host's enrolment bundle, the policy, its
   // EK roots): checked, not written again (a temporary file and two fsyncs each).
@@ -504,16 +523,17 @@ Result<uint64_t> RecordWithFiles(LogWriter& log, const EvidenceArchive& archive,
     return InvalidInput("verdict record: nonce issue time and appraisal time must be unix seconds in 1970..9999");
   }
   // Every blob is durable before the entry that names it is appended.
-  ASSIGN_OR_RETURN(crypto::Digest256 evidence, archive.Put(AsBytes(in.evidence_bundle)));
-  ASSIGN_OR_RETURN(crypto::Digest256 enrolment, archive.Put(AsBytes(in.enrolment_bundle)));
-  ASSIGN_OR_RETURN(crypto::Digest256 policy, archive.Put(AsBytes(in.policy)));
-  json policy_files = json::array();
-  for (const auto& [file, bytes] : files) {
-    ASSIGN_OR_RETURN(crypto::Digest256 d, archive.Put(AsBytes(bytes)));
-    policy_files.push_back({{"path", file.path}, {"sha256", Hex(d)}});
-  }
   const std::string result = attest::VerdictJson(verdict);
-  ASSIGN_OR_RETURN(crypto::Digest256 result_digest, archive.Put(AsBytes(result)));
+  std::vector<ByteSpan> blobs = {AsBytes(in.evidence_bundle), AsBytes(in.enrolment_bundle), AsBytes(in.policy),
+                                 AsBytes(result)};
+  for (const auto& file : files) blobs.push_back(AsBytes(file.second));
+  ASSIGN_OR_RETURN(std::vector<crypto::Digest256> digests, archive.PutAll(blobs));
+  const crypto::Digest256 &evidence = digests[0], &enrolment = digests[1], &policy = digests[2],
+                          &result_digest = digests[3];
+  json policy_files = json::array();
+  for (size_t i = 0; i < files.size(); ++i) {
+    policy_files.push_back({{"path", files[i].first.path}, {"sha256", Hex(digests[4 + i])}});
+  }
 
   Event e = AttestationVerdict(in.actor, in.host, verdict.passed(), ChecksFromVerdict(verdict), in.job_digest,
                                Hex(policy));

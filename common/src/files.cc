@@ -190,6 +190,17 @@ Status AtomicOutputFile::Write(const void* data, size_t size) {
 }
 
 Status AtomicOutputFile::Commit() {
+  RETURN_IF_ERROR(CommitLeavingFolderUnsynced());
+  int dir = ::open(DirectoryOf(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return ErrnoStatus("opening the folder of " + path_ + " to sync it", errno);
+  int rc = ::fsync(dir);
+  int err = errno;
+  ::close(dir);
+  if (rc != 0) return ErrnoStatus("fsync directory of " + path_, err);
+  return OkStatus();
+}
+
+Status AtomicOutputFile::CommitLeavingFolderUnsynced() {
   if (fd_ < 0) return FailedPrecondition(path_ + ": committed twice");
   RETURN_IF_ERROR(FlushBuffer());
   if (::fsync(fd_) != 0) return ErrnoStatus("fsync " + path_, errno);
@@ -210,13 +221,6 @@ Status AtomicOutputFile::Commit() {
   }
   temp_.clear();
   UnregisterTemp(std::exchange(slot_, -1));
-  int dir = ::open(DirectoryOf(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {
-    int rc = ::fsync(dir);
-    int err = errno;
-    ::close(dir);
-    if (rc != 0) return ErrnoStatus("fsync directory of " + path_, err);
-  }
   return OkStatus();
 }
 

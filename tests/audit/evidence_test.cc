@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <thread>
 
 #include "audit_test_util.h"
 #include "enclave/audit/evidence_archive.h"
@@ -400,6 +401,44 @@ TEST(EvidenceArchiveTest, WriteOnceAndDigestChecked) {
   EXPECT_EQ(a->Put(AsBytes(blob)).status().code(), Code::kAuthFailed);
   crypto::Digest256 absent{};
   EXPECT_EQ(a->Get(absent).status().code(), Code::kNotFound);
+}
+
+// Concurrent writers of overlapping blobs (as verdicts share their host's enrolment and
+// the policy): every blob lands once with the right digest, and no temporary file is left.
+TEST(EvidenceArchiveTest, ConcurrentPutAllStoresEveryBlobOnce) {
+  const fs::path dir = ScratchDir("archive-all");
+  auto a = EvidenceArchive::Open(dir.string(), true);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  constexpr int kThreads = 8, kRounds = 20;
+  std::vector<std::thread> threads;
+  std::vector<std::string> failures(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < kRounds; ++r) {
+        const std::string shared = "shared " + std::to_string(r % 3);
+        const std::string own = "own " + std::to_string(t) + "/" + std::to_string(r);
+        const std::vector<ByteSpan> blobs = {AsBytes(shared), AsBytes(own), AsBytes(shared)};
+        auto d = a->PutAll(blobs);
+        if (!d.ok() || d->size() != 3 || (*d)[0] != crypto::Sha256(AsBytes(shared)) ||
+            (*d)[1] != crypto::Sha256(AsBytes(own)) || (*d)[2] != (*d)[0]) {
+          failures[t] = d.ok() ? "wrong digests" : d.status().ToString();
+          return;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[t], "") << "thread " << t;
+  size_t files = 0;
+  for (const auto& e : fs::directory_iterator(dir / "archive/sha256")) {
+    ++files;
+    EXPECT_EQ(e.path().filename().string().size(), 64u) << e.path();  // a blob, not a temporary file
+  }
+  EXPECT_EQ(files, static_cast<size_t>(3 + kThreads * kRounds));
+  const std::string own = "own 5/7";
+  auto got = a->Get(crypto::Sha256(AsBytes(own)));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(std::string(got->begin(), got->end()), own);
 }
 
 TEST(EvidenceSchemaTest, ArchivedFieldsComeAsASet) {

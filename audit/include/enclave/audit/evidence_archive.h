@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,6 +26,7 @@
 #include "enclave/audit/log_writer.h"
 #include "enclave/audit/verify.h"
 #include "enclave/common/bytes.h"
+#include "enclave/common/group_sync.h"
 #include "enclave/common/status.h"
 #include "enclave/crypto/hash.h"
 
@@ -43,6 +45,9 @@ class EvidenceArchive {
   // before it returns. An existing blob is never replaced: it must already hold exactly
   // these bytes (AuthFailed otherwise: the archive was altered).
   Result<crypto::Digest256> Put(ByteSpan bytes) const;
+  // Put for several blobs with one sync of the folder (shared with concurrent callers):
+  // on return every blob, written now or found, is durable.
+  Result<std::vector<crypto::Digest256>> PutAll(const std::vector<ByteSpan>& blobs) const;
   // The blob's bytes: NotFound when absent, AuthFailed when they do not hash to `digest`.
   Result<std::vector<uint8_t>> Get(const crypto::Digest256& digest) const;
   std::string PathFor(const crypto::Digest256& digest) const;
@@ -52,8 +57,11 @@ class EvidenceArchive {
   Result<uint64_t> BytesFree() const;
 
  private:
-  explicit EvidenceArchive(std::string dir) : dir_(std::move(dir)) {}
+  explicit EvidenceArchive(std::string dir);
+  // Stores one blob without syncing the folder.
+  Result<crypto::Digest256> PutUnsynced(ByteSpan bytes) const;
   std::string dir_;
+  std::shared_ptr<GroupSync> folder_sync_;  // fsync of dir_, shared by copies
 };
 
 // A file the policy names (its EK roots), by its path relative to the policy file's folder.

@@ -31,7 +31,10 @@ class AtomicOutputFile {
   ~AtomicOutputFile();
 
   Status Write(const void* data, size_t size);
+  // Syncs the file, puts it in place, and syncs its folder.
   Status Commit();
+  // The same but for the folder's sync, which the caller does (one for many files).
+  Status CommitLeavingFolderUnsynced();
   const std::string& path() const { return path_; }
 
  private:
