@@ -6,12 +6,15 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
 namespace enclave::crypto {
 namespace {
@@ -23,7 +26,8 @@ namespace {
 // libsodium's lock took. The system call is made directly: AddressSanitizer replaces
 // mlock() with a no-op that reports success (for libsodium's call too), so under the
 // sanitizers this is the lock that takes effect. Unmapping in sodium_free unlocks it.
-Status CheckLocked(void* p, size_t size) {
+// `size` bytes at `p` hold a secret of `secret_size` bytes (the size an error names).
+Status CheckLocked(void* p, size_t size, size_t secret_size) {
   if (syscall(SYS_mlock, p, size) == 0) return OkStatus();
   const int err = errno;
   struct rlimit limit {};
@@ -41,11 +45,63 @@ Status CheckLocked(void* p, size_t size) {
     }
     std::fclose(f);
   }
-  return FailedPrecondition("cannot lock " + std::to_string(size) + " bytes of secret memory into RAM (mlock: " +
+  return FailedPrecondition("cannot lock " + std::to_string(secret_size) + " bytes of secret memory into RAM (mlock: " +
                             std::strerror(err) + "; " + locked + " locked already, RLIMIT_MEMLOCK soft limit " + soft +
                             "): raise the limit (ulimit -l, systemd LimitMEMLOCK=, docker --ulimit memlock=) "
                             "or grant CAP_IPC_LOCK");
 }
+
+// Each secret sits at the end of its sodium_malloc region, against the guard page that
+// follows it, behind a canary of ours: 16 random bytes, the same for the process, checked
+// when the secret is released (a write before its start aborts the process, as
+// sodium_free does on its own canary).
+constexpr size_t kCanaryBytes = 16;
+const uint8_t* Canary() {
+  static const auto* canary = [] {
+    auto* c = new uint8_t[kCanaryBytes];
+    randombytes_buf(c, kCanaryBytes);
+    return c;
+  }();
+  return canary;
+}
+
+// Released small secrets' regions, kept for a later secret of the same size: sodium_malloc
+// and sodium_free map, guard, lock, unlock and unmap pages every time (mmap, mprotect,
+// mlock, munmap, and the TLB shootdowns they cause across threads), a tenth of the CPU of
+// a key release. A kept region is wiped first and keeps its guard pages and its lock.
+// Bounded: at most kMaxIdle regions of one page each stay locked while idle.
+class RegionPool {
+ public:
+  static constexpr size_t kMaxPooledSize = 1024, kMaxIdle = 128;
+  static RegionPool& Get() {
+    static RegionPool* pool = new RegionPool;  // never destroyed: secrets may outlive statics
+    return *pool;
+  }
+  // An idle region for `size` bytes (its user pointer), or nullptr.
+  void* Take(size_t size) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = idle_.find(size);
+    if (it == idle_.end() || it->second.empty()) return nullptr;
+    void* region = it->second.back();
+    it->second.pop_back();
+    --count_;
+    return region;
+  }
+  // Keeps a wiped region; false when it is not kept (the caller frees it).
+  bool Give(void* region, size_t size) {
+    if (size > kMaxPooledSize) return false;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (count_ >= kMaxIdle) return false;
+    idle_[size].push_back(region);
+    ++count_;
+    return true;
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<size_t, std::vector<void*>> idle_;
+  size_t count_ = 0;
+};
 
 }  // namespace
 
@@ -59,14 +115,19 @@ Result<SecretBytes> SecretBytes::Create(size_t size) {
   RETURN_IF_ERROR(InitCrypto());
   SecretBytes s;
   if (size == 0) return s;
-  void* p = sodium_malloc(size);
-  if (p == nullptr) return Internal("sodium_malloc(" + std::to_string(size) + ") failed");
-  if (Status locked = CheckLocked(p, size); !locked.ok()) {
-    sodium_free(p);
-    return locked;
+  if (size > SIZE_MAX - kCanaryBytes) return InvalidInput("secret of " + std::to_string(size) + " bytes");
+  void* region = RegionPool::Get().Take(size);  // wiped, locked, canary in place
+  if (region == nullptr) {
+    region = sodium_malloc(kCanaryBytes + size);
+    if (region == nullptr) return Internal("sodium_malloc(" + std::to_string(size) + ") failed");
+    if (Status locked = CheckLocked(region, kCanaryBytes + size, size); !locked.ok()) {
+      sodium_free(region);
+      return locked;
+    }
+    std::memcpy(region, Canary(), kCanaryBytes);
+    sodium_memzero(static_cast<uint8_t*>(region) + kCanaryBytes, size);
   }
-  sodium_memzero(p, size);
-  s.data_ = static_cast<uint8_t*>(p);
+  s.data_ = static_cast<uint8_t*>(region) + kCanaryBytes;
   s.size_ = size;
   return s;
 }
@@ -100,7 +161,16 @@ SecretBytes& SecretBytes::operator=(SecretBytes&& other) noexcept {
 SecretBytes::~SecretBytes() { Release(); }
 
 void SecretBytes::Release() {
-  if (data_ != nullptr) sodium_free(data_);  // zeroizes and munlocks
+  if (data_ != nullptr) {
+    uint8_t* region = data_ - kCanaryBytes;
+    if (sodium_memcmp(region, Canary(), kCanaryBytes) != 0) {
+      std::fputs("SecretBytes: the canary before a secret was overwritten (a write out of bounds); aborting\n",
+                 stderr);
+      std::abort();
+    }
+    sodium_memzero(data_, size_);
+    if (!RegionPool::Get().Give(region, size_)) sodium_free(region);  // sodium_free: zeroizes, munlocks, unmaps
+  }
   data_ = nullptr;
   size_ = 0;
 }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <concepts>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <ostream>
@@ -126,6 +127,46 @@ TEST(SecretBytesDeathTest, WritePastTheEndFaults) {
         p[4096] = 1;
       },
       "");
+}
+
+// A released small secret's region is kept for the next secret of its size: wiped, and
+// still against its guard page.
+TEST(SecretBytes, AReusedRegionIsWipedAndStillGuarded) {
+  const uint8_t* first = nullptr;
+  {
+    ASSERT_OK_AND_ASSIGN(SecretBytes s, SecretBytes::Create(48));
+    std::memset(s.ExposeSecretMutable().data(), 0xA5, 48);
+    first = s.ExposeSecret().data();
+  }
+  ASSERT_OK_AND_ASSIGN(SecretBytes again, SecretBytes::Create(48));
+  ASSERT_EQ(again.ExposeSecret().data(), first) << "the region was not reused";
+  for (uint8_t b : again.ExposeSecret()) ASSERT_EQ(b, 0);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        { auto s = SecretBytes::Create(40); }
+        auto reused = SecretBytes::Create(40);
+        volatile uint8_t* p = reused->ExposeSecretMutable().data();
+        p[40] = 1;
+      },
+      "");
+}
+
+// A write before a secret's start is caught when it is released, pooled or not.
+TEST(SecretBytesDeathTest, WriteBeforeTheStartAbortsAtRelease) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        auto s = SecretBytes::Create(32);
+        s->ExposeSecretMutable().data()[-1] ^= 1;
+      },
+      "canary before a secret was overwritten");
+  EXPECT_DEATH(
+      {
+        auto s = SecretBytes::Create(1 << 16);
+        s->ExposeSecretMutable().data()[-3] ^= 1;
+      },
+      "canary before a secret was overwritten");
 }
 
 // Kilobytes of this process's locked memory (VmLck in /proc/self/status), -1 if unreadable.

@@ -1,5 +1,7 @@
 // The one container for key material. Move-only; lives in libsodium guarded memory
-// (guard pages, mlock'ed, zeroized on free); no printing, no implicit conversion.
+// (ends at a guard page, a canary before it, mlock'ed, zeroized on free; a small secret's
+// region, wiped, may be reused for the next secret of its size); no printing, no implicit
+// conversion.
 // Raw bytes are reachable only through ExposeSecret()/ExposeSecretMutable(), so every
 // place that touches key bytes can be found with `grep -rn ExposeSecret`.
 #pragma once
