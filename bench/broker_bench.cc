@@ -173,7 +173,9 @@ struct Env {
     s.nonce_ttl_s = 600;  // the evidence-age window (300 s in the policy) still applies
     // The broker's own defaults (broker.toml), and room for BM_ReleaseConcurrent's 64
     // connections from one address.
-    s.threads = 8;
+    s.threads = 16;
+    // ENCLAVE_BENCH_BROKER_THREADS=N: another number of workers, to compare.
+    if (const char* t = std::getenv("ENCLAVE_BENCH_BROKER_THREADS")) s.threads = static_cast<size_t>(std::atoi(t));
     s.max_queued = 64;
     s.server_config = "max_connections_per_peer = 128\n";
     s.extra_config = "\n[release]\npolicy_signers = [\"officer.pub\"]\nexport_key = \"tenant-export\"\n"

@@ -82,7 +82,7 @@ TEST(BrokerConfig, DefaultsAndPathsRelativeToTheFile) {
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->server.listen, "127.0.0.1");
   EXPECT_EQ(c->server.port, 8443);
-  EXPECT_EQ(c->server.threads, 8u);
+  EXPECT_EQ(c->server.threads, 16u);
   EXPECT_EQ(c->server.max_body_bytes, size_t{16} << 20);
   EXPECT_EQ(c->server.certificate, "/etc/broker/tls/c.pem");
   EXPECT_EQ(c->server.private_key, "/abs/k.pem");

@@ -19,7 +19,7 @@ struct ServerConfig {
   uint16_t port = 8443;           // 0: any free port (printed at start)
   std::string certificate;        // PEM chain, leaf first
   std::string private_key;        // PEM
-  size_t threads = 8;             // request workers
+  size_t threads = 16;            // request workers (they wait in shared durable syncs)
   size_t max_queued = 64;         // requests past their head beyond `threads` (bodies, queue)
   size_t max_body_bytes = 16u << 20;  // largest request body (evidence bundles)
   int read_timeout_s = 10;        // per read, TLS handshake included
