@@ -177,7 +177,6 @@ class Stmt {
   Status status_;
 };
 
-
 // Version 1. Later versions append statements; a database is migrated one version at a time.
 constexpr const char* kSchemaV1 = R"sql(
 CREATE TABLE hosts (

@@ -1,5 +1,6 @@
 #include "enclave/crypto/secret_bytes.h"
 
+#include <pthread.h>
 #include <sodium.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -69,12 +70,19 @@ const uint8_t* Canary() {
 // and sodium_free map, guard, lock, unlock and unmap pages every time (mmap, mprotect,
 // mlock, munmap, and the TLB shootdowns they cause across threads), a tenth of the CPU of
 // a key release. A kept region is wiped first and keeps its guard pages and its lock.
-// Bounded: at most kMaxIdle regions of one page each stay locked while idle.
+// Bounded: at most kMaxIdle regions of one page each stay locked while idle. A reused
+// region is locked again all the same (cheap when it is): a child made by fork() inherits
+// the regions but not their locks.
 class RegionPool {
  public:
   static constexpr size_t kMaxPooledSize = 1024, kMaxIdle = 128;
   static RegionPool& Get() {
-    static RegionPool* pool = new RegionPool;  // never destroyed: secrets may outlive statics
+    static RegionPool* pool = [] {
+      auto* p = new RegionPool;  // never destroyed: secrets may outlive statics
+      // Held across fork(), so that the child's copy of the mutex is not left locked.
+      pthread_atfork([] { Get().mu_.lock(); }, [] { Get().mu_.unlock(); }, [] { Get().mu_.unlock(); });
+      return p;
+    }();
     return *pool;
   }
   // An idle region for `size` bytes (its user pointer), or nullptr.
@@ -116,14 +124,17 @@ Result<SecretBytes> SecretBytes::Create(size_t size) {
   SecretBytes s;
   if (size == 0) return s;
   if (size > SIZE_MAX - kCanaryBytes) return InvalidInput("secret of " + std::to_string(size) + " bytes");
-  void* region = RegionPool::Get().Take(size);  // wiped, locked, canary in place
-  if (region == nullptr) {
+  void* region = RegionPool::Get().Take(size);  // wiped, canary in place
+  const bool reused = region != nullptr;
+  if (!reused) {
     region = sodium_malloc(kCanaryBytes + size);
     if (region == nullptr) return Internal("sodium_malloc(" + std::to_string(size) + ") failed");
-    if (Status locked = CheckLocked(region, kCanaryBytes + size, size); !locked.ok()) {
-      sodium_free(region);
-      return locked;
-    }
+  }
+  if (Status locked = CheckLocked(region, kCanaryBytes + size, size); !locked.ok()) {
+    sodium_free(region);
+    return locked;
+  }
+  if (!reused) {
     std::memcpy(region, Canary(), kCanaryBytes);
     sodium_memzero(static_cast<uint8_t*>(region) + kCanaryBytes, size);
   }

@@ -189,6 +189,23 @@ TEST(SecretBytes, MemoryIsLockedWhileAlive) {
   EXPECT_LT(LockedKib() - before, 1024);
 }
 
+// Memory locks are not inherited by fork(): a child reusing a region its parent released
+// must lock it again.
+TEST(SecretBytes, AForkedChildLocksARegionItReuses) {
+  { ASSERT_OK_AND_ASSIGN(SecretBytes s, SecretBytes::Create(56)); }  // released: kept for reuse
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const long before = LockedKib();  // 0 in a fresh child, whatever the parent holds
+    auto s = SecretBytes::Create(56);
+    _exit(!s.ok() ? 3 : LockedKib() > before ? 0 : 1);
+  }
+  int wstatus = 0;
+  ASSERT_EQ(waitpid(pid, &wstatus, 0), pid);
+  ASSERT_TRUE(WIFEXITED(wstatus));
+  EXPECT_EQ(WEXITSTATUS(wstatus), 0) << "1: the reused region was not locked in the child; 3: Create failed";
+}
+
 // libsodium's sodium_malloc carries on with unlocked pages when mlock fails; Create must
 // refuse instead. A child process without CAP_IPC_LOCK (root drops to nobody) and with a
 // 64 KiB RLIMIT_MEMLOCK may still lock a small secret but not a 1 MiB one, and the error
