@@ -65,19 +65,9 @@ Result<int64_t> SecondsFromField(const json& fields, const char* name) {
   return static_cast<int64_t>(v);
 }
 
-Status FsyncDir(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("opening folder " + dir, errno);
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) return ErrnoStatus("fsync of folder " + dir, err);
-  return OkStatus();
-}
-
 // mkdir that accepts an existing folder; a new one is made durable in its parent.
 Status MakeDir(const std::string& dir, const std::string& parent) {
-  if (::mkdir(dir.c_str(), 0700) == 0) return FsyncDir(parent);
+  if (::mkdir(dir.c_str(), 0700) == 0) return SyncFolder(parent);
   if (errno != EEXIST) return ErrnoStatus("creating folder " + dir, errno);
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return FailedPrecondition(dir + " exists and is not a folder");
@@ -297,7 +287,7 @@ Result<EvidenceArchive> EvidenceArchive::Open(const std::string& log_dir, bool c
 }
 
 EvidenceArchive::EvidenceArchive(std::string dir)
-    : dir_(std::move(dir)), folder_sync_(std::make_shared<GroupSync>([d = dir_] { return FsyncDir(d); })) {}
+    : dir_(std::move(dir)), folder_sync_(std::make_shared<GroupSync>([d = dir_] { return SyncFolder(d); })) {}
 
 std::string EvidenceArchive::PathFor(const crypto::Digest256& digest) const { return dir_ + "/" + Hex(digest); }
 

@@ -25,12 +25,7 @@ Status MakeDurableDir(const std::string& dir) {
   if (::mkdir(dir.c_str(), 0700) != 0) return errno == EEXIST ? OkStatus() : ErrnoStatus("creating " + dir, errno);
   std::string parent = std::filesystem::path(dir).parent_path().string();
   if (parent.empty()) parent = ".";
-  const int fd = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("opening " + parent, errno);
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  return rc == 0 ? OkStatus() : ErrnoStatus("fsync " + parent, err);
+  return SyncFolder(parent);
 }
 
 Evaluation Refuse(Evaluation e, int status, std::string message) {

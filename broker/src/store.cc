@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <unordered_map>
 
 #include "enclave/common/bytes.h"
@@ -463,25 +464,12 @@ Status Store::Migrate() {
     if (version > kSchemaVersion)
       return Unsupported("state store: schema version " + std::to_string(version) + " is newer than this broker's (" +
                          std::to_string(kSchemaVersion) + ")");
-    if (version < 1) {
-      RETURN_IF_ERROR(Exec(kSchemaV1));
-      RETURN_IF_ERROR(Stmt(*stmts_, "INSERT INTO schema_migrations VALUES (1, unixepoch())").Run());
-    }
-    if (version < 2) {
-      RETURN_IF_ERROR(Exec(kSchemaV2));
-      RETURN_IF_ERROR(Stmt(*stmts_, "INSERT INTO schema_migrations VALUES (2, unixepoch())").Run());
-    }
-    if (version < 3) {
-      RETURN_IF_ERROR(Exec(kSchemaV3));
-      RETURN_IF_ERROR(Stmt(*stmts_, "INSERT INTO schema_migrations VALUES (3, unixepoch())").Run());
-    }
-    if (version < 4) {
-      RETURN_IF_ERROR(Exec(kSchemaV4));
-      RETURN_IF_ERROR(Stmt(*stmts_, "INSERT INTO schema_migrations VALUES (4, unixepoch())").Run());
-    }
-    if (version < 5) {
-      RETURN_IF_ERROR(Exec(kSchemaV5));
-      RETURN_IF_ERROR(Stmt(*stmts_, "INSERT INTO schema_migrations VALUES (5, unixepoch())").Run());
+    // Version v's statements are kSchemas[v - 1]; each version applied is recorded.
+    constexpr const char* kSchemas[] = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4, kSchemaV5};
+    static_assert(std::size(kSchemas) == static_cast<size_t>(kSchemaVersion));
+    for (int v = version + 1; v <= kSchemaVersion; ++v) {
+      RETURN_IF_ERROR(Exec(kSchemas[v - 1]));
+      RETURN_IF_ERROR(Stmt(*stmts_, "INSERT INTO schema_migrations VALUES (?1, unixepoch())").Int(1, v).Run());
     }
     return txn.Commit();
   });

@@ -189,15 +189,19 @@ Status AtomicOutputFile::Write(const void* data, size_t size) {
   return OkStatus();
 }
 
+Status SyncFolder(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("opening folder " + dir + " to sync it", errno);
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) return ErrnoStatus("fsync of folder " + dir, err);
+  return OkStatus();
+}
+
 Status AtomicOutputFile::Commit() {
   RETURN_IF_ERROR(CommitLeavingFolderUnsynced());
-  int dir = ::open(DirectoryOf(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) return ErrnoStatus("opening the folder of " + path_ + " to sync it", errno);
-  int rc = ::fsync(dir);
-  int err = errno;
-  ::close(dir);
-  if (rc != 0) return ErrnoStatus("fsync directory of " + path_, err);
-  return OkStatus();
+  return SyncFolder(DirectoryOf(path_));
 }
 
 Status AtomicOutputFile::CommitLeavingFolderUnsynced() {

@@ -11,6 +11,9 @@ namespace enclave {
 
 Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path, size_t max_bytes);
 
+// fsyncs the folder `dir`: what makes its new, renamed or removed entries durable.
+Status SyncFolder(const std::string& dir);
+
 // Writes to a fresh temporary file beside `path`; Commit() fsyncs it, renames it over
 // `path` and fsyncs the directory. Destroyed uncommitted, it removes the temporary, so a
 // failed operation never leaves partial output under the final name. Without
