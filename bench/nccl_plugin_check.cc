@@ -6,11 +6,16 @@
 //   nccl_plugin_check --launch [--plugin-dir DIR] [--out FILE.json] [--log-dir DIR]
 //                     [--child-timeout S] [--seconds-per-size S]
 //
-// The launcher runs two configurations one after the other, each as two children (this
-// binary again, `--rank R --world 2 --id-file PATH --mode enclave|socket`):
+// The launcher runs three configurations one after the other, each as two children (this
+// binary again, `--rank R --world 2 --id-file PATH --mode enclave|enclave-gpu|socket`):
 //   enclave  NCCL_NET_PLUGIN=enclave NCCL_NET=enclave, LD_LIBRARY_PATH starts with DIR; the
 //            child dlopens libnccl-net-enclave.so (RTLD_GLOBAL, the same library NCCL then
 //            opens) and sets a fixed TEST key (kTestKey below) before ncclCommInitRank.
+//            NCCL stages GPU data through host buffers; the plugin encrypts on the CPU.
+//   enclave-gpu  the same plus ENCLAVE_NET_GPU=1 (the plugin offers NCCL_PTR_CUDA and seals
+//            and opens device buffers on the GPU), NCCL_NET_GDR_LEVEL=SYS and
+//            NCCL_NET_GDR_READ=1 (so NCCL hands the plugin device buffers although our
+//            "NIC" has no PCI path near the GPU).
 //   socket   NCCL_NET_PLUGIN=none NCCL_NET=Socket: NCCL's own plaintext socket transport.
 // Both: NCCL_HOSTID=enclave-check-host-R, NCCL_P2P_DISABLE=1, NCCL_SHM_DISABLE=1,
 // NCCL_NVLS_ENABLE=0, NCCL_MNNVL_ENABLE=0, NCCL_SOCKET_IFNAME=lo, ENCLAVE_NET_IFNAME=lo,
@@ -21,8 +26,9 @@
 // contributing small integers, every element compared exactly; (b) all-reduce bandwidth for
 // 64 KiB .. 256 MiB (powers of 4): 2 warm-ups, then as many timed iterations as fit in
 // --seconds-per-size (1..100), timed with CUDA events, the slower rank's time;
-// algbw = bytes / time, busbw = algbw * 2(n-1)/n (nccl-tests' convention). Rank 0 prints
-// JSON lines on its stdout (<log-dir>/<mode>.rank0.stdout).
+// algbw = bytes / time, busbw = algbw * 2(n-1)/n (nccl-tests' convention), and the rank's
+// process CPU time (user + system, getrusage) over the timed loop per GB all-reduced.
+// Rank 0 prints JSON lines on its stdout (<log-dir>/<mode>.rank0.stdout).
 //
 // (c) The transport in use is read from each rank's NCCL log (NCCL 2.28.9; the wording
 // is the same in 2.27 .. 2.30 except the path line, which 2.27 words "loaded external plugin"):
@@ -30,6 +36,7 @@
 //                  "Using network enclave"                       src/init.cc
 //                  "NET/Enclave : "   our plugin's own lines through NCCL's logger (net/src/plugin.cc)
 //                  "Channel ... [send|receive] via NET/enclave/<dev>"  src/transport/net.cc
+//                  (enclave-gpu: every such line ends in "/GDRDMA", enclave: none does)
 //                  and "Successfully loaded external network plugin <path>" (src/plugin/net.cc),
 //                  when printed, must name libnccl-net-enclave.so from --plugin-dir.
 //   socket  needs  "Using network Socket", "NET/Socket : Using [0]lo:...", channels via
@@ -39,7 +46,7 @@
 // GPU time-slicing between the two processes makes the figures a lower bound for either
 // transport (docs/gpu.md); the ratio compares them under the same handicap.
 //
-// Exit status (append only): 0 both configurations passed; 1 a check failed (wrong sum,
+// Exit status (append only): 0 all three configurations passed; 1 a check failed (wrong sum,
 // wrong transport, a child failed or timed out, plugin missing); 2 no GPU visible (nothing
 // checked); 3 bad usage.
 #include <cuda_runtime.h>
@@ -49,6 +56,7 @@
 #include <nccl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -157,7 +165,7 @@ std::optional<Options> ParseArgs(int argc, char** argv) {
   }
   if (o.launch) return o.rank < 0 && o.world == 0 && o.mode.empty() && o.id_file.empty() ? std::optional(o) : std::nullopt;
   if (o.rank < 0 || o.world == 0 || o.rank >= o.world || o.id_file.empty()) return std::nullopt;
-  if (o.mode != "enclave" && o.mode != "socket") return std::nullopt;
+  if (o.mode != "enclave" && o.mode != "enclave-gpu" && o.mode != "socket") return std::nullopt;
   return o;
 }
 
@@ -352,6 +360,13 @@ struct Child {
     return all_ok;
   }
 
+  static double ProcessCpuSeconds() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    auto secs = [](const timeval& tv) { return static_cast<double>(tv.tv_sec) + tv.tv_usec / 1e6; };
+    return secs(u.ru_utime) + secs(u.ru_stime);
+  }
+
   // (b)
   void Bandwidth() {
     CUDA_CHECK(cudaMemset(dsend, 0, kMaxBwBytes));
@@ -373,19 +388,22 @@ struct Child {
       const double warm_s = AgreeMax(static_cast<double>(warm_ms) / 1e3);  // both ranks loop the same count
       const int iters = static_cast<int>(std::clamp(std::floor(o.seconds_per_size / std::max(warm_s, 1e-9)), 1.0,
                                                     static_cast<double>(kMaxTimedIters)));
+      const double cpu0 = ProcessCpuSeconds();
       CUDA_CHECK(cudaEventRecord(start, stream));
       for (int i = 0; i < iters; ++i) {
         NCCL_CHECK(ncclAllReduce(dsend, drecv, count, ncclFloat32, ncclSum, comm, stream));
       }
       CUDA_CHECK(cudaEventRecord(stop, stream));
       WaitStream(stream, comm, what);
+      const double cpu_s = ProcessCpuSeconds() - cpu0;
       float ms = 0;
       CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
       const double t = AgreeMax(static_cast<double>(ms) / 1e3 / iters);  // the slower rank's time
       const double algbw = static_cast<double>(bytes) / t / 1e9;
       const double busbw = algbw * 2.0 * (o.world - 1) / o.world;
       Emit(Json{{"type", "bandwidth"}, {"mode", o.mode}, {"op", "allreduce_sum_float32"}, {"bytes", bytes},
-                {"iters", iters}, {"time_us", t * 1e6}, {"algbw_GBps", algbw}, {"busbw_GBps", busbw}});
+                {"iters", iters}, {"time_us", t * 1e6}, {"algbw_GBps", algbw}, {"busbw_GBps", busbw},
+                {"cpu_s_per_GB", cpu_s / (static_cast<double>(bytes) * iters / 1e9)}});
     }
     cudaEventDestroy(start);
     cudaEventDestroy(stop);
@@ -404,7 +422,7 @@ int ChildMain(const Options& o) {
 
   void* plugin = nullptr;
   std::string plugin_path;
-  if (o.mode == "enclave") {
+  if (o.mode != "socket") {
     // The same library NCCL dlopens for NCCL_NET_PLUGIN=enclave (by this name, through
     // LD_LIBRARY_PATH): NCCL's dlopen then returns this handle, so the key set here is
     // the one its init() sees.
@@ -578,16 +596,18 @@ void CheckTransport(const std::string& mode, const RankRun& r, const std::string
   static const std::regex channel_re(R"((?:Channel|CollNet) \d+(?:/\d+)? : .*? via (\S+))");
   static const std::regex loaded_re(R"(NET/Plugin: Loaded net plugin (\S+) \(v(\d+)\))");
   static const std::regex path_re(R"(Successfully loaded external (?:network )?plugin (\S+))");
-  const std::string want_net = mode == "enclave" ? "enclave" : "Socket";
+  const bool enclave = mode != "socket", gpu = mode == "enclave-gpu";
+  const std::string want_net = enclave ? "enclave" : "Socket";
   const std::string want_via = "NET/" + want_net + "/";
-  int channels = 0, wrong_channels = 0;
-  std::string first_channel, first_wrong, loaded_line, path_line, using_line, plugin_line, socket_if_line;
+  int channels = 0, wrong_channels = 0, gdr_channels = 0;
+  std::string first_channel, first_wrong, loaded_line, path_line, using_line, plugin_line, socket_if_line, gpu_line;
   std::vector<std::string> warns;
   for (const auto& line : ReadLines(r.log)) {
     std::smatch m;
     if (std::regex_search(line, m, channel_re)) {
       if (m[1].str().rfind(want_via, 0) == 0) {
         if (channels++ == 0) first_channel = line;
+        if (m[1].str().find("/GDRDMA") != std::string::npos) ++gdr_channels;
       } else if (wrong_channels++ == 0) {
         first_wrong = line;
       }
@@ -599,6 +619,7 @@ void CheckTransport(const std::string& mode, const RankRun& r, const std::string
       if (using_line.empty()) using_line = line;
     }
     if (line.find("NET/Enclave : ") != std::string::npos && plugin_line.empty()) plugin_line = line;
+    if (line.find("NET/Enclave : GPU buffers are sealed and opened on the GPU") != std::string::npos) gpu_line = line;
     if (line.find("NET/Socket : Using") != std::string::npos && socket_if_line.empty()) socket_if_line = line;
     if (line.find(" NCCL WARN ") != std::string::npos && warns.size() < 3) warns.push_back(line);
   }
@@ -619,7 +640,13 @@ void CheckTransport(const std::string& mode, const RankRun& r, const std::string
     fail(std::to_string(wrong_channels) + " channel(s) via another transport than " + want_via + ", e.g. \"" +
          first_wrong.substr(first_wrong.find("Channel")) + "\"");
   }
-  if (mode == "enclave") {
+  if (gpu && gdr_channels != channels) {
+    fail(std::to_string(channels - gdr_channels) + " of " + std::to_string(channels) +
+         " channel(s) via NET/enclave without /GDRDMA: NCCL staged GPU data through the host");
+  }
+  if (!gpu && gdr_channels > 0) fail(std::to_string(gdr_channels) + " channel(s) via GDRDMA without ENCLAVE_NET_GPU=1");
+  if (gpu && gpu_line.empty() && RankOk(r)) fail("no \"GPU buffers are sealed and opened on the GPU\" line from the plugin");
+  if (enclave) {
     if (loaded_line.find("Loaded net plugin enclave ") == std::string::npos) {
       if (RankOk(r) || !loaded_line.empty()) fail("no \"NET/Plugin: Loaded net plugin enclave (vN)\": NCCL did not load the enclave plugin");
     }
@@ -642,7 +669,8 @@ void CheckTransport(const std::string& mode, const RankRun& r, const std::string
     return at == std::string::npos ? l : l.substr(at);
   };
   ev["using_network"] = tail(using_line, "Using network");
-  if (mode == "enclave") {
+  ev["channels_via_gdrdma"] = gdr_channels;
+  if (enclave) {
     ev["loaded"] = tail(loaded_line, "NET/Plugin");
     ev["loaded_from"] = tail(path_line, "Successfully");
     ev["plugin_log"] = tail(plugin_line, "NET/Enclave");
@@ -665,7 +693,7 @@ std::vector<std::string> ChildEnv(const std::string& mode, int rank, const std::
       if (dropped != nullptr) dropped->push_back(std::string(s.substr(0, s.find('='))));
       continue;
     }
-    if (s.rfind("ENCLAVE_NET_IFNAME=", 0) == 0) continue;
+    if (s.rfind("ENCLAVE_NET_IFNAME=", 0) == 0 || s.rfind("ENCLAVE_NET_GPU=", 0) == 0) continue;
     if (s.rfind("LD_LIBRARY_PATH=", 0) == 0) {
       ld = std::string(s.substr(std::strlen("LD_LIBRARY_PATH=")));
       continue;
@@ -678,10 +706,15 @@ std::vector<std::string> ChildEnv(const std::string& mode, int rank, const std::
       "NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,ENV", "NCCL_DEBUG_FILE=" + log_path,
       "NCCL_SOCKET_IFNAME=lo", "ENCLAVE_NET_IFNAME=lo"};
   env.insert(env.end(), common.begin(), common.end());
-  if (mode == "enclave") {
+  if (mode != "socket") {
     env.push_back("NCCL_NET_PLUGIN=enclave");
     env.push_back("NCCL_NET=enclave");  // no fallback: NCCL fails if the plugin does not initialise
     env.push_back("LD_LIBRARY_PATH=" + plugin_dir + (ld.empty() ? "" : ":" + ld));
+    if (mode == "enclave-gpu") {
+      env.push_back("ENCLAVE_NET_GPU=1");
+      env.push_back("NCCL_NET_GDR_LEVEL=SYS");  // our TCP "NIC" has no PCI path: allow any distance
+      env.push_back("NCCL_NET_GDR_READ=1");     // device buffers on the send side too
+    }
   } else {
     env.push_back("NCCL_NET_PLUGIN=none");  // "none": no external plugin (src/plugin/net.cc)
     env.push_back("NCCL_NET=Socket");
@@ -893,7 +926,7 @@ int LaunchMain(Options o, const std::string& command) {
 
   const std::string started = UtcNow();
   std::vector<ModeResult> modes;
-  for (const char* mode : {"enclave", "socket"}) {
+  for (const char* mode : {"enclave", "enclave-gpu", "socket"}) {
     std::fprintf(stderr, "nccl_plugin_check: %s: running (time limit %d s per rank)\n", mode, o.child_timeout_s);
     const auto t0 = Clock::now();
     modes.push_back(RunMode(o, exe, mode));
@@ -901,39 +934,54 @@ int LaunchMain(Options o, const std::string& command) {
     const ModeResult& m = modes.back();
     if (m.failures.empty()) {
       std::fprintf(stderr, "nccl_plugin_check: %s: passed in %.1f s (all-reduce exact at 1, 262144, 16777216 floats; "
-                           "both ranks' channels via NET/%s)\n", mode, secs, m.mode == "enclave" ? "enclave" : "Socket");
+                           "both ranks' channels via NET/%s%s)\n", mode, secs, m.mode == "socket" ? "Socket" : "enclave",
+                   m.mode == "enclave-gpu" ? ", GDRDMA" : "");
     } else {
       std::fprintf(stderr, "nccl_plugin_check: %s: FAILED in %.1f s\n", mode, secs);
     }
     for (const auto& f : m.failures) std::fprintf(stderr, "nccl_plugin_check: FAIL %s\n", f.c_str());
   }
 
-  // The side-by-side table.
+  // The side-by-side table: bus bandwidth against the plaintext socket transport, and the
+  // host CPU time per GB of the GPU-encrypting path against the CPU-encrypting one.
   const ModeResult& enc = modes[0];
-  const ModeResult& sock = modes[1];
+  const ModeResult& gpu = modes[1];
+  const ModeResult& sock = modes[2];
   Json table = Json::array();
-  std::printf("\nall-reduce float32 sum, 2 ranks on one GPU as two hosts, bus bandwidth (GB/s = 1e9 B/s)\n");
-  std::printf("%-10s %16s %16s %16s\n", "size", "busbw enclave", "busbw socket", "enclave/socket");
+  std::printf("\nall-reduce float32 sum, 2 ranks on one GPU as two hosts, bus bandwidth (GB/s = 1e9 B/s), rank 0's "
+              "process CPU seconds per GB all-reduced\n");
+  std::printf("%-10s %12s %12s %12s %10s %10s %12s %12s %10s\n", "size", "busbw cpu", "busbw gpu", "busbw socket",
+              "cpu/sock", "gpu/sock", "cpu s/GB cpu", "cpu s/GB gpu", "gpu/cpu");
   for (size_t b = kMinBwBytes; b <= kMaxBwBytes; b *= 4) {
-    auto get = [b](const ModeResult& m) -> std::optional<double> {
+    auto get = [b](const ModeResult& m, const char* key) -> std::optional<double> {
       auto it = m.bandwidth.find(b);
-      if (it == m.bandwidth.end()) return std::nullopt;
-      return it->second["busbw_GBps"].get<double>();
+      if (it == m.bandwidth.end() || !it->second.contains(key)) return std::nullopt;
+      return it->second[key].get<double>();
     };
-    const auto e = get(enc), s = get(sock);
+    auto ratio = [](std::optional<double> x, std::optional<double> y) -> std::optional<double> {
+      if (x && y && *y > 0) return *x / *y;
+      return std::nullopt;
+    };
+    const auto e = get(enc, "busbw_GBps"), g = get(gpu, "busbw_GBps"), s = get(sock, "busbw_GBps");
+    const auto ce = get(enc, "cpu_s_per_GB"), cg = get(gpu, "cpu_s_per_GB");
     auto cell = [](std::optional<double> v) {
       char buf[32];
       if (v) std::snprintf(buf, sizeof buf, "%.3f", *v); else std::snprintf(buf, sizeof buf, "-");
       return std::string(buf);
     };
-    std::optional<double> ratio;
-    if (e && s && *s > 0) ratio = *e / *s;
-    std::printf("%-10s %16s %16s %16s\n", FormatBytes(b).c_str(), cell(e).c_str(), cell(s).c_str(), cell(ratio).c_str());
-    Json row{{"bytes", b}};
-    row["busbw_enclave_GBps"] = e ? Json(*e) : Json(nullptr);
-    row["busbw_socket_GBps"] = s ? Json(*s) : Json(nullptr);
-    row["ratio"] = ratio ? Json(*ratio) : Json(nullptr);
-    table.push_back(row);
+    std::printf("%-10s %12s %12s %12s %10s %10s %12s %12s %10s\n", FormatBytes(b).c_str(), cell(e).c_str(),
+                cell(g).c_str(), cell(s).c_str(), cell(ratio(e, s)).c_str(), cell(ratio(g, s)).c_str(),
+                cell(ce).c_str(), cell(cg).c_str(), cell(ratio(cg, ce)).c_str());
+    auto json = [](std::optional<double> v) { return v ? Json(*v) : Json(nullptr); };
+    table.push_back(Json{{"bytes", b},
+                         {"busbw_enclave_GBps", json(e)},
+                         {"busbw_enclave_gpu_GBps", json(g)},
+                         {"busbw_socket_GBps", json(s)},
+                         {"ratio", json(ratio(e, s))},
+                         {"ratio_gpu", json(ratio(g, s))},
+                         {"cpu_s_per_GB_enclave", json(ce)},
+                         {"cpu_s_per_GB_enclave_gpu", json(cg)},
+                         {"cpu_ratio_gpu_to_cpu", json(ratio(cg, ce))}});
   }
   size_t nfail = 0;
   for (const auto& m : modes) nfail += m.failures.size();
@@ -951,7 +999,9 @@ int LaunchMain(Options o, const std::string& command) {
                 {"setup", "2 processes on CUDA device 0, NCCL_HOSTID differs per rank (two hosts): P2P/SHM off, "
                           "traffic through the net transport on lo; the GPU is time-sliced between the processes"},
                 {"ok", ok},
-                {"modes", Json{{"enclave", ModeJson(enc, o.child_timeout_s)}, {"socket", ModeJson(sock, o.child_timeout_s)}}},
+                {"modes", Json{{"enclave", ModeJson(enc, o.child_timeout_s)},
+                               {"enclave-gpu", ModeJson(gpu, o.child_timeout_s)},
+                               {"socket", ModeJson(sock, o.child_timeout_s)}}},
                 {"table", table}};
     const std::string tmp = o.out + ".tmp";
     {
@@ -969,8 +1019,8 @@ int LaunchMain(Options o, const std::string& command) {
     }
   }
   if (ok) {
-    std::printf("nccl_plugin_check: OK - all-reduce exact through the enclave plugin and the socket transport; "
-                "plugin in use proven from both ranks' NCCL logs\n");
+    std::printf("nccl_plugin_check: OK - all-reduce exact through the enclave plugin (CPU and GPU records) and the "
+                "socket transport; plugin in use proven from both ranks' NCCL logs\n");
   } else {
     std::printf("nccl_plugin_check: FAILED - %zu problem(s), listed above (logs in %s)\n", nfail, o.log_dir.c_str());
   }

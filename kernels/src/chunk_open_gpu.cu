@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "chunk_open_gpu.h"
+#include "gpu_common.cuh"
 
 namespace enclave::kernels::gpu {
 namespace {
@@ -32,21 +33,6 @@ __device__ const uint8_t* ChunkIn(const ChunkGeometry& g, const uint8_t* in, uin
 // The same place in a buffer being sealed.
 __device__ uint8_t* SealedChunkAt(const ChunkGeometry& g, uint8_t* out, uint64_t c) {
   return out + c * (static_cast<uint64_t>(g.chunk_size) + 16);
-}
-
-// Every thread of the block helps load the AES table before any thread may return.
-__device__ void LoadAesTable(const AesTable& global, uint32_t* shared) {
-  for (unsigned i = threadIdx.x; i < 256; i += blockDim.x) shared[i] = global.t0[i];
-  __syncthreads();
-}
-
-// The block's threads copy a GHASH table into shared memory (its lookups are
-// data-dependent: from constant parameter memory they would serialize) before any returns.
-__device__ void LoadTable(const GhashTable& global, GhashTable* shared) {
-  const uint64_t* src = reinterpret_cast<const uint64_t*>(&global);
-  uint64_t* dst = reinterpret_cast<uint64_t*>(shared);
-  for (unsigned i = threadIdx.x; i < sizeof(GhashTable) / 8; i += blockDim.x) dst[i] = src[i];
-  __syncthreads();
 }
 
 __global__ void TagSegments(const __grid_constant__ DeviceKeys dk, const __grid_constant__ ChunkGeometry g,
@@ -138,12 +124,6 @@ __global__ void Sha256Kernel(const __grid_constant__ Sha256Constants c, const ui
   Sha256Final(&s, c, out);
 }
 
-bool Check(cudaError_t e, const char* call, char* error, size_t size) {
-  if (e == cudaSuccess) return true;
-  std::snprintf(error, size, "%s failed: %s (%s)", call, cudaGetErrorName(e), cudaGetErrorString(e));
-  return false;
-}
-
 // The tag scratch comes from the stream-ordered allocator; by default its pool returns
 // memory to the driver at every synchronization, which would put a cudaMalloc back into
 // every batch. Keep it cached (per device, once).
@@ -153,10 +133,6 @@ void RetainPoolMemory() {
   if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetDefaultMemPool(&pool, device) != cudaSuccess) return;
   uint64_t threshold = ~0ull;
   cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold);
-}
-
-unsigned Blocks(uint64_t threads, unsigned per_block) {
-  return static_cast<unsigned>((threads + per_block - 1) / per_block);
 }
 
 }  // namespace

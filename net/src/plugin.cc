@@ -2,10 +2,12 @@
 // nowhere else; every failure is logged through NCCL's logger with what and where.
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
 #include "enclave/net/plugin.h"
+#include "gpu_records.h"
 #include "nccl_net_legacy.h"
 #include "nccl_net_v11.h"
 #include "transport.h"
@@ -22,6 +24,9 @@ Result<Device> g_device = NotFound("network device not selected yet");
 char g_dev_name[64] = "enclave";
 char g_pci_path[] = "";
 std::atomic<ncclDebugLogger_t> g_nccl_log{nullptr};
+// Whether an initialized context seals GPU buffers on the GPU (ENCLAVE_NET_GPU=1): then
+// NCCL_PTR_CUDA is advertised and device memory registered.
+std::atomic<bool> g_gpu_records{false};
 
 void LogToNccl(LogLevel level, const char* message) {
   ncclDebugLogger_t fn = g_nccl_log.load();
@@ -73,7 +78,12 @@ void SelectDeviceOnce() {
 struct MemoryRegion {
   void* data;
   size_t size;
+  int type;  // NCCL_PTR_HOST or NCCL_PTR_CUDA
 };
+
+bool OnDevice(void* mhandle) {
+  return mhandle != nullptr && static_cast<MemoryRegion*>(mhandle)->type == NCCL_PTR_CUDA;
+}
 
 ncclResult_t Init(void** ctx, uint64_t comm_id, ncclNetCommConfig_v11_t*, ncclDebugLogger_t log_fn,
                   ncclProfilerCallback_t) {
@@ -97,8 +107,28 @@ ncclResult_t Init(void** ctx, uint64_t comm_id, ncclNetCommConfig_v11_t*, ncclDe
   if (!g_device.ok()) return ToNccl(g_device.status(), "init");
   auto options = OptionsFromEnv();
   if (!options.ok()) return ToNccl(options.status(), "init");
-  auto c = Context::Create(std::move(key), comm_id, *g_device, *options, AeadProtection());
+  const RecordProtection* gpu = nullptr;
+  if (options->gpu_records) {
+    // LL128 in a device buffer is read by NCCL's kernels while it is being written, which
+    // only in-order 128-byte writes make safe; our decrypting kernel gives no such order.
+    // NCCL leaves LL128 off for a network at this plugin's distance (no PCI path), so only
+    // a forced NCCL_PROTO can turn it on: refuse that.
+    if (const char* proto = std::getenv("NCCL_PROTO"); proto != nullptr && proto[0] != '^' &&
+                                                       strcasestr(proto, "LL128") != nullptr) {
+      return ToNccl(FailedPrecondition("ENCLAVE_NET_GPU=1 with NCCL_PROTO='" + std::string(proto) +
+                                       "': LL128 cannot run on GPU records; leave NCCL_PROTO unset or exclude LL128"),
+                    "init");
+    }
+    std::string why;
+    gpu = GpuRecordProtection(&why);
+    if (gpu == nullptr) return ToNccl(FailedPrecondition("ENCLAVE_NET_GPU=1, but " + why), "init");
+  }
+  auto c = Context::Create(std::move(key), comm_id, *g_device, *options, AeadProtection(), gpu);
   if (!c.ok()) return ToNccl(c.status(), "init");
+  if (gpu != nullptr) {
+    g_gpu_records.store(true);
+    Log(LogLevel::kInfo, "GPU buffers are sealed and opened on the GPU (ENCLAVE_NET_GPU=1)");
+  }
   *ctx = c->release();
   return ncclSuccess;
 }
@@ -116,7 +146,8 @@ ncclResult_t GetProperties(int dev, ncclNetProperties_v11_t* props) {
   props->name = g_dev_name;
   props->pciPath = g_pci_path;
   props->guid = 0x656e636c61766500ull;  // "enclave\0"
-  props->ptrSupport = NCCL_PTR_HOST;     // NCCL stages GPU data through host buffers
+  // Without GPU records NCCL stages GPU data through host buffers.
+  props->ptrSupport = g_gpu_records.load() ? NCCL_PTR_HOST | NCCL_PTR_CUDA : NCCL_PTR_HOST;
   props->regIsGlobal = 0;
   props->forceFlush = 0;
   props->speed = g_device->speed_mbps;
@@ -163,10 +194,11 @@ ncclResult_t Accept(void* listen_comm, void** recv_comm, ncclNetDeviceHandle_v11
 
 ncclResult_t RegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
   if (comm == nullptr || mhandle == nullptr) return ncclInvalidArgument;
-  // Host memory only: with ptrSupport HOST, NCCL never registers device memory except
-  // in its GDR probe, which expects this refusal.
-  if (type != NCCL_PTR_HOST) return ncclInternalError;
-  *mhandle = new MemoryRegion{data, size};
+  // Without GPU records, host memory only: with ptrSupport HOST, NCCL never registers
+  // device memory except in its GDR probe, which expects this refusal.
+  const bool gpu = type == NCCL_PTR_CUDA && static_cast<DataComm*>(comm)->has_device_layers();
+  if (type != NCCL_PTR_HOST && !gpu) return ncclInternalError;
+  *mhandle = new MemoryRegion{data, size, type};
   return ncclSuccess;
 }
 
@@ -175,30 +207,34 @@ ncclResult_t DeregMr(void*, void* mhandle) {
   return ncclSuccess;
 }
 
-ncclResult_t Isend(void* send_comm, void* data, size_t size, int, void*, void*, void** request) {
+ncclResult_t Isend(void* send_comm, void* data, size_t size, int, void* mhandle, void*, void** request) {
   if (send_comm == nullptr || request == nullptr) return ncclInvalidArgument;
   auto* comm = static_cast<DataComm*>(send_comm);
   if (comm->role() != DataComm::Role::kSend) return ToNccl(InvalidInput("isend on a receive comm"), "isend");
-  auto r = comm->Post(static_cast<uint8_t*>(data), size);
+  auto r = comm->Post(static_cast<uint8_t*>(data), size, OnDevice(mhandle));
   if (!r.ok()) return PostError(r.status(), "isend");
   *request = *r;
   return ncclSuccess;
 }
 
-ncclResult_t Irecv(void* recv_comm, int n, void** data, size_t* sizes, int*, void**, void**, void** request) {
+ncclResult_t Irecv(void* recv_comm, int n, void** data, size_t* sizes, int*, void** mhandles, void**,
+                   void** request) {
   if (recv_comm == nullptr || request == nullptr || data == nullptr || sizes == nullptr) return ncclInvalidArgument;
   if (n != 1) return ToNccl(InvalidInput("irecv with n=" + std::to_string(n) + " (maxRecvs is 1)"), "irecv");
   auto* comm = static_cast<DataComm*>(recv_comm);
   if (comm->role() != DataComm::Role::kRecv) return ToNccl(InvalidInput("irecv on a send comm"), "irecv");
-  auto r = comm->Post(static_cast<uint8_t*>(data[0]), sizes[0]);
+  auto r = comm->Post(static_cast<uint8_t*>(data[0]), sizes[0], mhandles != nullptr && OnDevice(mhandles[0]));
   if (!r.ok()) return PostError(r.status(), "irecv");
   *request = *r;
   return ncclSuccess;
 }
 
-// Host memory needs no flush; NCCL asks only for GPUDirect receives, which we refuse.
-ncclResult_t Iflush(void*, int, void**, int*, void**, void** request) {
+// NCCL asks for a flush only after a receive into GPU memory. A GPU record's plaintext is
+// written by our kernels on our stream, which finished before test() said done: nothing
+// to flush (a null request is NCCL's "done"). Without GPU records we refuse as before.
+ncclResult_t Iflush(void* recv_comm, int, void**, int*, void**, void** request) {
   if (request != nullptr) *request = nullptr;
+  if (recv_comm != nullptr && static_cast<DataComm*>(recv_comm)->has_device_layers()) return ncclSuccess;
   return ncclInternalError;
 }
 
@@ -254,7 +290,7 @@ ENCLAVE_EXPORT ncclNet_v11_t ncclNetPlugin_v11 = {
     enclave::net::Connect,
     enclave::net::Accept,
     enclave::net::RegMr,
-    nullptr,  // regMrDmaBuf: host memory only
+    nullptr,  // regMrDmaBuf: not offered (no NCCL_PTR_DMABUF)
     enclave::net::DeregMr,
     enclave::net::Isend,
     enclave::net::Irecv,

@@ -261,6 +261,12 @@ Result<Options> OptionsFromEnv() {
     }
     o.stall_timeout_s = static_cast<int>(n);
   }
+  if (const char* v = std::getenv("ENCLAVE_NET_GPU"); v != nullptr && *v != '\0') {
+    if (std::strcmp(v, "0") != 0 && std::strcmp(v, "1") != 0) {
+      return InvalidInput("ENCLAVE_NET_GPU='" + std::string(v) + "': expected 1 (GPU records) or 0");
+    }
+    o.gpu_records = *v == '1';
+  }
   return o;
 }
 
@@ -320,10 +326,8 @@ timeval StallPollInterval(std::chrono::steady_clock::duration timeout) {
 }
 }  // namespace
 
-DataComm::DataComm(Role role, std::vector<int> fds, std::vector<std::unique_ptr<RecordSender>> senders,
-                   std::vector<std::unique_ptr<RecordReceiver>> receivers, std::string peer, int stall_timeout_s)
-    : role_(role), fds_(std::move(fds)), senders_(std::move(senders)), receivers_(std::move(receivers)),
-      peer_(std::move(peer)), lanes_(new Lane[fds_.size()]),
+DataComm::DataComm(Role role, std::vector<int> fds, Layers layers, std::string peer, int stall_timeout_s)
+    : role_(role), fds_(std::move(fds)), layers_(std::move(layers)), peer_(std::move(peer)), lanes_(new Lane[fds_.size()]),
       stall_timeout_(std::chrono::seconds(std::max(stall_timeout_s, 0))) {
   for (auto& s : slots_) s.owner = this;
   if (stall_timeout_.count() > 0) {
@@ -382,9 +386,16 @@ Request* DataComm::WaitNext(int j) {
   return &slots_[m % kMaxRequests];
 }
 
-Result<Request*> DataComm::Post(uint8_t* data, uint64_t size) {
+bool DataComm::has_device_layers() const {
+  return role_ == Role::kSend ? !layers_.device_senders.empty() : !layers_.device_receivers.empty();
+}
+
+Result<Request*> DataComm::Post(uint8_t* data, uint64_t size, bool on_device) {
   if (size > kMaxMessageBytes) return InvalidInput("message of " + std::to_string(size) + " bytes exceeds 2^31-1");
   if (data == nullptr && size > 0) return InvalidInput("NULL buffer");
+  if (on_device && !has_device_layers()) {
+    return InvalidInput("a GPU buffer on a connection without GPU records (ENCLAVE_NET_GPU=1 turns them on)");
+  }
   if (failed_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(mu_);
     return error_;
@@ -398,6 +409,7 @@ Result<Request*> DataComm::Post(uint8_t* data, uint64_t size) {
                          : Request::kNeededUnknown;
   r->msg_index = next_post_;
   r->data = data;
+  r->on_device = on_device;
   r->capacity = size;
   r->size.store(role_ == Role::kSend ? size : 0, std::memory_order_relaxed);
   r->needed.store(needed, std::memory_order_relaxed);
@@ -514,7 +526,8 @@ void DataComm::SendWorker(int j) {
       h.seq = seq;
       h.msg_index = m;
       h.msg_size = plan.size;
-      Status st = senders_[j]->Send(fds_[j], EncodeRecordHeader(h), seq, r->data + plan.Offset(k), h.payload_len);
+      RecordSender& sender = r->on_device ? *layers_.device_senders[j] : *layers_.senders[j];
+      Status st = sender.Send(fds_[j], EncodeRecordHeader(h), seq, r->data + plan.Offset(k), h.payload_len);
       if (!st.ok()) {
         std::lock_guard<std::mutex> lock(mu_);
         if (stopping_) return;
@@ -580,7 +593,8 @@ void DataComm::RecvWorker(int j) {
         return fail(AuthFailed("record payload_len " + std::to_string(h.payload_len) + ", expected " +
                                std::to_string(plan.Length(k))));
       }
-      Status st = receivers_[j]->Receive(fds_[j], raw, seq, r->data + plan.Offset(k), h.payload_len);
+      RecordReceiver& receiver = r->on_device ? *layers_.device_receivers[j] : *layers_.receivers[j];
+      Status st = receiver.Receive(fds_[j], raw, seq, r->data + plan.Offset(k), h.payload_len);
       if (!st.ok()) return fail(st);
       ++seq;
       if (first) {
@@ -624,22 +638,26 @@ struct PendingConnect {
   }
 };
 
-Context::Context(crypto::SecretBytes key, uint64_t comm_id, Device device, Options options, const RecordProtection& p)
-    : job_key_(std::move(key)), comm_id_(comm_id), device_(std::move(device)), options_(options), protection_(p) {
+Context::Context(crypto::SecretBytes key, uint64_t comm_id, Device device, Options options, const RecordProtection& p,
+                 const RecordProtection* device_p)
+    : job_key_(std::move(key)), comm_id_(comm_id), device_(std::move(device)), options_(options), protection_(p),
+      device_protection_(device_p) {
   crypto::RandomBytes(endpoint_id_);
 }
 
 Context::~Context() = default;
 
 Result<std::unique_ptr<Context>> Context::Create(crypto::SecretBytes job_key, uint64_t comm_id, Device device,
-                                                 Options options, const RecordProtection& protection) {
+                                                 Options options, const RecordProtection& protection,
+                                                 const RecordProtection* device_protection) {
   RETURN_IF_ERROR(crypto::InitCrypto());
   if (job_key.size() < 32) return FailedPrecondition("no job key (or shorter than 32 bytes): refusing to start");
   if (options.nsocks < 1 || options.nsocks > kMaxSockets) return InvalidInput("nsocks outside 1..16");
   if (options.stall_timeout_s < 0 || options.stall_timeout_s > kMaxStallTimeoutSeconds) {
     return InvalidInput("stall timeout outside 0..86400 s");
   }
-  return std::unique_ptr<Context>(new Context(std::move(job_key), comm_id, std::move(device), options, protection));
+  return std::unique_ptr<Context>(
+      new Context(std::move(job_key), comm_id, std::move(device), options, protection, device_protection));
 }
 
 Result<std::unique_ptr<ListenComm>> Context::Listen(std::span<uint8_t, kHandleBytes> handle) {
@@ -748,20 +766,26 @@ Result<std::unique_ptr<DataComm>> Context::Connect(std::span<uint8_t, kHandleByt
     if (!st.ok()) return LogFailure(st.Annotate("connect to " + peer));
     // Every socket gets its record layer before any is handed over: on a failure (the
     // record layer's memory, say), owned closes them all.
-    std::vector<std::unique_ptr<RecordSender>> senders;
+    DataComm::Layers layers;
     for (size_t i = 0; i < owned->socks.size(); ++i) {
       ClientSock& s = owned->socks[i];
       const std::string where = "connect to " + peer + ": socket " + std::to_string(i);
       if (Status b = SetBlocking(s.fd, true); !b.ok()) return LogFailure(b.Annotate(where));
       auto sender = protection_.MakeSender(s.data_key);
       if (!sender.ok()) return LogFailure(sender.status().Annotate(where + ": record layer (MakeSender)"));
-      senders.push_back(std::move(sender).value());
+      layers.senders.push_back(std::move(sender).value());
+      if (device_protection_ == nullptr) continue;
+      auto device_sender = device_protection_->MakeSender(s.data_key);
+      if (!device_sender.ok()) {
+        return LogFailure(device_sender.status().Annotate(where + ": GPU record layer (MakeSender)"));
+      }
+      layers.device_senders.push_back(std::move(device_sender).value());
     }
     std::vector<int> fds;
     for (auto& s : owned->socks) fds.push_back(std::exchange(s.fd, -1));
     Log(LogLevel::kInfo, "connected to " + peer + " with " + std::to_string(fds.size()) + " sockets");
-    return std::make_unique<DataComm>(DataComm::Role::kSend, std::move(fds), std::move(senders),
-                                      std::vector<std::unique_ptr<RecordReceiver>>{}, peer, options_.stall_timeout_s);
+    return std::make_unique<DataComm>(DataComm::Role::kSend, std::move(fds), std::move(layers), peer,
+                                      options_.stall_timeout_s);
   }
   return std::unique_ptr<DataComm>();
 }
@@ -951,6 +975,20 @@ Status ListenComm::Progress(ServerSock& s, Failure* failure) {
   return OkStatus();
 }
 
+namespace {
+// One accepted socket's record layers: the host one, and the GPU one when the context has it.
+Status MakeReceivers(const Context& ctx, const crypto::SecretBytes& data_key, DataComm::Layers* layers) {
+  auto rx = ctx.protection().MakeReceiver(data_key);
+  if (!rx.ok()) return rx.status().Annotate("record layer (MakeReceiver)");
+  layers->receivers.push_back(std::move(rx).value());
+  if (ctx.device_protection() == nullptr) return OkStatus();
+  auto device_rx = ctx.device_protection()->MakeReceiver(data_key);
+  if (!device_rx.ok()) return device_rx.status().Annotate("GPU record layer (MakeReceiver)");
+  layers->device_receivers.push_back(std::move(device_rx).value());
+  return OkStatus();
+}
+}  // namespace
+
 Result<std::unique_ptr<DataComm>> ListenComm::Accept() {
   using Clock = std::chrono::steady_clock;
   const auto handshake_s = std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kHandshakeTimeout).count());
@@ -1093,19 +1131,13 @@ Result<std::unique_ptr<DataComm>> ListenComm::Accept() {
     const std::string peer = g.socks[0]->peer;
     // Every socket gets its record layer (locked staging memory: RLIMIT_MEMLOCK) before
     // any is handed over. On a failure the group is dropped, which closes its sockets.
-    std::vector<std::unique_ptr<RecordReceiver>> receivers;
+    DataComm::Layers layers;
     for (size_t i = 0; i < g.socks.size(); ++i) {
       ServerSock& s = *g.socks[i];
       const std::string where = "accept from " + peer + ": socket " + std::to_string(i);
       Status st = SetBlocking(s.fd, true);
-      if (st.ok()) {
-        auto rx = ctx_->protection().MakeReceiver(s.data_key);
-        if (rx.ok()) {
-          receivers.push_back(std::move(rx).value());
-          continue;
-        }
-        st = rx.status().Annotate("record layer (MakeReceiver)");
-      }
+      if (st.ok()) st = MakeReceivers(*ctx_, s.data_key, &layers);
+      if (st.ok()) continue;
       groups_.erase(it);
       return LogFailure(st.Annotate(where));
     }
@@ -1113,8 +1145,7 @@ Result<std::unique_ptr<DataComm>> ListenComm::Accept() {
     for (auto& s : g.socks) fds.push_back(std::exchange(s->fd, -1));
     groups_.erase(it);
     Log(LogLevel::kInfo, "accepted " + std::to_string(fds.size()) + " sockets from " + peer);
-    return std::make_unique<DataComm>(DataComm::Role::kRecv, std::move(fds),
-                                      std::vector<std::unique_ptr<RecordSender>>{}, std::move(receivers), peer,
+    return std::make_unique<DataComm>(DataComm::Role::kRecv, std::move(fds), std::move(layers), peer,
                                       ctx_->options().stall_timeout_s);
   }
   return std::unique_ptr<DataComm>();

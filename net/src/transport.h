@@ -74,13 +74,17 @@ inline constexpr int kMaxStallTimeoutSeconds = 86400;
 
 struct Options {
   int nsocks = 4;  // sockets (and worker threads) per connection, 1..16
+  // Device buffers sealed and opened on the GPU (net/src/gpu_records.h); the plugin
+  // then advertises NCCL_PTR_CUDA. Off unless ENCLAVE_NET_GPU=1.
+  bool gpu_records = false;
   // A data connection with a request outstanding that moves no byte for this long is
   // failed (see DataComm::Test); 0 = never (NCCL's own semantics). 0..86400.
   int stall_timeout_s = 0;
 };
 // The plugin's options (tuning knobs, not secrets): nsocks = half the hardware threads,
 // 1..4, unless ENCLAVE_NET_NSOCKS says otherwise; stall_timeout_s from
-// ENCLAVE_NET_STALL_TIMEOUT_S (whole seconds 1..86400, or 0 / unset / empty = off).
+// ENCLAVE_NET_STALL_TIMEOUT_S (whole seconds 1..86400, or 0 / unset / empty = off);
+// gpu_records from ENCLAVE_NET_GPU (1 = on; 0 / unset / empty = off).
 // A malformed value is an InvalidInput naming the variable and the accepted range.
 Result<Options> OptionsFromEnv();
 
@@ -92,6 +96,7 @@ struct Request {
   std::atomic<int> state{0};  // 0 free, 1 posted
   uint64_t msg_index = 0;
   uint8_t* data = nullptr;
+  bool on_device = false;             // data is GPU memory: the connection's device record layers
   uint64_t capacity = 0;              // send: the size; recv: the posted size
   std::atomic<uint64_t> size{0};      // the message size (recv: from the first record)
   // The workers that carry a chunk of the message, min(nsocks, chunk count): known at
@@ -108,18 +113,25 @@ class DataComm {
   static constexpr int kMaxRequests = 32;  // NCCL_NET_MAX_REQUESTS
   enum class Role { kSend, kRecv };
 
-  // Takes the sockets (blocking mode, handshake done) and their record layers.
+  // One socket's record layers per kind of buffer: host memory, and (optional) GPU memory.
+  struct Layers {
+    std::vector<std::unique_ptr<RecordSender>> senders, device_senders;
+    std::vector<std::unique_ptr<RecordReceiver>> receivers, device_receivers;
+  };
+  // Takes the sockets (blocking mode, handshake done) and their record layers (send:
+  // senders, receive: receivers; the device ones empty or one per socket).
   // stall_timeout_s > 0 turns on the stall timeout (Options::stall_timeout_s).
-  DataComm(Role role, std::vector<int> fds, std::vector<std::unique_ptr<RecordSender>> senders,
-           std::vector<std::unique_ptr<RecordReceiver>> receivers, std::string peer, int stall_timeout_s = 0);
+  DataComm(Role role, std::vector<int> fds, Layers layers, std::string peer, int stall_timeout_s = 0);
   ~DataComm();
   DataComm(const DataComm&) = delete;
   DataComm& operator=(const DataComm&) = delete;
 
-  // send: size bytes at data; recv: up to size bytes into data. nullptr when all
+  // send: size bytes at data; recv: up to size bytes into data; on_device: data is GPU
+  // memory (InvalidInput on a connection without device record layers). nullptr when all
   // request slots are in use (NCCL calls again later). The connection's error once it
   // has failed.
-  Result<Request*> Post(uint8_t* data, uint64_t size);
+  Result<Request*> Post(uint8_t* data, uint64_t size, bool on_device = false);
+  bool has_device_layers() const;
   // done and the message size; requests complete in posting order (done means every
   // earlier request of the connection is complete too). An error once the connection has
   // failed, unless r completed before. With a stall timeout, test() also fails the
@@ -171,8 +183,7 @@ class DataComm {
 
   Role role_;
   std::vector<int> fds_;
-  std::vector<std::unique_ptr<RecordSender>> senders_;
-  std::vector<std::unique_ptr<RecordReceiver>> receivers_;
+  Layers layers_;
   std::string peer_;
   Request slots_[kMaxRequests];
   uint64_t next_post_ = 0;  // NCCL's thread only
@@ -198,8 +209,10 @@ class ListenComm;
 
 class Context {
  public:
+  // device_protection: the record layers of GPU buffers (null: host buffers only).
   static Result<std::unique_ptr<Context>> Create(crypto::SecretBytes job_key, uint64_t comm_id, Device device,
-                                                 Options options, const RecordProtection& protection);
+                                                 Options options, const RecordProtection& protection,
+                                                 const RecordProtection* device_protection = nullptr);
   ~Context();
 
   Result<std::unique_ptr<ListenComm>> Listen(std::span<uint8_t, kHandleBytes> handle);
@@ -213,9 +226,11 @@ class Context {
   const Options& options() const { return options_; }
   const Id& endpoint_id() const { return endpoint_id_; }
   const RecordProtection& protection() const { return protection_; }
+  const RecordProtection* device_protection() const { return device_protection_; }
 
  private:
-  Context(crypto::SecretBytes key, uint64_t comm_id, Device device, Options options, const RecordProtection& p);
+  Context(crypto::SecretBytes key, uint64_t comm_id, Device device, Options options, const RecordProtection& p,
+          const RecordProtection* device_p);
   Status Progress(PendingConnect& pc, bool* done);
 
   crypto::SecretBytes job_key_;
@@ -223,6 +238,7 @@ class Context {
   Device device_;
   Options options_;
   const RecordProtection& protection_;
+  const RecordProtection* device_protection_;
   Id endpoint_id_{};
   std::mutex mu_;
   std::map<uint64_t, std::unique_ptr<PendingConnect>> pending_;

@@ -18,6 +18,7 @@ namespace {
 struct Keys {
   std::vector<uint8_t> raw;
   NetRecordKey kernel;
+  NetRecordDeviceKey device;  // the GPU kernels' form (segmented tag)
   std::unique_ptr<crypto::Aead> openssl;
 };
 
@@ -26,6 +27,7 @@ Keys MakeKeys(std::mt19937_64& rng) {
   k.raw.resize(32);
   for (auto& b : k.raw) b = static_cast<uint8_t>(rng());
   NetRecordKeyOf(k.raw.data(), kAesTable.t0, &k.kernel);
+  NetRecordDeviceKeyOf(k.raw.data(), &k.device);
   auto secret = crypto::SecretBytes::CopyFrom(k.raw);
   EXPECT_TRUE(secret.ok());
   auto aead = crypto::Aead::Create(crypto::Suite::kAes256Gcm, *secret);
@@ -113,6 +115,37 @@ TEST(NetRecords, AChangedRecordOpensToNothing) {
   EXPECT_TRUE(refused(k.kernel, bad_header, seq, record));
   EXPECT_TRUE(refused(k.kernel, header, seq + 1, record));
   EXPECT_TRUE(refused(other.kernel, header, seq, record));
+}
+
+// The GPU's decomposition (units, 512-byte GHASH segments, a combining step) gives the
+// transport's bytes: every segment boundary class (one block, one segment, one past, a
+// short last segment) and the largest record; opened both ways.
+TEST(NetRecords, TheSegmentedKernelStepsSealAndOpenAsTheTransportDoes) {
+  std::mt19937_64 rng(24);
+  Keys k = MakeKeys(rng);
+  std::vector<uint64_t> lengths = kLengths;
+  for (uint64_t len : {511, 512, 513, 1024, 16383, 16384 + 16 * 7 + 3}) lengths.push_back(len);
+  for (uint64_t len : lengths) {
+    const uint64_t seq = len % 2 == 0 ? ~uint64_t{0} - len : len * 977;
+    std::vector<uint8_t> plain(len);
+    for (auto& b : plain) b = static_cast<uint8_t>(rng());
+    const net::RecordHeaderBytes header = HeaderOf(seq, len, 5);
+    std::vector<uint8_t> want(len + kNetRecordTagBytes), got(len + kNetRecordTagBytes, 0xee);
+    ASSERT_TRUE(net::SealRecord(*k.openssl, header, seq, ByteSpan(plain.data(), plain.size()), want).ok());
+    SealNetRecordInSegments(k.device, header.data(), seq, plain.data(), len, got.data());
+    ASSERT_EQ(got, want) << "length " << len;
+    std::vector<uint8_t> opened(len, 0xcc);
+    ASSERT_TRUE(OpenNetRecordInSegments(k.device, header.data(), seq, want.data(), len, opened.data()))
+        << "length " << len;
+    EXPECT_EQ(opened, plain) << "length " << len;
+    if (len == 0) continue;
+    std::vector<uint8_t> bad = want;
+    bad[rng() % (len + kNetRecordTagBytes)] ^= 0x80;
+    std::vector<uint8_t> untouched(len, 0xcc);
+    EXPECT_FALSE(OpenNetRecordInSegments(k.device, header.data(), seq, bad.data(), len, untouched.data()))
+        << "length " << len;
+    EXPECT_EQ(untouched, std::vector<uint8_t>(len, 0xcc)) << "length " << len;
+  }
 }
 
 }  // namespace

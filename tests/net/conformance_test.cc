@@ -69,6 +69,44 @@ TEST_F(PluginTest, InitFailsClosedWithoutKey) {
   EXPECT_NE(p_.net->init(&ctx, 1, nullptr, CaptureLog, nullptr), ncclSuccess);
 }
 
+// ENCLAVE_NET_GPU=1 where GPU records cannot run (no GPU, or a build without CUDA) stops
+// init with a line that says why, rather than quietly staging through the host; a value
+// other than 0 or 1 is refused naming the variable. 0 is today's host-only plugin.
+TEST_F(PluginTest, GpuRecordsAreRefusedAtInitWhereTheyCannotRun) {
+  setenv("ENCLAVE_NET_GPU", "yes", 1);
+  void* ctx = reinterpret_cast<void*>(1);
+  EXPECT_EQ(p_.net->init(&ctx, 1, nullptr, CaptureLog, nullptr), ncclInvalidArgument);
+  EXPECT_EQ(ctx, nullptr);
+  EXPECT_NE(LogText().find("ENCLAVE_NET_GPU='yes': expected 1 (GPU records) or 0"), std::string::npos) << LogText();
+  setenv("ENCLAVE_NET_GPU", "1", 1);
+  setenv("NCCL_PROTO", "Simple,LL128", 1);  // LL128 would read device buffers while they are written
+  EXPECT_EQ(p_.net->init(&ctx, 1, nullptr, CaptureLog, nullptr), ncclInvalidUsage);
+  EXPECT_EQ(ctx, nullptr);
+  EXPECT_NE(LogText().find("NCCL_PROTO='Simple,LL128': LL128 cannot run on GPU records"), std::string::npos)
+      << LogText();
+  unsetenv("NCCL_PROTO");
+  const ncclResult_t rc = p_.net->init(&ctx, 1, nullptr, CaptureLog, nullptr);
+  ncclNetProperties_v11_t props;
+  if (rc == ncclSuccess) {  // a GPU machine: GPU buffers are offered to NCCL
+    ASSERT_EQ(p_.net->getProperties(0, &props), ncclSuccess);
+    EXPECT_EQ(props.ptrSupport, NCCL_PTR_HOST | NCCL_PTR_CUDA);
+    p_.net->finalize(ctx);
+  } else {
+    EXPECT_EQ(rc, ncclInvalidUsage);
+    EXPECT_EQ(ctx, nullptr);
+    EXPECT_NE(LogText().find("ENCLAVE_NET_GPU=1, but "), std::string::npos) << LogText();
+    EXPECT_TRUE(LogText().find("no CUDA device") != std::string::npos ||
+                LogText().find("built without CUDA") != std::string::npos)
+        << LogText();
+    ASSERT_EQ(p_.net->getProperties(0, &props), ncclSuccess);
+    EXPECT_EQ(props.ptrSupport, NCCL_PTR_HOST);
+  }
+  setenv("ENCLAVE_NET_GPU", "0", 1);
+  ASSERT_EQ(p_.net->init(&ctx, 1, nullptr, CaptureLog, nullptr), ncclSuccess);
+  p_.net->finalize(ctx);
+  unsetenv("ENCLAVE_NET_GPU");
+}
+
 TEST_F(PluginTest, InProcessLoopbackOneSocketAndSixteen) {
   for (const char* nsocks : {"1", "16"}) {
     setenv("ENCLAVE_NET_NSOCKS", nsocks, 1);

@@ -9,56 +9,17 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "kernel_step_records.h"
+#include "loopback_pair.h"
 #include "transport.h"
 
 namespace enclave::net {
 namespace {
-
-struct Pair {
-  std::unique_ptr<Context> ctx;
-  std::unique_ptr<ListenComm> listen;
-  std::unique_ptr<DataComm> send, recv;
-};
-
-Pair Connect(int nsocks) {
-  setenv("ENCLAVE_NET_IFNAME", "lo", 1);
-  Pair p;
-  auto dev = SelectDevice();
-  EXPECT_TRUE(dev.ok()) << dev.status().message();
-  auto key = crypto::SecretBytes::Create(32);
-  EXPECT_TRUE(key.ok());
-  std::memset(key->ExposeSecretMutable().data(), 0x42, 32);
-  Options opt;
-  opt.nsocks = nsocks;
-  auto ctx = Context::Create(std::move(key).value(), 7, *dev, opt, AeadProtection());
-  EXPECT_TRUE(ctx.ok()) << ctx.status().message();
-  p.ctx = std::move(ctx).value();
-  std::array<uint8_t, kHandleBytes> handle{};
-  auto l = p.ctx->Listen(handle);
-  EXPECT_TRUE(l.ok()) << l.status().message();
-  p.listen = std::move(l).value();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while ((!p.send || !p.recv) && std::chrono::steady_clock::now() < deadline) {
-    if (!p.send) {
-      auto s = p.ctx->Connect(handle);
-      EXPECT_TRUE(s.ok()) << s.status().message();
-      if (!s.ok()) break;
-      p.send = std::move(s).value();
-    }
-    if (!p.recv) {
-      auto r = p.listen->Accept();
-      EXPECT_TRUE(r.ok()) << r.status().message();
-      if (!r.ok()) break;
-      p.recv = std::move(r).value();
-    }
-  }
-  EXPECT_TRUE(p.send && p.recv) << "no connection within 30 s";
-  return p;
-}
 
 uint8_t Pattern(uint64_t msg, uint64_t i) { return static_cast<uint8_t>((msg * 131 + i * 7 + (i >> 12)) ^ 0x5a); }
 
@@ -75,11 +36,14 @@ struct Message {
 
 constexpr uint8_t kCanary = 0xc3;
 
+// Whether message `index` is posted as a GPU buffer on the send or the receive side.
+using OnDevice = std::function<bool(uint64_t index, bool send_side)>;
+
 // Sends `sizes` as one stream, up to `window` messages in flight. Each round tests every
 // request in flight, newest first; once a request reports done, every earlier request of
 // its connection must report done at its next test() too (requests complete in posting
 // order). Checks the reported size and every received byte.
-void Stream(Pair& p, const std::vector<uint64_t>& sizes, size_t window) {
+void Stream(Pair& p, const std::vector<uint64_t>& sizes, size_t window, const OnDevice& on_device = {}) {
   std::deque<Message> flight;
   // On a failed assertion the workers may still write into the buffers: close the
   // connections before the buffers go.
@@ -107,8 +71,9 @@ void Stream(Pair& p, const std::vector<uint64_t>& sizes, size_t window) {
       m.out.resize(m.size);
       for (uint64_t i = 0; i < m.size; ++i) m.out[i] = Pattern(m.index, i);
       m.in.assign(m.size + m.slack, kCanary);
-      auto s = p.send->Post(m.out.data(), m.size);
-      auto r = p.recv->Post(m.in.data(), m.size + m.slack);
+      const bool s_dev = on_device && on_device(m.index, true), r_dev = on_device && on_device(m.index, false);
+      auto s = p.send->Post(m.out.data(), m.size, s_dev);
+      auto r = p.recv->Post(m.in.data(), m.size + m.slack, r_dev);
       ASSERT_TRUE(s.ok() && r.ok());
       ASSERT_NE(*s, nullptr) << "no free send slot with " << flight.size() << " in flight";
       ASSERT_NE(*r, nullptr) << "no free receive slot with " << flight.size() << " in flight";
@@ -234,6 +199,63 @@ TEST_P(DataCommStream, InterleavedSizesKeepBytesAndOrder) {
 
 INSTANTIATE_TEST_SUITE_P(Sockets, DataCommStream, ::testing::Values(2, 3, 4),
                          [](const ::testing::TestParamInfo<int>& sockets) { return std::to_string(sockets.param); });
+
+// The GPU path's record layers (here their kernel steps on the CPU) and the CPU path on
+// one connection, message by message in all four pairings: a GPU-sealed record opens on
+// the CPU, a CPU-sealed one through the kernel steps, with the exact bytes, in order.
+TEST(DeviceRecords, GpuAndCpuBuffersInteroperateOnOneConnection) {
+  static const testing::KernelStepRecords kernel_steps;
+  Pair p = Connect(3, &kernel_steps);
+  ASSERT_TRUE(p.send && p.recv);
+  ASSERT_TRUE(p.send->has_device_layers() && p.recv->has_device_layers());
+  std::vector<uint64_t> sizes;
+  for (uint64_t i = 0; i < 48; ++i) {
+    sizes.push_back(i % 6 == 0 ? 0 : i % 5 == 0 ? 3 * kMaxRecordPayload + 1000 + i : 1 + i * 4099);
+  }
+  Stream(p, sizes, 8, [](uint64_t index, bool send_side) { return ((send_side ? index : index / 2) & 1) != 0; });
+}
+
+// A record changed on the wire fails the GPU path's tag check: the receive is never
+// reported done, test() returns the authentication failure, and not one byte reached
+// the receive buffer.
+TEST(DeviceRecords, ATamperedRecordIsRefusedBeforeAnythingIsDecrypted) {
+  static const testing::KernelStepRecords kernel_steps, corrupting(/*corrupt_sends=*/true);
+  Pair p = Connect(2, &kernel_steps, corrupting);
+  ASSERT_TRUE(p.send && p.recv);
+  const uint64_t size = 2 * kMaxRecordPayload + 77;
+  std::vector<uint8_t> out(size, 0x11), in(size, kCanary);
+  auto s = p.send->Post(out.data(), size, /*on_device=*/false);  // the host layer, which corrupts
+  auto r = p.recv->Post(in.data(), size, /*on_device=*/true);
+  ASSERT_TRUE(s.ok() && *s != nullptr && r.ok() && *r != nullptr);
+  Status st;
+  bool done = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (st.ok() && !done && std::chrono::steady_clock::now() < deadline) {
+    uint64_t got = 0;
+    st = p.recv->Test(*r, &done, &got);
+    sched_yield();
+  }
+  EXPECT_FALSE(done) << "a tampered message was reported received";
+  EXPECT_EQ(st.code(), Code::kAuthFailed) << st.ToString();
+  EXPECT_NE(st.message().find("authentication failed"), std::string::npos) << st.message();
+  p.send.reset();
+  p.recv.reset();  // workers joined: the buffer can be read
+  EXPECT_EQ(in, std::vector<uint8_t>(size, kCanary)) << "bytes of a tampered message reached the buffer";
+}
+
+// A GPU buffer on a connection without GPU record layers is a caller's error, refused
+// at post time; the connection stays usable.
+TEST(DeviceRecords, AGpuBufferWithoutGpuRecordsIsRefusedAtPost) {
+  Pair p = Connect(1);
+  ASSERT_TRUE(p.send && p.recv);
+  EXPECT_FALSE(p.send->has_device_layers());
+  uint8_t buf[16] = {};
+  auto s = p.send->Post(buf, sizeof buf, /*on_device=*/true);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), Code::kInvalidInput);
+  EXPECT_NE(s.status().message().find("ENCLAVE_NET_GPU"), std::string::npos) << s.status().message();
+  Stream(p, {5, 70000}, 2);
+}
 
 }  // namespace
 }  // namespace enclave::net

@@ -180,27 +180,74 @@ ENCLAVE_HD void ChunkPolyKey(const ChunkKeys& k, uint64_t index, bool last, Poly
   for (int i = 0; i < 64; ++i) block0[i] = 0;
 }
 
+// Where segment `seg` of `len` bytes of ciphertext lies: bytes [*from, *from + *n);
+// false past the end.
+ENCLAVE_HD bool TagSegmentSpan(uint64_t len, uint64_t seg, uint64_t* from, uint64_t* n) {
+  const uint64_t blocks = (len + 15) / 16;
+  const uint64_t begin = seg * kTagSegmentBlocks, count = TagSegmentBlocks(blocks, seg);
+  if (count == 0) return false;
+  *from = begin * 16;
+  *n = ((begin + count) * 16 < len ? (begin + count) * 16 : len) - *from;
+  return true;
+}
+
+// GHASH of segment `seg` of `ct` (`len` bytes) from zero: AES-GCM's part of a segment,
+// for the sealed chunks and the transport's records (net_records.h) alike.
+ENCLAVE_HD void GcmTagSegment(const GhashTable& ht, const uint8_t* ct, uint64_t len, uint64_t seg, TagPartial* out) {
+  for (int i = 0; i < 8; ++i) out->w[i] = 0;
+  uint64_t from = 0, n = 0;
+  if (!TagSegmentSpan(len, seg, &from, &n)) return;
+  const Gf128 y = GhashPaddedTable(Gf128{0, 0}, ht, ct + from, static_cast<size_t>(n));
+  out->w[0] = (uint32_t)(y.hi >> 32);
+  out->w[1] = (uint32_t)y.hi;
+  out->w[2] = (uint32_t)(y.lo >> 32);
+  out->w[3] = (uint32_t)y.lo;
+}
+
 // Segment `seg` of a chunk's ciphertext `ct` (`len` bytes): its Horner sum from zero.
 ENCLAVE_HD void ChunkTagSegment(const ChunkKeys& k, const GhashTable& ht, uint64_t index, bool last,
                                 const uint8_t* ct, uint64_t len, uint64_t seg, TagPartial* out) {
-  const uint64_t blocks = (len + 15) / 16;
-  const uint64_t begin = seg * kTagSegmentBlocks, count = TagSegmentBlocks(blocks, seg);
+  if (k.aes) return GcmTagSegment(ht, ct, len, seg, out);
   for (int i = 0; i < 8; ++i) out->w[i] = 0;
-  if (count == 0) return;
-  const uint64_t from = begin * 16, n = ((begin + count) * 16 < len ? (begin + count) * 16 : len) - from;
-  if (k.aes) {
-    const Gf128 y = GhashPaddedTable(Gf128{0, 0}, ht, ct + from, static_cast<size_t>(n));
-    out->w[0] = (uint32_t)(y.hi >> 32);
-    out->w[1] = (uint32_t)y.hi;
-    out->w[2] = (uint32_t)(y.lo >> 32);
-    out->w[3] = (uint32_t)y.lo;
-    return;
-  }
+  uint64_t from = 0, n = 0;
+  if (!TagSegmentSpan(len, seg, &from, &n)) return;
   Poly1305 mac;
   ChunkPolyKey(k, index, last, &mac);
   mac.UpdatePadded(ct + from, static_cast<size_t>(n));
   for (int i = 0; i < 5; ++i) out->w[i] = mac.h[i];
   for (int i = 0; i < 5; ++i) mac.r[i] = mac.pad[i % 4] = 0;
+}
+
+// The AES-GCM tag of `len` bytes of ciphertext from its segments' partial sums, with 32
+// bytes of associated data (both users have 32) and the 12-byte `nonce`. `t32` is the
+// 4-bit table of H^32.
+ENCLAVE_HD void GcmTagFinish(const Aes256RoundKeys& rk, Gf128 h, const uint32_t* te, const GhashPowers& hp,
+                             const GhashTable& t32, const uint8_t aad[32], const uint8_t nonce[12], uint64_t len,
+                             const TagPartial* parts, uint64_t n_parts, uint8_t tag[16]) {
+  const uint64_t blocks = (len + 15) / 16;
+  Gf128 acc{0, 0};  // sum of segment s times H^(blocks after segment s)
+  for (uint64_t s = 0; s < n_parts; ++s) {
+    const uint64_t step = TagSegmentBlocks(blocks, s);
+    if (step == kTagSegmentBlocks) {
+      acc = GhashMulTable(acc, t32);
+    } else if (step != 0) {
+      acc = GhashMulPow(acc, hp, step);
+    }
+    acc.hi ^= (uint64_t)parts[s].w[0] << 32 | parts[s].w[1];
+    acc.lo ^= (uint64_t)parts[s].w[2] << 32 | parts[s].w[3];
+  }
+  Gf128 y = GhashPadded(Gf128{0, 0}, h, aad, 32);
+  y = GhashMulPow(y, hp, blocks);
+  y.hi ^= acc.hi;
+  y.lo ^= acc.lo;
+  y.hi ^= 32ull * 8;  // the length block: aad bits, ciphertext bits
+  y.lo ^= len * 8;
+  y = Gf128Mul(y, h);
+  uint8_t j0[16], mask[16], s[16];
+  GcmCounterBlock(nonce, 0, j0);
+  Aes256EncryptBlock(rk, te, j0, mask);
+  Gf128Store(y, s);
+  for (int i = 0; i < 16; ++i) tag[i] = static_cast<uint8_t>(s[i] ^ mask[i]);
 }
 
 // Combines the segments of one chunk of `len` bytes into its tag. `t32` is the 4-bit
@@ -211,32 +258,7 @@ ENCLAVE_HD void ChunkTagFinish(const ChunkKeys& k, const uint32_t* te, const Gha
   const uint64_t blocks = (len + 15) / 16;
   uint8_t nonce[12];
   SealedChunkNonce(index, last, nonce);
-  if (k.aes) {
-    Gf128 acc{0, 0};  // sum of segment s times H^(blocks after segment s)
-    for (uint64_t s = 0; s < n_parts; ++s) {
-      const uint64_t step = TagSegmentBlocks(blocks, s);
-      if (step == kTagSegmentBlocks) {
-        acc = GhashMulTable(acc, t32);
-      } else if (step != 0) {
-        acc = GhashMulPow(acc, hp, step);
-      }
-      acc.hi ^= (uint64_t)parts[s].w[0] << 32 | parts[s].w[1];
-      acc.lo ^= (uint64_t)parts[s].w[2] << 32 | parts[s].w[3];
-    }
-    Gf128 y = GhashPadded(Gf128{0, 0}, k.aes_h, aad, 32);
-    y = GhashMulPow(y, hp, blocks);
-    y.hi ^= acc.hi;
-    y.lo ^= acc.lo;
-    y.hi ^= 32ull * 8;  // the length block: aad bits, ciphertext bits
-    y.lo ^= len * 8;
-    y = Gf128Mul(y, k.aes_h);
-    uint8_t j0[16], mask[16], s[16];
-    GcmCounterBlock(nonce, 0, j0);
-    Aes256EncryptBlock(k.aes_keys, te, j0, mask);
-    Gf128Store(y, s);
-    for (int i = 0; i < 16; ++i) tag[i] = static_cast<uint8_t>(s[i] ^ mask[i]);
-    return;
-  }
+  if (k.aes) return GcmTagFinish(k.aes_keys, k.aes_h, te, hp, t32, aad, nonce, len, parts, n_parts, tag);
   Poly1305 mac;
   ChunkPolyKey(k, index, last, &mac);
   uint32_t r32[5] = {mac.r[0], mac.r[1], mac.r[2], mac.r[3], mac.r[4]};

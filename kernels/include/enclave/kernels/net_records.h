@@ -9,10 +9,12 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "enclave/kernels/aes256_gcm.h"
 #include "enclave/kernels/chacha20_poly1305.h"  // TagsEqual
 #include "enclave/kernels/chunk_math.h"         // kUnitBytes
+#include "enclave/kernels/gpu_tag_split.h"
 #include "enclave/kernels/hd.h"
 
 namespace enclave::kernels {
@@ -77,6 +79,58 @@ ENCLAVE_HD bool OpenNetRecord(const NetRecordKey& k, const uint32_t* te, const u
   NetRecordTag(k, te, header, seq, record, len, tag);
   if (!TagsEqual(tag, record + len)) return false;
   for (uint64_t u = 0; u * kUnitBytes < len; ++u) NetRecordXorUnit(k, te, seq, record, out, len, u);
+  return true;
+}
+
+// ---- The GPU's decomposition of a record (net_records_gpu.cu): one thread per 64-byte
+// unit for the keystream, one per 512-byte segment for GHASH (gpu_tag_split.h), one
+// thread to combine the segments into the tag. The same tag as NetRecordTag.
+
+// One direction's key as the kernels take it (by value, as kernel parameters): the
+// record key, the powers of H, and the 4-bit tables of H and H^32.
+struct NetRecordDeviceKey {
+  NetRecordKey key;
+  GhashPowers powers;
+  GhashTable table, table32;
+};
+
+inline void NetRecordDeviceKeyOf(const uint8_t key[32], NetRecordDeviceKey* out) {
+  NetRecordKeyOf(key, kAesTable.t0, &out->key);
+  GhashPowersOf(out->key.h, &out->powers);
+  GhashTableOf(out->key.h, &out->table);
+  GhashTableOf(out->powers.p[5], &out->table32);  // H^(2^5)
+}
+
+// The tag from the segments' partial sums (TagSegmentCount(len) of them).
+ENCLAVE_HD void NetRecordTagFromSegments(const NetRecordDeviceKey& k, const uint32_t* te, const GhashTable& t32,
+                                         const uint8_t header[32], uint64_t seq, uint64_t len,
+                                         const TagPartial* parts, uint8_t tag[16]) {
+  uint8_t nonce[12];
+  NetRecordNonce(seq, nonce);
+  GcmTagFinish(k.key.rk, k.key.h, te, k.powers, t32, header, nonce, len, parts, TagSegmentCount(len), tag);
+}
+
+// The kernels' steps, in their order, on one CPU thread: what CI runs of the GPU path
+// (tests/kernels, and the stand-in device records of tests/net). Seal: keystream into
+// `out`, segments over that ciphertext, the tag after it.
+inline void SealNetRecordInSegments(const NetRecordDeviceKey& k, const uint8_t header[32], uint64_t seq,
+                                    const uint8_t* plain, uint64_t len, uint8_t* out) {
+  for (uint64_t u = 0; u * kUnitBytes < len; ++u) NetRecordXorUnit(k.key, kAesTable.t0, seq, plain, out, len, u);
+  std::vector<TagPartial> parts(TagSegmentCount(len));
+  for (uint64_t s = 0; s < parts.size(); ++s) GcmTagSegment(k.table, out, len, s, &parts[s]);
+  NetRecordTagFromSegments(k, kAesTable.t0, k.table32, header, seq, len, parts.data(), out + len);
+}
+
+// Open: segments over the received ciphertext, the tag checked, and only then the
+// keystream into `out`; false with `out` untouched when the tag does not match.
+inline bool OpenNetRecordInSegments(const NetRecordDeviceKey& k, const uint8_t header[32], uint64_t seq,
+                                    const uint8_t* record, uint64_t len, uint8_t* out) {
+  std::vector<TagPartial> parts(TagSegmentCount(len));
+  for (uint64_t s = 0; s < parts.size(); ++s) GcmTagSegment(k.table, record, len, s, &parts[s]);
+  uint8_t tag[16];
+  NetRecordTagFromSegments(k, kAesTable.t0, k.table32, header, seq, len, parts.data(), tag);
+  if (!TagsEqual(tag, record + len)) return false;
+  for (uint64_t u = 0; u * kUnitBytes < len; ++u) NetRecordXorUnit(k.key, kAesTable.t0, seq, record, out, len, u);
   return true;
 }
 
