@@ -865,14 +865,15 @@ Status Run(const Args& args) {
 #endif
   if (ckpt_key) {
     cb.checkpoint_every = s.job.checkpoint.every_steps;
-    cb.on_checkpoint = [&](const TrainState& st) -> Status {
+    cb.on_checkpoint = [&](const ResidentTrainState& resident) -> Status {
+      const TrainState& st = resident.host;
       // A job without [checkpoint] writes one only when interrupted, not when its lease ended.
       if (!checkpoints && lease_ended()) return OkStatus();
       const std::string path = CheckpointPath(ckpt_dir, st.step);
       std::error_code ec;
       std::filesystem::create_directories(ckpt_dir, ec);
       if (ec) return IoError("creating " + ckpt_dir + ": " + ec.message());
-      RETURN_IF_ERROR(WriteCheckpoint(*ckpt_key, s.job.digest, st, path));
+      RETURN_IF_ERROR(WriteCheckpoint(*ckpt_key, s.job.digest, resident, path));
       RETURN_IF_ERROR(PruneCheckpoints(ckpt_dir, std::max<uint32_t>(s.job.checkpoint.keep, 1)));
       ++written;
       last_checkpoint = path;

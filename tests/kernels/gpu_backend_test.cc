@@ -24,6 +24,7 @@
 #include "enclave/dataset/sealed_dataset.h"
 #include "enclave/kernels/chunk_open.h"
 #include "enclave/trainer/backend.h"
+#include "enclave/trainer/checkpoint.h"
 #include "enclave/trainer/data.h"
 #include "enclave/trainer/job.h"
 #include "enclave/trainer/model_file.h"
@@ -551,6 +552,44 @@ TEST_F(GpuSealedTrainTest, TrainsFromSealedFileLikeTheCpuBackend) {
 // `enclave-train run` on the GPU: the model stays on the device and is sealed there. The
 // file must open to exactly the model file of the same GPU run's downloaded numbers (the
 // GPU backend is deterministic), with the same digests and predictions.
+// A checkpoint written from the device (its state assembled and its chunks sealed there,
+// only ciphertext copied out) opens on the CPU to the state downloaded at the same step,
+// and a run resumed from it ends bit-identical to the uninterrupted GPU run.
+TEST_F(GpuSealedTrainTest, CheckpointSealedOnTheDeviceOpensToTheDownloadedState) {
+  const JobSpec job = Job(Seal(crypto::Suite::kAes256Gcm, "ckpt"));
+  auto data = LoadDatasets(*gpu_, job.datasets, &*ks_);
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  auto split = StratifiedSplit(data->labels, data->classes, job.validation_fraction, job.seed);
+  ASSERT_TRUE(split.ok());
+  auto full = Train(*gpu_, job, *data, *split);
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  auto key = CheckpointKeyFromKeystore(*ks_, true);
+  ASSERT_TRUE(key.ok()) << key.status().ToString();
+  const std::string path = (dir_ / "step-000000000007.ckpt").string();
+  std::optional<TrainState> downloaded;
+  TrainCallbacks cb;
+  cb.should_stop = [](uint64_t step) { return step == 7; };
+  cb.on_checkpoint = [&](const ResidentTrainState& st) -> Status {
+    if (st.host.step != 7) return OkStatus();
+    ASSIGN_OR_RETURN(TrainState copy, DownloadTrainState(st));
+    downloaded.emplace(std::move(copy));
+    return WriteCheckpoint(*key, job.digest, st, path);
+  };
+  auto stopped = Train(*gpu_, job, *data, *split, cb);
+  ASSERT_TRUE(stopped.ok()) << stopped.status().ToString();
+  ASSERT_TRUE(downloaded.has_value());
+  auto opened = ReadCheckpoint(path, *ks_, job.digest);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  auto want = EncodeTrainState(*downloaded);
+  auto got = EncodeTrainState(*opened);
+  ASSERT_TRUE(want.ok() && got.ok());
+  ASSERT_EQ(got->size(), want->size());
+  EXPECT_EQ(std::memcmp(got->ExposeSecret().data(), want->ExposeSecret().data(), want->size()), 0);
+  auto resumed = Train(*gpu_, job, *data, *split, {}, &*opened);
+  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+  EXPECT_TRUE(BitIdentical(resumed->params, full->params));
+}
+
 TEST_F(GpuSealedTrainTest, ModelSealedOnTheDeviceIsTheDownloadedModel) {
   const JobSpec job = Job(Seal(crypto::Suite::kAes256Gcm, "resident"));
   auto data = LoadDatasets(*gpu_, job.datasets, &*ks_);
@@ -678,7 +717,7 @@ TEST_F(GpuSealedTrainTest, StreamedStopAndResumeEndsBitIdentical) {
     std::optional<TrainState> saved;
     TrainCallbacks cb;
     cb.should_stop = [&](uint64_t step) { return step == stop_at; };
-    cb.on_checkpoint = [&](const TrainState& st) -> Status {
+    cb.on_checkpoint = [&](const ResidentTrainState& st) -> Status {
       ASSIGN_OR_RETURN(TrainState copy, test_util::CloneState(st));
       saved.emplace(std::move(copy));
       return OkStatus();

@@ -182,7 +182,7 @@ TEST(DistributedRunTest, RanksThatStartFromDifferentStatesRefuse) {
   const JobSpec job = MakeJob(kLogreg.csv, kLogreg.label, kLogreg.positive, kLogreg.extra);
   std::vector<TrainState> saved;
   TrainCallbacks cb;
-  cb.on_checkpoint = [&saved](const TrainState& st) -> Status {
+  cb.on_checkpoint = [&saved](const ResidentTrainState& st) -> Status {
     ASSIGN_OR_RETURN(TrainState c, CloneState(st));
     saved.push_back(std::move(c));
     return OkStatus();

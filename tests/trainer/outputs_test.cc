@@ -18,6 +18,8 @@
 #include "enclave/crypto/hash.h"
 #include "enclave/crypto/keystore.h"
 #include "enclave/crypto/model_export.h"
+#include "enclave/crypto/aead.h"
+#include "enclave/kernels/chunk_open.h"
 #include "enclave/trainer/checkpoint.h"
 #include "enclave/trainer/data.h"
 #include "enclave/trainer/job.h"
@@ -367,9 +369,9 @@ TEST_F(Outputs, ResumeFromCheckpointIsBitIdentical) {
       TrainCallbacks cb;
       cb.checkpoint_every = 5;
       int written = 0;
-      cb.on_checkpoint = [&](const TrainState& st) {
+      cb.on_checkpoint = [&](const ResidentTrainState& st) {
         ++written;
-        RETURN_IF_ERROR(WriteCheckpoint(*key, job.digest, st, CheckpointPath(ckdir, st.step)));
+        RETURN_IF_ERROR(WriteCheckpoint(*key, job.digest, st, CheckpointPath(ckdir, st.host.step)));
         return PruneCheckpoints(ckdir, 2);
       };
       cb.should_stop = [stop_at](uint64_t step) { return step == stop_at; };
@@ -428,7 +430,8 @@ TEST_F(Outputs, CheckpointsThatCannotFitAreRefusedBeforeTraining) {
   TrainCallbacks cb;
   cb.checkpoint_every = 7;
   int checked = 0;
-  cb.on_checkpoint = [&](const TrainState& st) -> Status {
+  cb.on_checkpoint = [&](const ResidentTrainState& resident) -> Status {
+    ASSIGN_OR_RETURN(const TrainState st, DownloadTrainState(resident));
     ASSIGN_OR_RETURN(crypto::SecretBytes plain, EncodeTrainState(st));
     EXPECT_EQ(plain.size(), TrainStateBytes(st.shape.hidden.size(), st.shape.inputs, st.shape.parameter_count(),
                                             st.moment1.size() + st.moment2.size(), st.order.size(), st.epochs.size()));
@@ -443,7 +446,7 @@ TEST_F(Outputs, CheckpointsThatCannotFitAreRefusedBeforeTraining) {
   int steps = 0;
   TrainCallbacks big_cb;
   big_cb.on_step = [&](uint64_t, uint64_t) { ++steps; };
-  big_cb.on_checkpoint = [](const TrainState&) { return OkStatus(); };
+  big_cb.on_checkpoint = [](const ResidentTrainState&) { return OkStatus(); };
   auto r = Train(*t.backend, big, t.data, t.split, big_cb);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kInvalidInput) << r.status().ToString();
@@ -457,6 +460,184 @@ TEST_F(Outputs, CheckpointsThatCannotFitAreRefusedBeforeTraining) {
   EXPECT_TRUE(CheckpointsFit(shape, 456, /*adamw=*/false, 2).ok());
 }
 
+// A checkpoint of several chunks, read back against docs/training.md alone: the header's
+// fields, the file key (HKDF-SHA256 of the checkpoint key, salt || job digest, "enclave-
+// train checkpoint v2") and every chunk as the GPU's sealing code makes it (kernels::
+// SealChunks, the CPU reference of SealChunksOnGpu): the bytes a GPU-sealed checkpoint
+// has. Chunks exchanged or the file cut at a chunk boundary: refused.
+TEST_F(Outputs, ChunkedCheckpointIsWhatTheDocumentAndTheGpuSealerSay) {
+  auto key = CheckpointKeyFromKeystore(*ks_, true);
+  ASSERT_TRUE(key.ok());
+  // About 1.3 MB of state (AdamW, 12 bytes a parameter): two chunks of 1 MiB.
+  const JobSpec job = BreastJob("[model]\nhidden = [300, 300]\n[training]\nepochs = 1\nbatch_size = 100");
+  Trained t;
+  t.data = std::move(LoadDatasets(*t.backend, job.datasets, nullptr)).value();
+  t.split = std::move(StratifiedSplit(t.data.labels, t.data.classes, job.validation_fraction, job.seed)).value();
+  const std::string path = CheckpointPath((dir_ / "ck").string(), 2);
+  fs::create_directories(dir_ / "ck");
+  TrainCallbacks cb;
+  cb.on_checkpoint = [&](const ResidentTrainState& st) { return WriteCheckpoint(*key, job.digest, st, path); };
+  cb.should_stop = [](uint64_t step) { return step == 2; };
+  ASSERT_TRUE(Train(*t.backend, job, t.data, t.split, cb).ok());
+  auto state = ReadCheckpoint(path, *ks_, job.digest);
+  ASSERT_TRUE(state.ok()) << state.status().ToString();
+  auto plain = EncodeTrainState(*state);
+  ASSERT_TRUE(plain.ok());
+  auto file = ReadWholeFile(path, 1 << 24);
+  ASSERT_TRUE(file.ok());
+  const std::vector<uint8_t>& f = *file;
+  ASSERT_GE(f.size(), 128u);
+  auto le = [&](size_t at, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; ++i) v |= uint64_t{f[at + i]} << (8 * i);
+    return v;
+  };
+  EXPECT_EQ(std::string(f.begin(), f.begin() + 8), "ENCLCKPT");
+  EXPECT_EQ(le(8, 2), 2u);
+  EXPECT_EQ(le(10, 2), 1u);
+  EXPECT_TRUE(std::equal(f.begin() + 12, f.begin() + 28, key->keystore_id.begin()));
+  EXPECT_TRUE(std::equal(f.begin() + 28, f.begin() + 44, key->key_id.begin()));
+  EXPECT_TRUE(std::equal(f.begin() + 44, f.begin() + 76, job.digest.begin()));
+  EXPECT_EQ(le(76, 8), 2u);
+  const uint64_t chunk = le(116, 4), length = le(120, 8);
+  EXPECT_EQ(chunk, 1u << 20);
+  ASSERT_EQ(length, plain->size());
+  const uint64_t chunks = (length + chunk - 1) / chunk;
+  ASSERT_EQ(chunks, 2u);
+  ASSERT_EQ(f.size(), 128 + length + 16 * chunks);
+  std::vector<uint8_t> salt(f.begin() + 84, f.begin() + 116);
+  salt.insert(salt.end(), job.digest.begin(), job.digest.end());
+  auto file_key = crypto::HkdfSha256(key->key, salt, "enclave-train checkpoint v2", 32);
+  ASSERT_TRUE(file_key.ok());
+  kernels::ChunkBatch batch;
+  batch.suite = crypto::Suite::kAes256Gcm;
+  batch.first_index = 0;
+  batch.count = batch.file_chunk_count = chunks;
+  batch.chunk_size = static_cast<uint32_t>(chunk);
+  batch.payload_length = length;
+  const crypto::Digest256 header_digest = crypto::Sha256(ByteSpan(f).first(128));
+  std::copy(header_digest.begin(), header_digest.end(), batch.header_digest.begin());
+  std::vector<uint8_t> sealed(batch.InputBytes());
+  ASSERT_TRUE(kernels::SealChunks(*file_key, batch, plain->ExposeSecret().data(), sealed.data()).ok());
+  EXPECT_TRUE(std::equal(sealed.begin(), sealed.end(), f.begin() + 128)) << "chunks differ from the GPU sealer's";
+
+  auto code_of = [&](const std::vector<uint8_t>& bytes) {
+    const std::string p = (dir_ / "bad.ckpt").string();
+    std::ofstream(p, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(bytes.data()),
+                                                               static_cast<std::streamsize>(bytes.size()));
+    return ReadCheckpoint(p, *ks_, job.digest).status();
+  };
+  // Chunk 1 (the last, shorter) and a chunk-sized piece of chunk 0 exchanged: the sizes
+  // still fit, the tags do not.
+  std::vector<uint8_t> swapped = f;
+  const uint64_t stride = chunk + 16, last = length - chunk + 16;
+  std::swap_ranges(swapped.begin() + 128, swapped.begin() + 128 + last, swapped.begin() + 128 + stride);
+  Status st = code_of(swapped);
+  EXPECT_EQ(st.code(), Code::kAuthFailed) << st.ToString();
+  EXPECT_NE(st.message().find("chunk 0 failed authentication"), std::string::npos) << st.ToString();
+  // The last chunk dropped and the length edited to one chunk: the header's tag-free
+  // fields are the chunks' associated data, so chunk 0 (now "last") fails.
+  std::vector<uint8_t> cut(f.begin(), f.begin() + 128 + stride);
+  for (int i = 0; i < 8; ++i) cut[120 + i] = static_cast<uint8_t>(chunk >> (8 * i));
+  st = code_of(cut);
+  EXPECT_EQ(st.code(), Code::kAuthFailed) << st.ToString();
+  // Cut without editing: the size check.
+  cut.assign(f.begin(), f.begin() + 128 + stride);
+  st = code_of(cut);
+  EXPECT_EQ(st.code(), Code::kAuthFailed) << st.ToString();
+  EXPECT_NE(st.message().find("does not match its header"), std::string::npos) << st.ToString();
+}
+
+// Checkpoints of version 1 (one AEAD message after a 136-byte header; earlier releases
+// wrote them) still resume: one made here from the document's layout opens to its state.
+TEST_F(Outputs, VersionOneCheckpointsStillOpen) {
+  auto key = CheckpointKeyFromKeystore(*ks_, true);
+  ASSERT_TRUE(key.ok());
+  const JobSpec job = BreastJob("[model]\nhidden = [4]\n[training]\nepochs = 1\nbatch_size = 100");
+  Trained t;
+  t.data = std::move(LoadDatasets(*t.backend, job.datasets, nullptr)).value();
+  t.split = std::move(StratifiedSplit(t.data.labels, t.data.classes, job.validation_fraction, job.seed)).value();
+  std::optional<TrainState> saved;
+  TrainCallbacks cb;
+  cb.on_checkpoint = [&](const ResidentTrainState& st) -> Status {
+    ASSIGN_OR_RETURN(TrainState copy, DownloadTrainState(st));
+    saved.emplace(std::move(copy));
+    return OkStatus();
+  };
+  cb.should_stop = [](uint64_t step) { return step == 3; };
+  ASSERT_TRUE(Train(*t.backend, job, t.data, t.split, cb).ok());
+  ASSERT_TRUE(saved.has_value());
+  auto plain = EncodeTrainState(*saved);
+  ASSERT_TRUE(plain.ok());
+  ByteWriter h;
+  h.Bytes(std::string_view("ENCLCKPT"));
+  h.U16(1);
+  h.U16(1);  // AES-256-GCM
+  h.Bytes(key->keystore_id);
+  h.Bytes(key->key_id);
+  h.Bytes(job.digest);
+  h.U64(3);
+  std::vector<uint8_t> salt(32, 0x5a), nonce(12, 0x3c);
+  h.Bytes(salt);
+  h.Bytes(nonce);
+  h.U64(plain->size());
+  ASSERT_EQ(h.size(), 136u);
+  std::vector<uint8_t> kdf_salt = salt;
+  kdf_salt.insert(kdf_salt.end(), job.digest.begin(), job.digest.end());
+  auto file_key = crypto::HkdfSha256(key->key, kdf_salt, "enclave-train checkpoint v1", 32);
+  ASSERT_TRUE(file_key.ok());
+  auto aead = crypto::Aead::Create(crypto::Suite::kAes256Gcm, *file_key);
+  ASSERT_TRUE(aead.ok());
+  std::array<uint8_t, 12> n{};
+  std::copy(nonce.begin(), nonce.end(), n.begin());
+  std::vector<uint8_t> sealed(plain->size() + 16);
+  ASSERT_TRUE((*aead)->Seal(n, h.bytes(), plain->ExposeSecret(), sealed).ok());
+  std::vector<uint8_t> bytes = h.bytes();
+  bytes.insert(bytes.end(), sealed.begin(), sealed.end());
+  const std::string path = CheckpointPath((dir_ / "v1").string(), 3);
+  fs::create_directories(dir_ / "v1");
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                              static_cast<std::streamsize>(bytes.size()));
+  auto opened = ReadCheckpoint(path, *ks_, job.digest);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  auto again = EncodeTrainState(*opened);
+  ASSERT_TRUE(again.ok());
+  ASSERT_EQ(again->size(), plain->size());
+  EXPECT_EQ(std::memcmp(again->ExposeSecret().data(), plain->ExposeSecret().data(), plain->size()), 0);
+  bytes[200] ^= 1;
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  EXPECT_EQ(ReadCheckpoint(path, *ks_, job.digest).status().code(), Code::kAuthFailed);
+}
+
+// The checkpoint fuzz target's seeds reach what they are for: the state seed decodes (so
+// fuzzing starts from an accepted state and its round trip), the file seeds parse as far
+// as authentication.
+TEST_F(Outputs, CheckpointFuzzSeedsGetWhereTheyAreMeantTo) {
+  auto state = ReadWholeFile(std::string(ENCLAVE_CHECKPOINT_CORPUS) + "/state-sgd.bin", 1 << 20);
+  ASSERT_TRUE(state.ok());
+  ASSERT_EQ((*state)[0], 'S');
+  auto decoded = DecodeTrainState(ByteSpan(*state).subspan(1));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  auto key = CheckpointKeyFromKeystore(*ks_, true);
+  ASSERT_TRUE(key.ok());
+  crypto::Digest256 digest{};
+  for (const char* name : {"v1.ckpt", "v2-one-chunk.ckpt", "v2-three-chunks.ckpt"}) {
+    auto seed = ReadWholeFile(std::string(ENCLAVE_CHECKPOINT_CORPUS) + "/" + name, 1 << 20);
+    ASSERT_TRUE(seed.ok());
+    std::vector<uint8_t> bytes(seed->begin() + 1, seed->end());  // as the target patches them
+    std::copy(key->keystore_id.begin(), key->keystore_id.end(), bytes.begin() + 12);
+    std::copy(key->key_id.begin(), key->key_id.end(), bytes.begin() + 28);
+    std::copy(digest.begin(), digest.end(), bytes.begin() + 44);
+    const std::string p = (dir_ / name).string();
+    std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                             static_cast<std::streamsize>(bytes.size()));
+    Status st = ReadCheckpoint(p, *ks_, digest).status();
+    EXPECT_EQ(st.code(), Code::kAuthFailed) << name << ": " << st.ToString();
+    EXPECT_NE(st.message().find("failed authentication"), std::string::npos) << name << ": " << st.ToString();
+  }
+}
+
 TEST_F(Outputs, TamperedForeignAndTruncatedCheckpointsAreRefused) {
   auto key = CheckpointKeyFromKeystore(*ks_, true);
   ASSERT_TRUE(key.ok());
@@ -467,7 +648,7 @@ TEST_F(Outputs, TamperedForeignAndTruncatedCheckpointsAreRefused) {
   const std::string path = CheckpointPath((dir_ / "ck").string(), 2);
   fs::create_directories(dir_ / "ck");
   TrainCallbacks cb;
-  cb.on_checkpoint = [&](const TrainState& st) { return WriteCheckpoint(*key, job.digest, st, path); };
+  cb.on_checkpoint = [&](const ResidentTrainState& st) { return WriteCheckpoint(*key, job.digest, st, path); };
   cb.should_stop = [](uint64_t step) { return step == 2; };
   ASSERT_TRUE(Train(*t.backend, job, t.data, t.split, cb).ok());
   ASSERT_TRUE(ReadCheckpoint(path, *ks_, job.digest).ok());

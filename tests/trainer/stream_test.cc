@@ -380,7 +380,7 @@ TEST_F(Streaming, StopAndResumeEndsBitIdenticalToAnUninterruptedRun) {
     std::optional<TrainState> saved;
     TrainCallbacks cb;
     cb.should_stop = [&](uint64_t step) { return step == stop_at; };
-    cb.on_checkpoint = [&](const TrainState& st) -> Status {
+    cb.on_checkpoint = [&](const ResidentTrainState& st) -> Status {
       ASSIGN_OR_RETURN(TrainState copy, CloneState(st));
       saved.emplace(std::move(copy));
       return OkStatus();
@@ -404,7 +404,7 @@ TEST_F(Streaming, ResumeRefusesAnOrderOfAnotherLayoutUpFront) {
   std::optional<TrainState> saved;
   TrainCallbacks cb;
   cb.should_stop = [](uint64_t step) { return step == 2; };
-  cb.on_checkpoint = [&](const TrainState& st) -> Status {
+  cb.on_checkpoint = [&](const ResidentTrainState& st) -> Status {
     ASSIGN_OR_RETURN(TrainState c, CloneState(st));
     saved.emplace(std::move(c));
     return OkStatus();

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "enclave/common/status.h"
+#include "enclave/trainer/checkpoint.h"
 #include "enclave/trainer/trainer.h"
 
 namespace enclave::trainer::test_util {
@@ -29,5 +30,8 @@ inline Result<TrainState> CloneState(const TrainState& st) {
   ASSIGN_OR_RETURN(c.order, st.order.Clone());
   return c;
 }
+
+// What on_checkpoint gets: its arrays downloaded from the backend.
+inline Result<TrainState> CloneState(const ResidentTrainState& st) { return DownloadTrainState(st); }
 
 }  // namespace enclave::trainer::test_util

@@ -435,7 +435,7 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
     result.resumed_step = resume->step;
   }
 
-  // The state after a step, for a checkpoint.
+  // The state after a step with its arrays downloaded (the ranks' start fingerprint).
   auto capture = [&](uint32_t epoch, uint64_t b, double loss_sum) -> Result<TrainState> {
     TrainState st;
     st.shape = shape;
@@ -462,6 +462,30 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
     }
     st.epochs = result.epochs;
     return st;
+  };
+  // The same for a checkpoint, its arrays left where they are (sealed there).
+  auto capture_resident = [&](uint32_t epoch, uint64_t b, double loss_sum) -> Result<ResidentTrainState> {
+    ResidentTrainState rs;
+    rs.backend = &backend;
+    TrainState& st = rs.host;
+    st.shape = shape;
+    st.optimizer = job.optimizer.kind;
+    st.train_rows = ntr;
+    st.val_rows = nva;
+    st.steps_per_epoch = steps_per_epoch;
+    st.step = step;
+    st.epoch = epoch;
+    st.batch = b;
+    st.loss_sum = loss_sum;
+    shuffle.GetState(st.shuffle_rng);
+    ASSIGN_OR_RETURN(st.order, order.Clone());
+    st.epochs = result.epochs;
+    rs.mean = mean;
+    rs.inv_std = inv_std;
+    rs.params = model.params();
+    rs.moment1 = opt.s1;
+    rs.moment2 = opt.s2;
+    return rs;
   };
 
   // The first epoch's order (a resumed one was restored with its shuffle stream).
@@ -535,7 +559,7 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
       if (callbacks.on_step) callbacks.on_step(b + 1, steps_per_epoch);
       const bool due = callbacks.checkpoint_every > 0 && step % callbacks.checkpoint_every == 0;
       if (callbacks.on_checkpoint && (due || stop)) {
-        ASSIGN_OR_RETURN(TrainState st, capture(epoch, b + 1, loss_sum));
+        ASSIGN_OR_RETURN(const ResidentTrainState st, capture_resident(epoch, b + 1, loss_sum));
         RETURN_IF_ERROR(callbacks.on_checkpoint(st));
       }
       if (stop) {

@@ -153,6 +153,11 @@ class SealedFileWriter {
   bool finished_ = false;
 };
 
+// The nonce of chunk `index` (docs/formats/sealed-dataset.md): the index as a u64
+// big-endian, three zero bytes, then 1 for the file's last chunk, else 0. Also the
+// chunked checkpoints' (docs/training.md#checkpoints).
+std::array<uint8_t, kAeadNonceBytes> ChunkNonce(uint64_t index, bool last);
+
 // Random-access reader of a sealed file on disk.
 class SealedFileReader {
  public:

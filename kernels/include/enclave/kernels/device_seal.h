@@ -34,4 +34,18 @@ Result<crypto::ModelExportInfo> SealDeviceModelToFile(const crypto::ExportPublic
 using SealBatchFn = std::function<Status(const ChunkBatch& batch, uint8_t* sealed_out)>;
 Status SealModelInBatches(crypto::ModelExportWriter& writer, uint64_t max_sealed_bytes, const SealBatchFn& seal_batch);
 
+// The same for any chunked payload: `file` gives the geometry (suite, file_chunk_count,
+// chunk_size, payload_length, header_digest; first_index and count are ignored); each
+// batch's sealed chunks go to `sink`, in order.
+using SealedSinkFn = std::function<Status(ByteSpan sealed_chunks)>;
+Status SealInBatches(const ChunkBatch& file, uint64_t max_sealed_bytes, const SealBatchFn& seal_batch,
+                     const SealedSinkFn& sink);
+
+// Every chunk of `file` sealed on the GPU from the payload at the device pointer
+// `device_payload` (file.payload_length bytes), a batch at a time into device scratch,
+// whose ciphertext is copied to the host and handed to `sink`. The same error kinds as
+// Sha256OnGpu.
+Status SealDeviceChunks(const crypto::SecretBytes& payload_key, const ChunkBatch& file, const uint8_t* device_payload,
+                        const SealedSinkFn& sink);
+
 }  // namespace enclave::kernels

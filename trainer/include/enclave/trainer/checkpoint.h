@@ -1,6 +1,9 @@
 // Encrypted checkpoints (docs/training.md#checkpoints): the full training state, sealed
-// with a per-file key derived from a checkpoint key and bound to the job digest, written
-// atomically as OUTPUT_DIR/checkpoints/step-<12 digits>.ckpt.
+// in chunks with a per-file key derived from a checkpoint key and bound to the job digest,
+// written atomically as OUTPUT_DIR/checkpoints/step-<12 digits>.ckpt. The state is
+// assembled and sealed where the backend keeps it: on the GPU backend the parameters and
+// optimizer moments never leave the device in the clear (chunks sealed there, as the
+// model is); version 1 files (one AEAD message) are still read.
 //
 // Development mode: the checkpoint key is a data key of the local tenant keystore under the
 // reserved dataset id "enclave-train.checkpoint" (created on first use). With the broker it
@@ -16,14 +19,17 @@
 #include "enclave/crypto/hash.h"
 #include "enclave/crypto/keystore.h"
 #include "enclave/crypto/secret_bytes.h"
+#include "enclave/trainer/backend.h"
 #include "enclave/trainer/trainer.h"
 
 namespace enclave::trainer {
 
 inline constexpr char kCheckpointKeyId[] = "enclave-train.checkpoint";
 inline constexpr char kCheckpointMagic[8] = {'E', 'N', 'C', 'L', 'C', 'K', 'P', 'T'};
-inline constexpr uint16_t kCheckpointVersion = 1;
-inline constexpr size_t kCheckpointHeaderBytes = 136;
+inline constexpr uint16_t kCheckpointVersion = 2;  // written; 1 is read too
+inline constexpr size_t kCheckpointHeaderBytes = 128;
+inline constexpr size_t kCheckpointV1HeaderBytes = 136;
+inline constexpr uint32_t kCheckpointChunkBytes = 1u << 20;
 inline constexpr char kCheckpointDirName[] = "checkpoints";
 
 // The key checkpoints are sealed under, with the keystore ids that name it.
@@ -52,9 +58,18 @@ Status CheckpointsFit(const ModelShape& shape, uint64_t train_rows, bool adamw, 
 Result<crypto::SecretBytes> EncodeTrainState(const TrainState& state);
 Result<TrainState> DecodeTrainState(ByteSpan bytes);
 
-// Seals `state` for the job with digest `job_digest` into `path` (atomic; overwrites).
+// Seals `state` for the job with digest `job_digest` into `path` (atomic; overwrites),
+// from host memory.
 Status WriteCheckpoint(const CheckpointKey& key, const crypto::Digest256& job_digest, const TrainState& state,
                        const std::string& path);
+// The same for the state where training keeps it (ResidentTrainState, trainer.h): its
+// encoding is assembled in the backend's memory and sealed there (the GPU backend: on
+// the device; only ciphertext is copied to the host). The same file format.
+Status WriteCheckpoint(const CheckpointKey& key, const crypto::Digest256& job_digest, const ResidentTrainState& state,
+                       const std::string& path);
+// The resident state with its arrays copied to locked host memory (tests; what a
+// checkpoint written from it decodes to).
+Result<TrainState> DownloadTrainState(const ResidentTrainState& state);
 
 // Opens a checkpoint: structure (kInvalidInput / kUnsupported), then that it was written
 // for this job (kPermissionDenied: another job's checkpoint) and with this keystore

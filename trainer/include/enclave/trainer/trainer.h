@@ -57,14 +57,24 @@ struct TrainState {
   std::vector<EpochMetrics> epochs;     // the finished epochs
 };
 
+// A checkpoint's state where training keeps it: the host part in `host` (its mean,
+// inv_std, params, moment1 and moment2 empty) and those arrays in `backend`'s memory
+// (moment2 empty for SGD). Valid during the on_checkpoint call only.
+struct ResidentTrainState {
+  TrainState host;
+  Backend* backend = nullptr;
+  Buffer mean, inv_std, params, moment1, moment2;
+};
+
 struct TrainCallbacks {
   std::function<void(const EpochMetrics&)> on_epoch;
   // (steps done in this epoch, steps per epoch).
   std::function<void(uint64_t, uint64_t)> on_step;
   // Called with the full state every `checkpoint_every` optimizer steps (0: never); an
-  // error stops training with it.
+  // error stops training with it. The state stays in backend memory (WriteCheckpoint
+  // with a backend seals it there).
   uint64_t checkpoint_every = 0;
-  std::function<Status(const TrainState&)> on_checkpoint;
+  std::function<Status(const ResidentTrainState&)> on_checkpoint;
   // Asked at every step (with its 1-based number); true stops training after that step,
   // with a final on_checkpoint (TrainResult::stopped). For interruption and its tests. In a
   // distributed run the ranks vote with the step's gradients: one rank's stop stops all
@@ -72,8 +82,8 @@ struct TrainCallbacks {
   std::function<bool(uint64_t)> should_stop;
   // The trained model stays in backend memory (TrainResult::resident) and the host arrays
   // params/mean/inv_std stay empty: `enclave-train run` seals it there (model_seal.h), so
-  // on the GPU backend it never leaves the device in the clear. (Checkpoints, when
-  // asked for, still download the state to seal it on the host.)
+  // on the GPU backend it never leaves the device in the clear (nor, with WriteCheckpoint,
+  // does a checkpoint's state).
   bool model_stays_on_backend = false;
 };
 
