@@ -435,35 +435,7 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
     result.resumed_step = resume->step;
   }
 
-  // The state after a step with its arrays downloaded (the ranks' start fingerprint).
-  auto capture = [&](uint32_t epoch, uint64_t b, double loss_sum) -> Result<TrainState> {
-    TrainState st;
-    st.shape = shape;
-    st.optimizer = job.optimizer.kind;
-    st.train_rows = ntr;
-    st.val_rows = nva;
-    st.steps_per_epoch = steps_per_epoch;
-    st.step = step;
-    st.epoch = epoch;
-    st.batch = b;
-    st.loss_sum = loss_sum;
-    shuffle.GetState(st.shuffle_rng);
-    ASSIGN_OR_RETURN(st.order, order.Clone());
-    ASSIGN_OR_RETURN(st.mean, LockedArray<float>::Create(F));
-    ASSIGN_OR_RETURN(st.inv_std, LockedArray<float>::Create(F));
-    RETURN_IF_ERROR(backend.Download(st.mean.data(), mean, F));
-    RETURN_IF_ERROR(backend.Download(st.inv_std.data(), inv_std, F));
-    ASSIGN_OR_RETURN(st.params, model.DownloadParams());
-    ASSIGN_OR_RETURN(st.moment1, LockedArray<float>::Create(P));
-    RETURN_IF_ERROR(backend.Download(st.moment1.data(), opt.s1, P));
-    if (!opt.s2.get().empty()) {
-      ASSIGN_OR_RETURN(st.moment2, LockedArray<float>::Create(P));
-      RETURN_IF_ERROR(backend.Download(st.moment2.data(), opt.s2, P));
-    }
-    st.epochs = result.epochs;
-    return st;
-  };
-  // The same for a checkpoint, its arrays left where they are (sealed there).
+  // The state after a step, its arrays left where they are (a checkpoint seals them there).
   auto capture_resident = [&](uint32_t epoch, uint64_t b, double loss_sum) -> Result<ResidentTrainState> {
     ResidentTrainState rs;
     rs.backend = &backend;
@@ -486,6 +458,11 @@ Result<TrainResult> Train(Backend& backend, const JobSpec& job, const LoadedData
     rs.moment1 = opt.s1;
     rs.moment2 = opt.s2;
     return rs;
+  };
+  // The same with its arrays downloaded (the ranks' start fingerprint).
+  auto capture = [&](uint32_t epoch, uint64_t b, double loss_sum) -> Result<TrainState> {
+    ASSIGN_OR_RETURN(const ResidentTrainState rs, capture_resident(epoch, b, loss_sum));
+    return DownloadTrainState(rs);
   };
 
   // The first epoch's order (a resumed one was restored with its shuffle stream).
