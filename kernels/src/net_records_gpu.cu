@@ -1,9 +1,9 @@
 // GPU side of net_records_gpu.h, one record per call, the steps of
 // SealNetRecordInSegments / OpenNetRecordInSegments (net_records.h) as kernels:
 //   seal: XorUnits (one thread per 64-byte unit) -> TagSegments (one per 512 bytes of
-//         ciphertext) -> TagWrite (one thread: combines them, writes the tag);
-//   open: TagSegments -> TagCheck (one thread: *ok = tag matches) -> XorUnits, which
-//         writes nothing unless *ok is 1.
+//         ciphertext) -> TagFinish (one block: combines them, writes the tag);
+//   open: TagSegments -> TagFinish (*ok = tag matches) -> XorUnits, which writes
+//         nothing unless *ok is 1.
 // Keys travel as kernel parameters (__grid_constant__), never in global memory.
 #include <cuda_runtime.h>
 
@@ -33,18 +33,28 @@ __global__ void TagSegments(const __grid_constant__ NetRecordDeviceKey k, const 
   GcmTagSegment(table, ct, len, seg, &parts[seg]);
 }
 
-// One block; thread 0 combines (the others help load the tables). `ok` null: write the
-// tag after the ciphertext at `record`; else compare with it and set *ok.
+// One block of kNetTagThreads threads: each combines its share of the segments (a serial
+// combine of a 256 KiB record's 512 segments would take one thread most of the record's
+// time), thread 0 adds the shares and finishes. `ok` null: write the tag after the
+// ciphertext at `record`; else compare with it and set *ok.
 __global__ void TagFinish(const __grid_constant__ NetRecordDeviceKey k, const __grid_constant__ AesTable te_param,
                           const __grid_constant__ NetRecordHeader header, uint64_t seq, uint64_t len,
                           const TagPartial* parts, uint8_t* record, uint32_t* ok) {
   __shared__ uint32_t te[256];
   __shared__ GhashTable table32;  // H^32
+  __shared__ Gf128 shares[kNetTagThreads];
   LoadAesTable(te_param, te);
   LoadTable(k.table32, &table32);
+  shares[threadIdx.x] = NetRecordSegmentShare(k, table32, len, parts, threadIdx.x);
+  __syncthreads();
   if (threadIdx.x != 0) return;
+  Gf128 sum{0, 0};
+  for (unsigned t = 0; t < kNetTagThreads; ++t) {
+    sum.hi ^= shares[t].hi;
+    sum.lo ^= shares[t].lo;
+  }
   uint8_t tag[16];
-  NetRecordTagFromSegments(k, te, table32, header.bytes, seq, len, parts, tag);
+  NetRecordTagFromSum(k, te, header.bytes, seq, len, sum, tag);
   if (ok == nullptr) {
     for (int i = 0; i < 16; ++i) record[len + i] = tag[i];
   } else {
@@ -58,7 +68,7 @@ bool EnqueueTag(const NetRecordDeviceKey& key, const NetRecordHeader& header, ui
   auto* parts = static_cast<TagPartial*>(scratch);
   TagSegments<<<Blocks(segs, 128), 128, 0, stream>>>(key, record, len, segs, parts);
   if (!Check(cudaGetLastError(), "TagSegments launch", error, error_size)) return false;
-  TagFinish<<<1, 128, 0, stream>>>(key, kAesTable, header, seq, len, parts, record, ok);
+  TagFinish<<<1, kNetTagThreads, 0, stream>>>(key, kAesTable, header, seq, len, parts, record, ok);
   return Check(cudaGetLastError(), "TagFinish launch", error, error_size);
 }
 

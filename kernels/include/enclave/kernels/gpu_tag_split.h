@@ -218,15 +218,14 @@ ENCLAVE_HD void ChunkTagSegment(const ChunkKeys& k, const GhashTable& ht, uint64
   for (int i = 0; i < 5; ++i) mac.r[i] = mac.pad[i % 4] = 0;
 }
 
-// The AES-GCM tag of `len` bytes of ciphertext from its segments' partial sums, with 32
-// bytes of associated data (both users have 32) and the 12-byte `nonce`. `t32` is the
-// 4-bit table of H^32.
-ENCLAVE_HD void GcmTagFinish(const Aes256RoundKeys& rk, Gf128 h, const uint32_t* te, const GhashPowers& hp,
-                             const GhashTable& t32, const uint8_t aad[32], const uint8_t nonce[12], uint64_t len,
-                             const TagPartial* parts, uint64_t n_parts, uint8_t tag[16]) {
-  const uint64_t blocks = (len + 15) / 16;
-  Gf128 acc{0, 0};  // sum of segment s times H^(blocks after segment s)
-  for (uint64_t s = 0; s < n_parts; ++s) {
+// Segments [first, last) of `blocks` blocks of ciphertext, combined: the sum of
+// part_s * H^(blocks after segment s) over them, which is their share of the GHASH sum.
+// The shares of disjoint ranges add up (XOR) to the whole sum, so several GPU threads
+// can combine one long message's segments (net_records_gpu.cu). `t32`: the table of H^32.
+ENCLAVE_HD Gf128 GcmCombineSegments(const GhashPowers& hp, const GhashTable& t32, uint64_t blocks,
+                                    const TagPartial* parts, uint64_t first, uint64_t last) {
+  Gf128 acc{0, 0};
+  for (uint64_t s = first; s < last; ++s) {
     const uint64_t step = TagSegmentBlocks(blocks, s);
     if (step == kTagSegmentBlocks) {
       acc = GhashMulTable(acc, t32);
@@ -236,10 +235,21 @@ ENCLAVE_HD void GcmTagFinish(const Aes256RoundKeys& rk, Gf128 h, const uint32_t*
     acc.hi ^= (uint64_t)parts[s].w[0] << 32 | parts[s].w[1];
     acc.lo ^= (uint64_t)parts[s].w[2] << 32 | parts[s].w[3];
   }
+  const uint64_t end = last * kTagSegmentBlocks < blocks ? last * kTagSegmentBlocks : blocks;
+  return GhashMulPow(acc, hp, blocks - end);
+}
+
+// The AES-GCM tag of `len` bytes of ciphertext from the GHASH sum of its segments
+// (GcmCombineSegments over all of them), with 32 bytes of associated data (both users
+// have 32) and the 12-byte `nonce`.
+ENCLAVE_HD void GcmTagFromSum(const Aes256RoundKeys& rk, Gf128 h, const uint32_t* te, const GhashPowers& hp,
+                              const uint8_t aad[32], const uint8_t nonce[12], uint64_t len, Gf128 sum,
+                              uint8_t tag[16]) {
+  const uint64_t blocks = (len + 15) / 16;
   Gf128 y = GhashPadded(Gf128{0, 0}, h, aad, 32);
   y = GhashMulPow(y, hp, blocks);
-  y.hi ^= acc.hi;
-  y.lo ^= acc.lo;
+  y.hi ^= sum.hi;
+  y.lo ^= sum.lo;
   y.hi ^= 32ull * 8;  // the length block: aad bits, ciphertext bits
   y.lo ^= len * 8;
   y = Gf128Mul(y, h);
@@ -248,6 +258,14 @@ ENCLAVE_HD void GcmTagFinish(const Aes256RoundKeys& rk, Gf128 h, const uint32_t*
   Aes256EncryptBlock(rk, te, j0, mask);
   Gf128Store(y, s);
   for (int i = 0; i < 16; ++i) tag[i] = static_cast<uint8_t>(s[i] ^ mask[i]);
+}
+
+// The tag from all `n_parts` segments' partial sums on one thread.
+ENCLAVE_HD void GcmTagFinish(const Aes256RoundKeys& rk, Gf128 h, const uint32_t* te, const GhashPowers& hp,
+                             const GhashTable& t32, const uint8_t aad[32], const uint8_t nonce[12], uint64_t len,
+                             const TagPartial* parts, uint64_t n_parts, uint8_t tag[16]) {
+  const Gf128 sum = GcmCombineSegments(hp, t32, (len + 15) / 16, parts, 0, n_parts);
+  GcmTagFromSum(rk, h, te, hp, aad, nonce, len, sum, tag);
 }
 
 // Combines the segments of one chunk of `len` bytes into its tag. `t32` is the 4-bit

@@ -101,13 +101,36 @@ inline void NetRecordDeviceKeyOf(const uint8_t key[32], NetRecordDeviceKey* out)
   GhashTableOf(out->powers.p[5], &out->table32);  // H^(2^5)
 }
 
-// The tag from the segments' partial sums (TagSegmentCount(len) of them).
-ENCLAVE_HD void NetRecordTagFromSegments(const NetRecordDeviceKey& k, const uint32_t* te, const GhashTable& t32,
-                                         const uint8_t header[32], uint64_t seq, uint64_t len,
-                                         const TagPartial* parts, uint8_t tag[16]) {
+// The tag is combined by one block of kNetTagThreads threads: thread t combines its
+// share of the segments (NetRecordSegmentShare), the shares are added, and one thread
+// finishes the tag (NetRecordTagFromSum).
+inline constexpr unsigned kNetTagThreads = 128;
+
+ENCLAVE_HD Gf128 NetRecordSegmentShare(const NetRecordDeviceKey& k, const GhashTable& t32, uint64_t len,
+                                       const TagPartial* parts, unsigned thread) {
+  const uint64_t n = TagSegmentCount(len);
+  const uint64_t first = n * thread / kNetTagThreads, last = n * (thread + 1) / kNetTagThreads;
+  return GcmCombineSegments(k.powers, t32, (len + 15) / 16, parts, first, last);
+}
+
+ENCLAVE_HD void NetRecordTagFromSum(const NetRecordDeviceKey& k, const uint32_t* te, const uint8_t header[32],
+                                    uint64_t seq, uint64_t len, Gf128 sum, uint8_t tag[16]) {
   uint8_t nonce[12];
   NetRecordNonce(seq, nonce);
-  GcmTagFinish(k.key.rk, k.key.h, te, k.powers, t32, header, nonce, len, parts, TagSegmentCount(len), tag);
+  GcmTagFromSum(k.key.rk, k.key.h, te, k.powers, header, nonce, len, sum, tag);
+}
+
+// The tag from the segments' partial sums (TagSegmentCount(len) of them), combined in the
+// kernel's shares.
+inline void NetRecordTagFromSegments(const NetRecordDeviceKey& k, const uint8_t header[32], uint64_t seq, uint64_t len,
+                                     const TagPartial* parts, uint8_t tag[16]) {
+  Gf128 sum{0, 0};
+  for (unsigned t = 0; t < kNetTagThreads; ++t) {
+    const Gf128 share = NetRecordSegmentShare(k, k.table32, len, parts, t);
+    sum.hi ^= share.hi;
+    sum.lo ^= share.lo;
+  }
+  NetRecordTagFromSum(k, kAesTable.t0, header, seq, len, sum, tag);
 }
 
 // The kernels' steps, in their order, on one CPU thread: what CI runs of the GPU path
@@ -118,7 +141,7 @@ inline void SealNetRecordInSegments(const NetRecordDeviceKey& k, const uint8_t h
   for (uint64_t u = 0; u * kUnitBytes < len; ++u) NetRecordXorUnit(k.key, kAesTable.t0, seq, plain, out, len, u);
   std::vector<TagPartial> parts(TagSegmentCount(len));
   for (uint64_t s = 0; s < parts.size(); ++s) GcmTagSegment(k.table, out, len, s, &parts[s]);
-  NetRecordTagFromSegments(k, kAesTable.t0, k.table32, header, seq, len, parts.data(), out + len);
+  NetRecordTagFromSegments(k, header, seq, len, parts.data(), out + len);
 }
 
 // Open: segments over the received ciphertext, the tag checked, and only then the
@@ -128,7 +151,7 @@ inline bool OpenNetRecordInSegments(const NetRecordDeviceKey& k, const uint8_t h
   std::vector<TagPartial> parts(TagSegmentCount(len));
   for (uint64_t s = 0; s < parts.size(); ++s) GcmTagSegment(k.table, record, len, s, &parts[s]);
   uint8_t tag[16];
-  NetRecordTagFromSegments(k, kAesTable.t0, k.table32, header, seq, len, parts.data(), tag);
+  NetRecordTagFromSegments(k, header, seq, len, parts.data(), tag);
   if (!TagsEqual(tag, record + len)) return false;
   for (uint64_t u = 0; u * kUnitBytes < len; ++u) NetRecordXorUnit(k.key, kAesTable.t0, seq, record, out, len, u);
   return true;
