@@ -68,9 +68,15 @@ class GpuLane {
   // another device is refused.
   Status Ready(const void* buffer) {
     cudaPointerAttributes attr{};
-    ENCLAVE_CUDA_RETURN(cudaPointerGetAttributes(&attr, buffer));
-    if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged) {
-      return InvalidInput("GPU records: the buffer is not GPU memory");
+    if (device_ >= 0 && !ready_) return Unavailable("GPU records: this socket's GPU resources could not be made");
+    if (buffer == nullptr) {  // an empty message without a buffer: any device will do
+      if (device_ >= 0) return OkStatus();
+      ENCLAVE_CUDA_RETURN(cudaGetDevice(&attr.device));
+    } else {
+      ENCLAVE_CUDA_RETURN(cudaPointerGetAttributes(&attr, buffer));
+      if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged) {
+        return InvalidInput("GPU records: the buffer is not GPU memory");
+      }
     }
     if (device_ >= 0) {
       if (attr.device != device_) {
@@ -88,6 +94,7 @@ class GpuLane {
     ENCLAVE_CUDA_RETURN(cudaHostAlloc(reinterpret_cast<void**>(&staging_), kRecordHeaderBytes + kRecordBytes,
                                       cudaHostAllocDefault));
     ENCLAVE_CUDA_RETURN(cudaHostAlloc(reinterpret_cast<void**>(&host_ok_), sizeof(uint32_t), cudaHostAllocDefault));
+    ready_ = true;
     return OkStatus();
   }
 
@@ -105,6 +112,7 @@ class GpuLane {
 
  private:
   int device_ = -1;
+  bool ready_ = false;  // everything below was made
   cudaStream_t stream_ = nullptr;
   uint8_t* record_ = nullptr;
   void* scratch_ = nullptr;
