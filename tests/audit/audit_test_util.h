@@ -16,6 +16,7 @@
 #include "enclave/audit/tree_head.h"
 #include "enclave/audit/verify.h"
 #include "enclave/common/files.h"
+#include "../scratch_cleanup.h"
 
 namespace enclave::audit::testing {
 
@@ -27,6 +28,7 @@ inline fs::path ScratchDir(const std::string& name) {
                  ("enclave-audit-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" + name);
   fs::remove_all(dir);
   fs::create_directories(dir);
+  enclave::testing::RemoveAtExit(dir);
   return dir;
 }
 

@@ -7,13 +7,19 @@
 
 #include <filesystem>
 
+#include "../scratch_cleanup.h"
+
 namespace enclave {
 namespace {
 
 namespace fs = std::filesystem;
 
 fs::path TempDir() {
-  fs::path dir = fs::temp_directory_path() / ("enclave-files-test-" + std::to_string(::getpid()));
+  static const fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / ("enclave-files-test-" + std::to_string(::getpid()));
+    testing::RemoveAtExit(d);
+    return d;
+  }();
   fs::create_directories(dir);
   return dir;
 }

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <string>
 
+#include "../scratch_cleanup.h"
+
 namespace enclave::testing {
 
 inline std::filesystem::path TestDir(const std::string& name) {
@@ -14,6 +16,7 @@ inline std::filesystem::path TestDir(const std::string& name) {
              ("enclave-" + name + "-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  RemoveAtExit(dir);
   return dir;
 }
 
