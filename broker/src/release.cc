@@ -194,8 +194,8 @@ Result<ReleaseRequest> ParseReleaseRequest(std::string_view body) {
   ASSIGN_OR_RETURN(const json* workload, f.Object("workload"));
   Fields wf(*workload, "release request: workload");
   RETURN_IF_ERROR(wf.Exact({"executable", "code"}));
-  auto file = [](const json& j, const std::string& what, bool absolute) -> Result<WorkloadFile> {
-    Fields ff(j, what);
+  auto file = [](const json& entry, const std::string& what, bool absolute) -> Result<WorkloadFile> {
+    Fields ff(entry, what);
     RETURN_IF_ERROR(ff.Exact({"path", "sha256"}));
     WorkloadFile out;
     ASSIGN_OR_RETURN(out.path, ff.Str("path", kMaxWorkloadPathBytes));

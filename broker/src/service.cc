@@ -256,7 +256,7 @@ Reply Service::IssueNonce(std::string_view body, const std::string& peer) {
     if (nonce_buckets_.size() > 100000) nonce_buckets_.clear();  // bounded: a full bucket for everyone again
     auto [it, fresh] = nonce_buckets_.try_emplace(host->host_id + " " + peer, NonceBucket{per_minute, now_ms});
     NonceBucket& b = it->second;
-    b.tokens = std::min(per_minute, b.tokens + (now_ms - b.at_ms) * per_minute / 60000.0);
+    b.tokens = std::min(per_minute, b.tokens + static_cast<double>(now_ms - b.at_ms) * per_minute / 60000.0);
     b.at_ms = now_ms;
     if (b.tokens < 1) {
       std::cerr << "enclave-broker: refused a nonce for " << host->host_id << " to " << peer << ": over "
