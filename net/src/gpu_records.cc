@@ -27,8 +27,8 @@ constexpr uint64_t kRecordBytes = kMaxRecordPayload + kRecordTagBytes;
 Status CudaStatus(cudaError_t e, const char* call) {
   return Unavailable(std::string(call) + " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
 }
-#define ENCLAVE_CUDA_RETURN(call)                             \
-  do {                                                        \
+#define ENCLAVE_CUDA_RETURN(call)                                                 \
+  do {                                                                            \
     if (cudaError_t e_ = (call); e_ != cudaSuccess) return CudaStatus(e_, #call); \
   } while (0)
 
