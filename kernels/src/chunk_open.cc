@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstring>
 
 #include "enclave/kernels/chunk_math.h"
@@ -32,6 +33,16 @@ uint64_t ChunkBatch::OutputBytes() const {
   if (count == 0) return 0;
   const uint64_t last = first_index + count - 1;
   return OutputOffset(last) + PlaintextSize(last);
+}
+
+ChunkBatch FileChunks(const crypto::SealedHeader& h) {
+  ChunkBatch file;
+  file.suite = h.params.suite;
+  file.file_chunk_count = h.chunk_count;
+  file.chunk_size = h.params.chunk_size;
+  file.payload_length = h.params.payload_length;
+  std::copy(h.header_digest.begin(), h.header_digest.end(), file.header_digest.begin());
+  return file;
 }
 
 Status ChunkBatch::Validate() const {

@@ -12,21 +12,6 @@
 #endif
 
 namespace enclave::kernels {
-namespace {
-
-// A sealed file's chunk geometry as a batch description (first_index and count unset).
-ChunkBatch FileGeometry(const crypto::SealedHeader& h) {
-  ChunkBatch file;
-  file.suite = h.params.suite;
-  file.file_chunk_count = h.chunk_count;
-  file.chunk_size = h.params.chunk_size;
-  file.payload_length = h.params.payload_length;
-  std::copy(h.header_digest.begin(), h.header_digest.end(), file.header_digest.begin());
-  return file;
-}
-
-}  // namespace
-
 Status SealInBatches(const ChunkBatch& file, uint64_t max_sealed_bytes, const SealBatchFn& seal_batch,
                      const SealedSinkFn& sink) {
   ChunkBatch batch = file;
@@ -44,7 +29,7 @@ Status SealInBatches(const ChunkBatch& file, uint64_t max_sealed_bytes, const Se
 }
 
 Status SealModelInBatches(crypto::ModelExportWriter& writer, uint64_t max_sealed_bytes, const SealBatchFn& seal_batch) {
-  return SealInBatches(FileGeometry(writer.header()), max_sealed_bytes, seal_batch,
+  return SealInBatches(FileChunks(writer.header()), max_sealed_bytes, seal_batch,
                        [&](ByteSpan sealed) { return writer.AppendSealed(sealed); });
 }
 
@@ -85,7 +70,7 @@ Result<crypto::ModelExportInfo> SealDeviceModelToFile(const crypto::ExportPublic
                                                       uint64_t length, const crypto::ModelSealOptions& options,
                                                       const std::string& out_path, bool overwrite) {
   return crypto::SealModelWithChunkSealer(to, length, options, out_path, overwrite, [&](crypto::ModelExportWriter& w) {
-    return SealDeviceChunks(w.payload_key(), FileGeometry(w.header()), device_model,
+    return SealDeviceChunks(w.payload_key(), FileChunks(w.header()), device_model,
                             [&](ByteSpan sealed) { return w.AppendSealed(sealed); });
   });
 }

@@ -191,12 +191,7 @@ Status GpuSealedStream::ReadChunks(uint64_t first, uint64_t count, uint8_t* devi
 
 Status GpuSealedStream::Run(uint64_t first, uint64_t count, uint8_t* device_out) {
   RETURN_IF_ERROR(opener_->Reset());
-  ChunkBatch batch;
-  batch.suite = header_.params.suite;
-  batch.file_chunk_count = header_.chunk_count;
-  batch.chunk_size = header_.params.chunk_size;
-  batch.payload_length = header_.params.payload_length;
-  std::copy(header_.header_digest.begin(), header_.header_digest.end(), batch.header_digest.begin());
+  ChunkBatch batch = FileChunks(header_);
   uint64_t k = 0;
   for (uint64_t next = first; next < first + count; next += batch.count, ++k) {
     Slot& slot = slots_[static_cast<size_t>(k % static_cast<uint64_t>(options_.depth))];

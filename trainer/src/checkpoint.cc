@@ -299,7 +299,7 @@ std::vector<uint8_t> EncodeHeaderV2(const HeaderV2& h) {
 }
 
 // The file's chunk geometry for the sealing code of kernels/ (chunk_open.h).
-kernels::ChunkBatch FileChunks(const HeaderV2& h, const crypto::Digest256& header_digest) {
+kernels::ChunkBatch CheckpointChunks(const HeaderV2& h, const crypto::Digest256& header_digest) {
   kernels::ChunkBatch file;
   file.suite = crypto::Suite::kAes256Gcm;
   file.file_chunk_count = h.ChunkCount();
@@ -340,7 +340,7 @@ Status SealCheckpoint(const CheckpointKey& key, const crypto::Digest256& job_dig
   ASSIGN_OR_RETURN(crypto::SecretBytes file_key, FileKey(key.key, kKdfInfoV2, h.salt, job_digest));
   ASSIGN_OR_RETURN(AtomicOutputFile out, AtomicOutputFile::Create(path, true));
   RETURN_IF_ERROR(out.Write(header.data(), header.size()));
-  const kernels::ChunkBatch file = FileChunks(h, header_digest);
+  const kernels::ChunkBatch file = CheckpointChunks(h, header_digest);
   auto write = [&](ByteSpan sealed) { return out.Write(sealed.data(), sealed.size()); };
   if (on_gpu) {
     RETURN_IF_ERROR(kernels::SealDeviceChunks(file_key, file, image, write));
@@ -520,7 +520,7 @@ Status OpenV2(const std::string& path, const std::vector<uint8_t>& file, const c
   ASSIGN_OR_RETURN(crypto::SecretBytes file_key, FileKey(key, kKdfInfoV2, salt, job_digest));
   ASSIGN_OR_RETURN(std::unique_ptr<crypto::Aead> aead, crypto::Aead::Create(crypto::Suite::kAes256Gcm, file_key));
   const crypto::Digest256 header_digest = crypto::Sha256(header);
-  const kernels::ChunkBatch chunks = FileChunks(h, header_digest);
+  const kernels::ChunkBatch chunks = CheckpointChunks(h, header_digest);
   ASSIGN_OR_RETURN(*plain, crypto::SecretBytes::Create(h.length));
   for (uint64_t i = 0; i < chunks.file_chunk_count; ++i) {
     const uint64_t n = chunks.PlaintextSize(i);

@@ -9,6 +9,7 @@
 
 #include "enclave/common/status.h"
 #include "enclave/crypto/aead.h"
+#include "enclave/crypto/sealed_file.h"
 #include "enclave/crypto/secret_bytes.h"
 
 namespace enclave::kernels {
@@ -31,6 +32,10 @@ struct ChunkBatch {
   uint64_t OutputBytes() const;
   Status Validate() const;
 };
+
+// A sealed file's chunk geometry as a batch description: suite, chunk count, chunk size,
+// payload length and header digest; first_index and count left 0 for the caller.
+ChunkBatch FileChunks(const crypto::SealedHeader& h);
 
 // CPU: `in` holds batch.InputBytes(), `out` receives batch.OutputBytes().
 Status OpenChunks(const crypto::SecretBytes& payload_key, const ChunkBatch& batch, const uint8_t* in, uint8_t* out);
