@@ -177,21 +177,27 @@ ENCLAVE_HD void GcmCounterBlock(const uint8_t nonce[12], uint32_t i, uint8_t out
   out[15] = static_cast<uint8_t>(ctr);
 }
 
-// The GCM tag over (aad, ciphertext); `h` is E_K(0^128).
-ENCLAVE_HD void Aes256GcmTag(const Aes256RoundKeys& rk, const uint32_t* te, Gf128 h, const uint8_t nonce[12],
-                             const uint8_t* aad, size_t aad_len, const uint8_t* ct, size_t ct_len, uint8_t tag[16]) {
-  Gf128 y{0, 0};
-  y = GhashPadded(y, h, aad, aad_len);
-  y = GhashPadded(y, h, ct, ct_len);
-  const Gf128 lengths{static_cast<uint64_t>(aad_len) * 8, static_cast<uint64_t>(ct_len) * 8};
-  y.hi ^= lengths.hi;
-  y.lo ^= lengths.lo;
+// GCM's last steps: `y`, the GHASH state after the padded aad and ciphertext blocks, takes
+// the length block and one more multiplication by `h`, and is masked with E_K(J0).
+ENCLAVE_HD void GcmTagOfGhash(const Aes256RoundKeys& rk, const uint32_t* te, Gf128 h, const uint8_t nonce[12],
+                              Gf128 y, uint64_t aad_len, uint64_t ct_len, uint8_t tag[16]) {
+  y.hi ^= aad_len * 8;
+  y.lo ^= ct_len * 8;
   y = Gf128Mul(y, h);
   uint8_t j0[16], mask[16], s[16];
   GcmCounterBlock(nonce, 0, j0);
   Aes256EncryptBlock(rk, te, j0, mask);
   Gf128Store(y, s);
   for (int i = 0; i < 16; ++i) tag[i] = static_cast<uint8_t>(s[i] ^ mask[i]);
+}
+
+// The GCM tag over (aad, ciphertext); `h` is E_K(0^128).
+ENCLAVE_HD void Aes256GcmTag(const Aes256RoundKeys& rk, const uint32_t* te, Gf128 h, const uint8_t nonce[12],
+                             const uint8_t* aad, size_t aad_len, const uint8_t* ct, size_t ct_len, uint8_t tag[16]) {
+  Gf128 y{0, 0};
+  y = GhashPadded(y, h, aad, aad_len);
+  y = GhashPadded(y, h, ct, ct_len);
+  GcmTagOfGhash(rk, te, h, nonce, y, aad_len, ct_len, tag);
 }
 
 // XORs keystream block `block` (16 bytes; counter J0 + 1 + block) into up to 16 bytes.

@@ -250,14 +250,7 @@ ENCLAVE_HD void GcmTagFromSum(const Aes256RoundKeys& rk, Gf128 h, const uint32_t
   y = GhashMulPow(y, hp, blocks);
   y.hi ^= sum.hi;
   y.lo ^= sum.lo;
-  y.hi ^= 32ull * 8;  // the length block: aad bits, ciphertext bits
-  y.lo ^= len * 8;
-  y = Gf128Mul(y, h);
-  uint8_t j0[16], mask[16], s[16];
-  GcmCounterBlock(nonce, 0, j0);
-  Aes256EncryptBlock(rk, te, j0, mask);
-  Gf128Store(y, s);
-  for (int i = 0; i < 16; ++i) tag[i] = static_cast<uint8_t>(s[i] ^ mask[i]);
+  GcmTagOfGhash(rk, te, h, nonce, y, 32, len, tag);
 }
 
 // The tag from all `n_parts` segments' partial sums on one thread.
