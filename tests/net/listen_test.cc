@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "loopback_pair.h"
 #include "transport.h"
 
 namespace enclave::net {
@@ -61,19 +62,6 @@ class FailingProtection final : public RecordProtection {
   }
 };
 
-std::unique_ptr<Context> MakeContext(int nsocks, const RecordProtection& protection) {
-  setenv("ENCLAVE_NET_IFNAME", "lo", 1);
-  auto dev = SelectDevice();
-  EXPECT_TRUE(dev.ok()) << dev.status().message();
-  auto key = crypto::SecretBytes::Create(32);
-  EXPECT_TRUE(key.ok());
-  std::memset(key->ExposeSecretMutable().data(), 0x42, 32);
-  Options opt;
-  opt.nsocks = nsocks;
-  auto ctx = Context::Create(std::move(key).value(), 7, *dev, opt, protection);
-  EXPECT_TRUE(ctx.ok()) << ctx.status().message();
-  return ctx.ok() ? std::move(ctx).value() : nullptr;
-}
 
 struct Attempt {
   std::unique_ptr<DataComm> send, recv;
@@ -128,8 +116,8 @@ class ListenTest : public ::testing::Test {
 TEST_F(ListenTest, AcceptThatCannotMakeItsRecordLayerLogsClosesAndRecovers) {
   FailingProtection failing;
   failing.fail_receiver = 2;
-  auto listener = MakeContext(4, failing);
-  auto connector = MakeContext(4, AeadProtection());
+  auto listener = MakeLoopbackContext(4, failing);
+  auto connector = MakeLoopbackContext(4, AeadProtection());
   ASSERT_TRUE(listener && connector);
   std::array<uint8_t, kHandleBytes> handle{};
   auto l = listener->Listen(handle);
@@ -160,8 +148,8 @@ TEST_F(ListenTest, AcceptThatCannotMakeItsRecordLayerLogsClosesAndRecovers) {
 TEST_F(ListenTest, ConnectFailuresAreLoggedAndCloseTheirSockets) {
   FailingProtection failing;
   failing.fail_sender = 3;
-  auto listener = MakeContext(4, AeadProtection());
-  auto connector = MakeContext(4, failing);
+  auto listener = MakeLoopbackContext(4, AeadProtection());
+  auto connector = MakeLoopbackContext(4, failing);
   ASSERT_TRUE(listener && connector);
   std::array<uint8_t, kHandleBytes> handle{};
   auto l = listener->Listen(handle);
@@ -196,8 +184,8 @@ TEST_F(ListenTest, ConnectFailuresAreLoggedAndCloseTheirSockets) {
 // Idle TCP connections fill the listener's handshake slots; they are closed when their
 // deadline passes, and a connection with the key that came after them is accepted.
 TEST_F(ListenTest, IdleConnectionsCannotHoldTheHandshakeSlots) {
-  auto listener = MakeContext(4, AeadProtection());
-  auto connector = MakeContext(4, AeadProtection());
+  auto listener = MakeLoopbackContext(4, AeadProtection());
+  auto connector = MakeLoopbackContext(4, AeadProtection());
   ASSERT_TRUE(listener && connector);
   std::array<uint8_t, kHandleBytes> handle{};
   auto l = listener->Listen(handle);

@@ -14,18 +14,10 @@
 
 namespace enclave::net {
 
-struct Pair {
-  std::unique_ptr<Context> ctx;
-  std::unique_ptr<ListenComm> listen;
-  std::unique_ptr<DataComm> send, recv;
-};
-
-// device: the record layers of GPU buffers (kernel_step_records.h on the CPU,
-// gpu_records.h on a GPU), null for none.
-inline Pair Connect(int nsocks, const RecordProtection* device = nullptr,
-             const RecordProtection& host = AeadProtection()) {
+// A context on loopback with a fixed test key (0x42 bytes) and `nsocks` sockets.
+inline std::unique_ptr<Context> MakeLoopbackContext(int nsocks, const RecordProtection& host = AeadProtection(),
+                                                    const RecordProtection* device = nullptr) {
   setenv("ENCLAVE_NET_IFNAME", "lo", 1);
-  Pair p;
   auto dev = SelectDevice();
   EXPECT_TRUE(dev.ok()) << dev.status().message();
   auto key = crypto::SecretBytes::Create(32);
@@ -35,7 +27,22 @@ inline Pair Connect(int nsocks, const RecordProtection* device = nullptr,
   opt.nsocks = nsocks;
   auto ctx = Context::Create(std::move(key).value(), 7, *dev, opt, host, device);
   EXPECT_TRUE(ctx.ok()) << ctx.status().message();
-  p.ctx = std::move(ctx).value();
+  return ctx.ok() ? std::move(ctx).value() : nullptr;
+}
+
+struct Pair {
+  std::unique_ptr<Context> ctx;
+  std::unique_ptr<ListenComm> listen;
+  std::unique_ptr<DataComm> send, recv;
+};
+
+// device: the record layers of GPU buffers (kernel_step_records.h on the CPU,
+// gpu_records.h on a GPU), null for none.
+inline Pair Connect(int nsocks, const RecordProtection* device = nullptr,
+                    const RecordProtection& host = AeadProtection()) {
+  Pair p;
+  p.ctx = MakeLoopbackContext(nsocks, host, device);
+  if (p.ctx == nullptr) return p;
   std::array<uint8_t, kHandleBytes> handle{};
   auto l = p.ctx->Listen(handle);
   EXPECT_TRUE(l.ok()) << l.status().message();
