@@ -19,13 +19,13 @@ namespace {
 
 constexpr uint8_t kCanary = 0xc3;
 
-const RecordProtection* GpuOrSkip() {
+// Null without a GPU (or in a build without CUDA): the tests then skip with the text
+// scripts/gpu-check reads as "no GPU" (a GPU machine where they skip fails the check).
+const RecordProtection* GpuRecords() {
   std::string why;
   return GpuRecordProtection(&why);
 }
-
-#define SKIP_WITHOUT_GPU(records)                                         \
-  if ((records) == nullptr) GTEST_SKIP() << "no GPU (or built without CUDA)"
+constexpr char kNoGpu[] = "no GPU (or built without CUDA)";
 
 // A buffer of `size` bytes, on the GPU or the host, filled from / read back to host.
 struct Buffer {
@@ -67,8 +67,8 @@ Status Finish(Pair& p, Request* s, Request* r, bool* received, uint64_t* got) {
 }
 
 TEST(GpuRecords, DeviceBuffersInteroperateWithTheCpuPath) {
-  const RecordProtection* gpu = GpuOrSkip();
-  SKIP_WITHOUT_GPU(gpu);
+  const RecordProtection* gpu = GpuRecords();
+  if (gpu == nullptr) GTEST_SKIP() << kNoGpu;
   Pair p = Connect(2, gpu);
   ASSERT_TRUE(p.send && p.recv);
   const uint64_t sizes[] = {0, 1, 4095, kMaxRecordPayload, 3 * kMaxRecordPayload + 5, 16ull << 20};
@@ -94,8 +94,8 @@ TEST(GpuRecords, DeviceBuffersInteroperateWithTheCpuPath) {
 }
 
 TEST(GpuRecords, ATamperedRecordLeavesTheDeviceBufferUntouched) {
-  const RecordProtection* gpu = GpuOrSkip();
-  SKIP_WITHOUT_GPU(gpu);
+  const RecordProtection* gpu = GpuRecords();
+  if (gpu == nullptr) GTEST_SKIP() << kNoGpu;
   static const testing::KernelStepRecords corrupting(/*corrupt_sends=*/true);
   Pair p = Connect(1, gpu, corrupting);
   ASSERT_TRUE(p.send && p.recv);
