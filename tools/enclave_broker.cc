@@ -324,7 +324,8 @@ Status Leases(const Args& args) {
                       {"valid_until", l.valid_until}, {"reattest_by", l.reattest_by},
                       {"active", l.ActiveAt(now)},
                       {"ended_at", l.ended_at ? json(*l.ended_at) : json(nullptr)},
-                      {"end_reason", l.end_reason}});
+                      {"end_reason", l.end_reason},
+                      {"undelivered", l.undelivered}});
     }
     cli::PrintJson({{"leases", list}});
     return OkStatus();

@@ -8,10 +8,14 @@
 //   policy in force evaluated (a refusal is logged as release.refused) -> job identity and
 //   rank checked -> lease stored in one transaction with the revocation and rank checks
 //   (a refusal there is logged as release.refused) -> one key.released entry per data key
-//   (durable; on failure the lease is ended) -> keys sealed and sent. From the lease's
-//   commit to its last key.released entry the release holds revocation_mu_ shared, so a
-//   revocation is ordered wholly before the lease (refused) or after those entries (and
-//   ends the lease, counted in its leases_ended).
+//   (durable; on failure the lease is ended) -> [with witnesses: a quorum-cosigned
+//   checkpoint covering them, then the lease checked again] -> keys sealed and sent.
+//   From the lease's commit to its last key.released entry, and again from that check to
+//   the sealed answer, the release holds revocation_mu_ shared: a revocation is ordered
+//   wholly before the lease (refused), or after the keys were sealed into the answer (and
+//   ends the lease, counted in its leases_ended), or in between, while the release waits
+//   for witnesses (then nothing is sent). A lease whose release was not completed is
+//   marked undelivered: it does not count as one of its job's leases.
 #include <algorithm>
 #include <chrono>
 #include <iostream>
@@ -333,26 +337,40 @@ Reply Service::CompleteWitnessedRelease(PendingRelease& p, const Result<audit::C
   auto proofs = cosigned.ok() ? WitnessedProofs(*cosigned, p.granted.audit_index, p.entries_logged)
                               : Result<std::vector<audit::Proof>>(cosigned.status());
   if (!proofs.ok()) {
-    const std::string why = "release not completed: " + proofs.status().message();
-    if (Status s = store_.EndLease(lease.lease_id, AuditText(why), Now()); !s.ok())
-      std::cerr << "enclave-broker: ending lease " << lease.lease_id << " without witnesses: " << s.ToString() << "\n";
-    if (auto index = log_.Append(audit::Revoked(options_.actor, "lease", lease.lease_id, AuditText(why))); !index.ok())
-      std::cerr << "enclave-broker: logging the end of lease " << lease.lease_id << ": " << index.status().ToString()
-                << "\n";
     // The witnesses' answers (and URLs) stay in the broker's log; the client learns what
     // happened and that nothing was released.
     std::cerr << "enclave-broker: release of lease " << lease.lease_id << " not completed: "
               << proofs.status().ToString() << "\n";
+    AbandonRelease(lease.lease_id, "release not completed: " + proofs.status().message());
     return {503, EncodeError("unavailable",
                              "audit witnesses: no checkpoint holding this release's audit entries was cosigned by "
                              "the witness quorum in time; nothing was released and lease " + lease.lease_id +
                                  " has ended; try again later")};
   }
   p.granted.audit_proofs = std::move(*proofs);
-  return FinishRelease(p);
+  // A revocation acknowledged while the release waited ended its lease: then nothing is
+  // sent. Checked under the shared lock, so a revocation from here on comes after the keys.
+  std::shared_lock<std::shared_mutex> revocation_guard(revocation_mu_);
+  auto current = store_.GetLease(lease.lease_id);
+  if (!current.ok()) return ErrorReply(current.status());
+  if (!current->ActiveAt(Now())) {
+    AbandonRelease(lease.lease_id, "release not completed: the lease ended while the release waited for its witnesses");
+    return Refused("release", "lease " + lease.lease_id + " ended (" +
+                                  (current->end_reason.empty() ? "not renewed in time" : current->end_reason) +
+                                  ") while the release waited for its witnesses; nothing was sent");
+  }
+  return FinishRelease(p, revocation_guard);
 }
 
-Reply Service::FinishRelease(PendingRelease& p) {
+void Service::AbandonRelease(const std::string& lease_id, const std::string& why) {
+  if (Status s = store_.EndUndeliveredLease(lease_id, AuditText(why), Now()); !s.ok())
+    std::cerr << "enclave-broker: ending lease " << lease_id << " (" << why << "): " << s.ToString() << "\n";
+  if (auto index = log_.Append(audit::Revoked(options_.actor, "lease", lease_id, AuditText(why))); !index.ok())
+    std::cerr << "enclave-broker: logging the end of lease " << lease_id << ": " << index.status().ToString() << "\n";
+}
+
+Reply Service::FinishRelease(PendingRelease& p, const std::shared_lock<std::shared_mutex>& revocation_guard) {
+  if (!revocation_guard.owns_lock()) return ErrorReply(Internal("a release was finished without the revocation lock"));
   const ReleaseRequest& r = p.request;
   const LeaseRecord& lease = p.lease;
   ReleaseGranted& g = p.granted;
@@ -527,15 +545,16 @@ std::optional<Reply> Service::DecideRelease(std::string_view body, PendingReleas
     e.fields["requester"] = AuditText(r.job.requester, 256);
     auto index = log_.Append(e, &entries_logged[i]);
     if (!index.ok()) {
-      if (Status s = store_.EndLease(lease.lease_id, "audit log unavailable: release not completed", Now()); !s.ok())
+      if (Status s = store_.EndUndeliveredLease(lease.lease_id, "audit log unavailable: release not completed", Now());
+          !s.ok())
         std::cerr << "enclave-broker: ending lease " << lease.lease_id << " after an audit failure: " << s.ToString()
                   << "\n";
       return ErrorReply(Unavailable("audit log: " + index.status().ToString()));
     }
     if (i == 0) g.audit_index = *index;
   }
-  revocation_guard.unlock();  // logged: a revocation from now on ends this lease
-  if (options_.witnessing == nullptr) return FinishRelease(p);
+  // Without witnesses the keys are sealed into the answer before a revocation can land.
+  if (options_.witnessing == nullptr) return FinishRelease(p, revocation_guard);
   return std::nullopt;  // answered once witnessed (other releases of this host and job need not wait)
 }
 

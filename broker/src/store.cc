@@ -315,6 +315,12 @@ CREATE TABLE nonce_requests (
 ) STRICT;
 )sql";
 
+// Version 6: a lease whose release was not completed (no key sent) is marked undelivered
+// and does not count as one of its job's leases.
+constexpr const char* kSchemaV6 = R"sql(
+ALTER TABLE leases ADD COLUMN undelivered INTEGER NOT NULL DEFAULT 0;
+)sql";
+
 // The hosts linked to ?1 (itself included) through the TPM keys stored for them and the
 // keys of the JSON array ?2, transitively; then the first of them that is revoked.
 constexpr const char* kRevokedLinkSql = R"sql(
@@ -465,7 +471,7 @@ Status Store::Migrate() {
       return Unsupported("state store: schema version " + std::to_string(version) + " is newer than this broker's (" +
                          std::to_string(kSchemaVersion) + ")");
     // Version v's statements are kSchemas[v - 1]; each version applied is recorded.
-    constexpr const char* kSchemas[] = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4, kSchemaV5};
+    constexpr const char* kSchemas[] = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4, kSchemaV5, kSchemaV6};
     static_assert(std::size(kSchemas) == static_cast<size_t>(kSchemaVersion));
     for (int v = version + 1; v <= kSchemaVersion; ++v) {
       RETURN_IF_ERROR(Exec(kSchemas[v - 1]));
@@ -785,7 +791,7 @@ Result<JobRecord> ReadJob(Stmt& s) {
 
 constexpr const char* kLeaseColumns =
     "lease_id, host_id, job_id, rank, policy_id, policy_sha256, recipient, datasets, issued_at, valid_until, "
-    "reattest_by, ended_at, end_reason, address, report_key, reported_at, claims";
+    "reattest_by, ended_at, end_reason, address, report_key, reported_at, claims, undelivered";
 Result<LeaseRecord> ReadLease(Stmt& s) {
   LeaseRecord l;
   l.lease_id = s.ColText(0);
@@ -810,6 +816,7 @@ Result<LeaseRecord> ReadLease(Stmt& s) {
   l.report_key = s.ColBlob(14);
   if (!s.ColNull(15)) l.reported_at = s.ColInt(15);
   l.claims = s.ColText(16);
+  l.undelivered = s.ColInt(17) != 0;
   return l;
 }
 
@@ -868,7 +875,7 @@ Status Store::EndJob(const std::string& job_id, const std::string& reason, int64
 
 Result<int64_t> Store::CountLeasesOfJob(const std::string& job_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  Stmt s(*stmts_, "SELECT count(*) FROM leases WHERE job_id = ?1");
+  Stmt s(*stmts_, "SELECT count(*) FROM leases WHERE job_id = ?1 AND undelivered = 0");
   s.Text(1, job_id);
   ASSIGN_OR_RETURN(bool row, s.Step());
   return row ? s.ColInt(0) : 0;
@@ -890,7 +897,7 @@ Status Store::PutLease(const LeaseRecord& l, int64_t now) {
                              s.ColText(0));
     }
     Stmt s(*stmts_, (std::string("INSERT INTO leases (") + kLeaseColumns +
-                 ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, NULL, '', '', ?12, NULL, ?13)")
+                 ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, NULL, '', '', ?12, NULL, ?13, 0)")
                     .c_str());
     s.Text(1, l.lease_id).Text(2, l.host_id).Text(3, l.job_id).Int(4, l.rank).Text(5, l.policy_id);
     s.Blob(6, l.policy_sha256).Blob(7, l.recipient).Text(8, nlohmann::json(l.datasets).dump());
@@ -990,6 +997,17 @@ Status Store::UndoRenewal(const std::string& lease_id, int64_t renewed, int64_t 
 Status Store::EndLease(const std::string& lease_id, const std::string& reason, int64_t now) {
   return WriteDurably([&](Txn& txn) -> Status {
     Stmt s(*stmts_, "UPDATE leases SET ended_at = ?1, end_reason = ?2 WHERE lease_id = ?3 AND ended_at IS NULL");
+    s.Int(1, now).Text(2, reason).Text(3, lease_id);
+    RETURN_IF_ERROR(s.Run());
+    return txn.Commit();
+  });
+}
+
+Status Store::EndUndeliveredLease(const std::string& lease_id, const std::string& reason, int64_t now) {
+  return WriteDurably([&](Txn& txn) -> Status {
+    Stmt s(*stmts_,
+           "UPDATE leases SET undelivered = 1, end_reason = CASE WHEN ended_at IS NULL THEN ?2 ELSE end_reason END, "
+           "ended_at = coalesce(ended_at, ?1) WHERE lease_id = ?3");
     s.Int(1, now).Text(2, reason).Text(3, lease_id);
     RETURN_IF_ERROR(s.Run());
     return txn.Commit();

@@ -275,6 +275,62 @@ TEST_F(StoreTest, ARevocationCoversEveryHostIdOfTheSameTpm) {
   EXPECT_FALSE(*store->IsRevoked(RevokedKind::kJob, "late"));
 }
 
+// Schema version 6: a lease whose release sent no key is marked undelivered and does not
+// count as one of its job's leases; a version 5 store gains the column, its leases counted.
+TEST_F(StoreTest, AnUndeliveredLeaseDoesNotCountAsItsJobsAndAVersion5StoreMigrates) {
+  {
+    auto store = OpenStore();
+    ASSERT_TRUE(store);
+    ASSERT_TRUE(store->UpsertHost(Host("aa", 1)).ok());
+    JobRecord j;
+    j.job_id = "job-1";
+    j.key_nonce.assign(12, 1);
+    j.key_wrapped.assign(48, 2);
+    j.binding = "b";
+    j.created_at = 10;
+    ASSERT_TRUE(store->GetOrCreateJob(j).ok());
+    LeaseRecord l;
+    l.host_id = "aa";
+    l.job_id = "job-1";
+    l.policy_id = "p";
+    l.issued_at = 10;
+    l.valid_until = 5000;
+    l.reattest_by = 100;
+    l.recipient.assign(32, 3);
+    l.datasets = {"d"};
+    l.report_key.assign(32, 4);
+    for (const char* id : {"lease-old", "lease-1"}) {
+      l.lease_id = id;
+      l.rank = l.lease_id == "lease-old" ? 0 : 1;
+      ASSERT_TRUE(store->PutLease(l, 10).ok());
+    }
+  }
+  // Back to version 5, as a broker before this one left it.
+  ASSERT_EQ(std::system(("sqlite3 '" + path_ +
+                         "' 'ALTER TABLE leases DROP COLUMN undelivered; DELETE FROM schema_migrations WHERE version = 6'")
+                            .c_str()),
+            0);
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  EXPECT_EQ(*store->SchemaVersion(), 6);
+  EXPECT_EQ(*store->CountLeasesOfJob("job-1"), 2);
+  ASSERT_TRUE(store->GetLease("lease-old").ok());
+  EXPECT_FALSE(store->GetLease("lease-old")->undelivered);
+  // An active lease ends undelivered; one a revocation ended keeps that reason.
+  ASSERT_TRUE(store->EndUndeliveredLease("lease-1", "release not completed: test", 20).ok());
+  ASSERT_TRUE(store->EndLease("lease-old", "job revoked: test", 21).ok());
+  ASSERT_TRUE(store->EndUndeliveredLease("lease-old", "release not completed: later", 22).ok());
+  auto one = store->GetLease("lease-1"), old = store->GetLease("lease-old");
+  ASSERT_TRUE(one.ok() && old.ok());
+  EXPECT_TRUE(one->undelivered);
+  EXPECT_EQ(one->ended_at, 20);
+  EXPECT_EQ(one->end_reason, "release not completed: test");
+  EXPECT_TRUE(old->undelivered);
+  EXPECT_EQ(old->ended_at, 21);
+  EXPECT_EQ(old->end_reason, "job revoked: test");
+  EXPECT_EQ(*store->CountLeasesOfJob("job-1"), 0);
+}
+
 // The child writes in a loop and reports each acknowledged write on a pipe; the parent
 // kills it at a random moment, then reopens the database and looks for every write the
 // child acknowledged.

@@ -223,6 +223,97 @@ TEST_F(WitnessedReleaseTest, AReleaseWaitingForWitnessesHoldsNoWorker) {
   EXPECT_LT(nonce_answered, release_answered) << "the nonce waited for the release's witnesses: a worker was held";
 }
 
+// The lease of `job_id`'s first key.released entry, as `enclave-broker leases --all --json` shows it.
+nlohmann::json LeaseOfJob(const BrokerProcess& broker, const std::vector<audit::Entry>& entries,
+                          const std::string& job_id) {
+  std::string lease_id;
+  for (const audit::Entry& e : entries) {
+    if (e.event.type == audit::EventType::kKeyReleased && e.event.fields["job_id"] == job_id && lease_id.empty())
+      lease_id = e.event.fields["lease_id"];
+  }
+  std::string out;
+  if (BrokerProcess::RunBroker({"leases", "--config", broker.config(), "--all", "--json"}, "", &out) != 0) return {};
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  if (!j.is_object()) return {};
+  for (const auto& l : j["leases"]) {
+    if (l["lease_id"] == lease_id) return l;
+  }
+  return {};
+}
+
+// A revocation acknowledged while a logged release waits for its witnesses holds: when
+// the quorum's checkpoint then comes, the release sends nothing (403), its lease is marked
+// undelivered, and the audit log says the release was not completed.
+TEST_F(WitnessedReleaseTest, ARevocationWhileTheReleaseWaitsForWitnessesSendsNothing) {
+  HostState state = State("host");
+  WitnessBroker(/*with_sample=*/false);
+  settings_.audit_config = "witness_policy = \"witnesses.policy\"\nwitness_wait_ms = 20000\nwitness_timeout_s = 2\n";
+  const std::string host = Ready(state);
+  ASSERT_FALSE(host.empty());
+  auto keys = ReleaseKeys::Generate();
+  auto client = Client();
+  client->SetWitnessPolicy(Policy());
+  ASSERT_TRUE(client->RequestRelease(host, Request("job-a"), *keys, Quoter(state)).ok()) << broker_->log();
+  // w2 stops answering (it keeps its port): the next release is logged, then waits.
+  ASSERT_EQ(::kill(witnesses_[1]->pid(), SIGSTOP), 0);
+  const size_t released = CountType(audit::EventType::kKeyReleased);
+  Result<Release> rel = Internal("not answered");
+  std::thread waiting([&] {
+    auto other = Client();
+    other->SetWitnessPolicy(Policy());
+    rel = other->RequestRelease(host, Request("job-b"), *keys, Quoter(state));
+  });
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (CountType(audit::EventType::kKeyReleased) == released && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(5ms);
+  const bool logged = CountType(audit::EventType::kKeyReleased) > released;
+  const BrokerProcess::Answer rev = PostAdmin("/v1/admin/revocations", EncodeRevocationRequest({"job", "job-b", "test"}));
+  ::kill(witnesses_[1]->pid(), SIGCONT);  // the quorum's checkpoint can come now
+  waiting.join();
+  ASSERT_TRUE(logged) << broker_->log();
+  ASSERT_EQ(rev.status, 200) << rev.body;
+  EXPECT_EQ(rev.json()["leases_ended"], 1) << rev.body;
+  ASSERT_FALSE(rel.ok()) << "keys were sent after the revocation of their job was acknowledged";
+  EXPECT_EQ(rel.status().code(), Code::kPermissionDenied) << rel.status().ToString();
+  EXPECT_NE(broker_->log().find("while the release waited for its witnesses; nothing was sent"), std::string::npos)
+      << broker_->log();
+  const auto entries = AuditEntries();
+  ASSERT_EQ(entries.back().event.type, audit::EventType::kRevoked);
+  EXPECT_NE(entries.back().event.fields["reason"].get<std::string>().find("the lease ended while the release waited"),
+            std::string::npos)
+      << entries.back().event.fields.dump();
+  const nlohmann::json lease = LeaseOfJob(*broker_, entries, "job-b");
+  ASSERT_TRUE(lease.is_object());
+  EXPECT_EQ(entries.back().event.fields["subject_id"], lease["lease_id"]);
+  EXPECT_EQ(lease["undelivered"], true) << lease.dump();
+  EXPECT_EQ(lease["end_reason"], "job revoked: test") << lease.dump();
+}
+
+// A release that ended with a 503 sent no key: the same job can be released again (its
+// undelivered lease does not count as the job's last lease having ended).
+TEST_F(WitnessedReleaseTest, AJobWhoseOnlyReleaseWasNotCompletedCanBeReleasedAgain) {
+  HostState state = State("host");
+  WitnessBroker(/*with_sample=*/false);
+  const std::string host = Ready(state);
+  ASSERT_FALSE(host.empty());
+  auto keys = ReleaseKeys::Generate();
+  auto client = Client();
+  client->SetWitnessPolicy(Policy());
+  ASSERT_EQ(::kill(witnesses_[1]->pid(), SIGSTOP), 0);
+  auto first = client->RequestRelease(host, Request("job-r"), *keys, Quoter(state));
+  ::kill(witnesses_[1]->pid(), SIGCONT);
+  ASSERT_FALSE(first.ok());
+  ASSERT_EQ(first.status().code(), Code::kUnavailable) << first.status().ToString();
+  const nlohmann::json lease = LeaseOfJob(*broker_, AuditEntries(), "job-r");
+  ASSERT_TRUE(lease.is_object());
+  EXPECT_EQ(lease["undelivered"], true) << lease.dump();
+  EXPECT_EQ(lease["active"], false) << lease.dump();
+  auto again = client->RequestRelease(host, Request("job-r"), *keys, Quoter(state));
+  ASSERT_TRUE(again.ok()) << again.status().ToString() << "\n" << broker_->log();
+  EXPECT_EQ(again->lease.job_id, "job-r");
+  EXPECT_NE(again->lease.lease_id, lease["lease_id"]);
+}
+
 #if defined(ENCLAVE_TRAIN_BIN) && defined(ENCLAVE_ATTEST_BIN)
 // The attack of issue 17: a release is logged, then the operator stops the broker, cuts
 // the log back to before it and goes on. Caught three ways.

@@ -121,7 +121,11 @@ class Service {
   struct PendingRelease;
   std::optional<Reply> DecideRelease(std::string_view body, PendingRelease& p);
   Reply CompleteWitnessedRelease(PendingRelease& p, const Result<audit::CosignedCheckpoint>& cosigned);
-  Reply FinishRelease(PendingRelease& p);
+  // Seals the keys into the answer; the caller holds revocation_mu_ shared.
+  Reply FinishRelease(PendingRelease& p, const std::shared_lock<std::shared_mutex>& revocation_guard);
+  // A logged release that sends nothing: its lease ends, marked undelivered, and a lease
+  // revocation entry with `why` says so in the audit log (failures go to the broker's log).
+  void AbandonRelease(const std::string& lease_id, const std::string& why);
   std::shared_ptr<std::mutex> HostLock(const std::string& host_id);
   std::shared_ptr<std::mutex> JobLock(const std::string& job_id);
   // Appraises `evidence_text` for `host` with `bound` as the expected bound digest,

@@ -43,7 +43,7 @@ namespace enclave::broker {
 class StatementCache;  // store.cc
 class Txn;             // store.cc
 
-inline constexpr int kSchemaVersion = 5;
+inline constexpr int kSchemaVersion = 6;
 
 struct HostRecord {
   std::string host_id;                 // hex SHA-256(EK public)[0..16): stable across AK changes
@@ -107,6 +107,7 @@ struct LeaseRecord {
   std::vector<uint8_t> report_key;    // Ed25519: the job's report signing key bound into the quote
   std::optional<int64_t> reported_at; // set when the job's signed report was logged
   std::string claims;                 // EncodeLeaseClaims (release.h): what renewals judge again
+  bool undelivered = false;           // its release ended without sending a key
   // Usable at `now`: not ended, and before both deadlines.
   bool ActiveAt(int64_t now) const { return !ended_at && now < valid_until && now < reattest_by; }
 };
@@ -188,7 +189,7 @@ class Store {
   Result<std::optional<JobRecord>> GetJob(const std::string& job_id);
   // Marks the job ended (kept when it already was); its key is never issued again.
   Status EndJob(const std::string& job_id, const std::string& reason, int64_t now);
-  // How many leases the job ever had.
+  // How many leases the job ever had, not counting undelivered ones (EndUndeliveredLease).
   Result<int64_t> CountLeasesOfJob(const std::string& job_id);
 
   // Inserts the lease, in one transaction that first checks that neither its host (nor a
@@ -212,6 +213,9 @@ class Store {
   // `previous` only while it is still `renewed` (fail closed: never extends).
   Status UndoRenewal(const std::string& lease_id, int64_t renewed, int64_t previous);
   Status EndLease(const std::string& lease_id, const std::string& reason, int64_t now);
+  // Ends a lease whose release sent no key (kept ended, with its first reason, when it
+  // already was) and marks it undelivered: a failed release does not use up its job.
+  Status EndUndeliveredLease(const std::string& lease_id, const std::string& reason, int64_t now);
   // Marks the lease's job report as logged; FailedPrecondition when it already was.
   Status MarkReported(const std::string& lease_id, int64_t now);
   // Rendezvous: the address an active lease's rank listens on.
