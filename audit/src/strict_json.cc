@@ -1,5 +1,6 @@
 #include "strict_json.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -247,18 +248,28 @@ class JsonParser {
       return true;
     }
     uint32_t prev = JsonDoc::kNone;
+    // Objects in entries are small: their keys are compared as they come. A large one's
+    // are sorted once it closes, so that no body costs the parser quadratic time.
+    constexpr size_t kLinearKeys = 32;
+    size_t members = 0;
+    std::vector<std::string_view> many;
     while (true) {
       SkipWs();
       if (p_ == end_ || *p_ != '"') return Fail("expected a member name");
       std::string_view key;
       if (!String(&key)) return false;
-      // Objects in entries are small: a linear search beats a set.
-      for (uint32_t i = doc_->nodes_[obj].child; i != JsonDoc::kNone; i = doc_->nodes_[i].next) {
-        if (doc_->nodes_[i].key == key) {
-          duplicate_ = std::string(key);
-          return Fail("duplicate key");
+      if (members < kLinearKeys) {
+        for (uint32_t i = doc_->nodes_[obj].child; i != JsonDoc::kNone; i = doc_->nodes_[i].next) {
+          if (doc_->nodes_[i].key == key) return Duplicate(key);
         }
+      } else {
+        if (many.empty()) {
+          for (uint32_t i = doc_->nodes_[obj].child; i != JsonDoc::kNone; i = doc_->nodes_[i].next)
+            many.push_back(doc_->nodes_[i].key);
+        }
+        many.push_back(key);
       }
+      ++members;
       SkipWs();
       if (p_ == end_ || *p_ != ':') return Fail("expected ':'");
       ++p_;
@@ -273,10 +284,17 @@ class JsonParser {
       }
       if (p_ < end_ && *p_ == '}') {
         ++p_;
-        return true;
+        std::sort(many.begin(), many.end());
+        const auto twice = std::adjacent_find(many.begin(), many.end());
+        return twice == many.end() || Duplicate(*twice);
       }
       return Fail("expected ',' or '}'");
     }
+  }
+
+  bool Duplicate(std::string_view key) {
+    duplicate_ = std::string(key);
+    return Fail("duplicate key");
   }
 
   bool Array(int depth, uint32_t* out) {

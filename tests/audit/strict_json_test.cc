@@ -96,6 +96,38 @@ TEST(StrictJson, RefusesWhatRfc8259OrTheLogForbids) {
   }
 }
 
+// Objects of more than 32 members have their names checked once they close (sorted): a
+// repeated name is found wherever its two places are, escaped or not, and nested.
+TEST(StrictJson, LargeObjectsFindEveryDuplicateName) {
+  auto object = [](int members, int dup_first, int dup_second, bool escaped) {
+    std::string text = "{";
+    for (int i = 0; i < members; ++i) {
+      const std::string name = i == dup_second ? "k" + std::to_string(dup_first) : "k" + std::to_string(i);
+      text += (i ? "," : "") + ("\"" + (escaped && i == dup_second ? "\\u006b" + name.substr(1) : name) + "\":" +
+                                std::to_string(i));
+    }
+    return text + "}";
+  };
+  for (int members : {32, 33, 40, 1000}) {
+    JsonDoc doc;
+    EXPECT_TRUE(doc.Parse(object(members, -1, -1, false), "t").ok()) << members;
+    for (auto [first, second] : {std::pair{0, 1}, {0, 31}, {0, 32}, {5, 32}, {31, 32}, {32, 33}, {0, members - 1},
+                                 {members - 2, members - 1}}) {
+      if (second >= members || first >= second) continue;
+      for (bool escaped : {false, true}) {
+        const std::string text = object(members, first, second, escaped);
+        Status st = doc.Parse(text, "t");
+        ASSERT_FALSE(st.ok()) << members << " members, k" << first << " at " << first << " and " << second;
+        EXPECT_NE(st.message().find("duplicate JSON key 'k" + std::to_string(first) + "'"), std::string::npos)
+            << st.message();
+        EXPECT_FALSE(NlohmannStrictOk(text));
+        Status nested = doc.Parse("{\"outer\":[" + text + "]}", "t");
+        EXPECT_FALSE(nested.ok()) << members << " members, nested";
+      }
+    }
+  }
+}
+
 TEST(StrictJson, NumbersHaveNlohmannsMeaning) {
   uint64_t u = 0;
   EXPECT_TRUE(internal::JsonUnsigned("0", &u));

@@ -878,6 +878,41 @@ TEST(ServerTiles, ServesTheLogsTilesReadOnlyWhenEnabled) {
   EXPECT_TRUE((*b)->Alive()) << (*b)->log();
 }
 
+// A body of the default size limit made of distinct member names (1.4 million of them)
+// is refused within the client's read timeout: the strict parser compares a large
+// object's names by sorting them once, not each with all before it (that took hours of
+// one worker per request, before any authentication).
+TEST(LargeBodies, AReleaseOfOneMillionDistinctMembersIsRefusedPromptlyAndADuplicateAmongThemIsFound) {
+  const std::string dir = std::filesystem::temp_directory_path() / ("broker-large-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(testing::MakeSelfSignedCa(dir, "ek-root"));
+  BrokerSettings s;
+  s.ek_root_files = {dir + "/ek-root.pem"};
+  s.max_body_bytes = 16u << 20;
+  auto b = BrokerProcess::Start(dir + "/b", s);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  std::string body = "{";
+  char member[32];
+  for (int i = 0; body.size() < (16u << 20) - 64; ++i) {
+    std::snprintf(member, sizeof member, "\"%07x\":0,", i);
+    body += member;
+  }
+  const std::string distinct = body.substr(0, body.size() - 1) + "}";
+  const std::string repeated = body + "\"0000000\":1}";  // the first name again, at the end
+  for (const std::string& path : {std::string("/v1/releases"), std::string(kLeasePath)}) {
+    auto a = (*b)->Post(path, distinct);
+    EXPECT_EQ(a.status, 400) << path << ": " << a.body;  // -1: no answer within 30 s
+    EXPECT_NE(a.body.find("\"invalid_input\""), std::string::npos) << a.body;
+    a = (*b)->Post(path, repeated);
+    EXPECT_EQ(a.status, 400) << path << ": " << a.body;
+    EXPECT_NE(a.body.find("duplicate JSON key '0000000'"), std::string::npos) << a.body;
+  }
+  EXPECT_TRUE((*b)->Alive()) << (*b)->log();
+  b->reset();
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(ServerTest, TheAuditLogsTilesAre404UnlessEnabled) {
   auto r = broker_->Get("/v1/audit-log/checkpoint");
   EXPECT_EQ(r.status, 404);
