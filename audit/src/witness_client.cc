@@ -201,10 +201,14 @@ Result<VerifiedCosignature> RequestCosignature(const PolicyWitness& witness, std
     ASSIGN_OR_RETURN(Answer a, Post(url, witness.url, who, FormatAddCheckpointRequest(req), options));
     if (a.status == 200) {
       // The answer is signature lines: read them as the signatures of the checkpoint's text.
+      // An answer that is not (a blank line or other text before its lines would make the
+      // note's text another one, which a line could then be signed over) is refused. A
+      // bad answer says nothing against the log: unavailable, not a refusal.
       auto answered = ParseNote(note.text + "\n" + a.body, who + " answer");
-      if (!answered.ok()) return AuthFailed(answered.status().message());
+      if (!answered.ok()) return Unavailable(answered.status().message());
+      if (answered->text != note.text) return Unavailable(who + ": the answer is not signature lines alone");
       auto c = FindCosignature(*answered, witness.key);
-      if (!c.ok()) return AuthFailed(who + ": " + c.status().message());
+      if (!c.ok()) return Unavailable(who + ": " + c.status().message());
       return c;
     }
     if (a.status == 409 && a.content_type.rfind(kTlogSizeContentType, 0) == 0) {

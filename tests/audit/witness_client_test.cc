@@ -42,7 +42,7 @@ TEST_F(WitnessClientTest, LearnsTheWitnessSizeAndProvesConsistencyFromIt) {
   mislabelled.url = w1.url;
   old = 11;
   auto wrong = RequestCosignature(mislabelled, l.note, l.leaves, &old);
-  EXPECT_EQ(wrong.status().code(), Code::kAuthFailed) << wrong.status().ToString();
+  EXPECT_EQ(wrong.status().code(), Code::kUnavailable) << wrong.status().ToString();
   EXPECT_NE(wrong.status().message().find("no cosignature by witness witness.test/w2"), std::string::npos);
   // URLs the client does not send to.
   for (const char* url : {"ftp://127.0.0.1:1", "http://user@127.0.0.1:1", "http://[::1]:1", "http://127.0.0.1:0",
@@ -52,6 +52,56 @@ TEST_F(WitnessClientTest, LearnsTheWitnessSizeAndProvesConsistencyFromIt) {
     old = 11;
     EXPECT_EQ(RequestCosignature(bad, l.note, l.leaves, &old).status().code(), Code::kInvalidInput) << url;
   }
+}
+
+// A 200 answer must be signature lines alone. A blank line (or other text) before a line
+// would make the parsed note's text the checkpoint's plus more, and a witness could sign
+// that instead: such a line does not verify on the checkpoint, so it must count for
+// nothing, nor spoil the cosigned checkpoint of the others. A bad answer is unavailable,
+// not a refusal of the log.
+TEST_F(WitnessClientTest, AnAnswerThatIsNotSignatureLinesAloneCountsForNothing) {
+  AppendSamples(log_, 0, 3);
+  const Latest l = Now();
+  auto rogue_key = WitnessSigningKey::Generate("witness.test/rogue");
+  ASSERT_TRUE(rogue_key.ok());
+  auto note = ParseNote(l.note, "checkpoint");
+  ASSERT_TRUE(note.ok());
+  // Lines signed over the texts that "\n" + line and "x\n\n" + line would give the note.
+  auto over = [&](const std::string& text) {
+    auto line = rogue_key->Cosign(text, 1700000000);
+    EXPECT_TRUE(line.ok());
+    return *line;
+  };
+  const std::string proper = over(note->text);
+  const std::vector<std::string> bodies = {"\n" + over(note->text + "\n"), "x\n\n" + over(note->text + "\nx\n"),
+                                          proper + "\n" + proper, "not a signature line\n"};
+  for (const std::string& body : bodies) {
+    ScriptedHttpServer rogue(200, body);
+    PolicyWitness w{"rogue", rogue_key->public_key(), rogue.url()};
+    uint64_t old = 0;
+    auto c = RequestCosignature(w, l.note, l.leaves, &old);
+    ASSERT_FALSE(c.ok()) << "accepted the answer " << body;
+    EXPECT_EQ(c.status().code(), Code::kUnavailable) << c.status().ToString();
+    // With the policy's witnesses: the quorum is the honest ones', their note verifies.
+    const std::string text = "log " + NoteVerifierKey(log_.pub) + "\nwitness w1 " + witnesses_[0]->verifier_key() +
+                             " " + Url(0) + "\nwitness rogue " + rogue_key->public_key().VerifierKey() + " " +
+                             rogue.url() + "\ngroup any-one 1 w1 rogue\nquorum any-one\n";
+    auto policy = WitnessPolicy::Parse(text, "policy");
+    ASSERT_TRUE(policy.ok()) << policy.status().ToString();
+    CosignResult r = CosignCheckpoint(*policy, l.note, l.leaves, 0);
+    ASSERT_TRUE(r.quorum);
+    ASSERT_EQ(r.outcomes.size(), 2u);
+    EXPECT_TRUE(r.outcomes[0].status.ok()) << r.outcomes[0].status.ToString();
+    EXPECT_EQ(r.outcomes[1].status.code(), Code::kUnavailable) << r.outcomes[1].status.ToString();
+    auto cosigned = ParseNote(r.cosigned_note, "cosigned");
+    ASSERT_TRUE(cosigned.ok()) << cosigned.status().ToString();
+    EXPECT_TRUE(PolicyCosignatures(*policy, *cosigned).ok()) << r.cosigned_note;
+  }
+  // The proper answer, for contrast, is taken.
+  ScriptedHttpServer honest(200, proper);
+  uint64_t old = 0;
+  EXPECT_TRUE(RequestCosignature(PolicyWitness{"rogue", rogue_key->public_key(), honest.url()}, l.note, l.leaves, &old)
+                  .ok());
 }
 
 TEST_F(WitnessClientTest, QuorumWithAWitnessDownAndRefusalsOfARewrittenLog) {

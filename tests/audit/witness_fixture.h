@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
 #include "audit_test_util.h"
 #include "enclave/audit/checkpoint.h"
 #include "enclave/audit/witness_policy.h"
@@ -27,6 +32,66 @@ inline int DeadPort() {
   ::close(fd);
   return ntohs(a.sin_port);
 }
+
+// A loopback HTTP server that answers every request with `status` and `body` (a witness
+// that answers what a test wants it to), each connection in turn, until destroyed.
+class ScriptedHttpServer {
+ public:
+  ScriptedHttpServer(int status, std::string body) : status_(status), body_(std::move(body)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 16) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      ADD_FAILURE() << "the scripted server could not listen: " << std::strerror(errno);
+      return;
+    }
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~ScriptedHttpServer() {
+    stop_ = true;
+    if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+    if (thread_.joinable()) thread_.join();
+    if (fd_ >= 0) ::close(fd_);
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  void Serve() {
+    while (!stop_) {
+      const int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) return;
+      // Read the head and the Content-Length bytes of the body, then answer and close.
+      std::string in;
+      char buf[4096];
+      size_t want = std::string::npos;
+      while (want == std::string::npos || in.size() < want) {
+        const ssize_t n = ::recv(c, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        in.append(buf, static_cast<size_t>(n));
+        const size_t head = in.find("\r\n\r\n");
+        if (want == std::string::npos && head != std::string::npos) {
+          const size_t cl = in.find("Content-Length: ");
+          want = head + 4 + (cl < head ? std::stoul(in.substr(cl + 16)) : 0);
+        }
+      }
+      const std::string answer = "HTTP/1.1 " + std::to_string(status_) + " Answer\r\nContent-Type: text/plain\r\n" +
+                                 "Content-Length: " + std::to_string(body_.size()) + "\r\nConnection: close\r\n\r\n" +
+                                 body_;
+      (void)!::send(c, answer.data(), answer.size(), MSG_NOSIGNAL);
+      ::close(c);
+    }
+  }
+  int status_;
+  std::string body_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
 
 class TwoWitnessesTest : public ::testing::Test {
  protected:
