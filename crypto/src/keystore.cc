@@ -227,6 +227,21 @@ Status Keystore::InitWithId(const std::string& path, const SecretBytes& passphra
   return WriteJson(path, doc, /*overwrite=*/false);
 }
 
+// The members that fix the KEK, as one string to compare (nlohmann sorts object keys).
+static std::string KekFields(const json& doc) {
+  const auto kdf = doc.find("kdf"), kek = doc.find("kek");
+  return (kdf == doc.end() ? "" : kdf->dump()) + "\n" + (kek == doc.end() ? "" : kek->dump());
+}
+
+Status Keystore::CheckStillThisKeystore(const json& doc) const {
+  auto on_disk_id = GetHex(doc, "keystore_id", 16);
+  if (!on_disk_id.ok() || !std::equal(on_disk_id->begin(), on_disk_id->end(), id_.begin()) ||
+      KekFields(doc) != kek_fields_) {
+    return FailedPrecondition(path_ + ": keystore was replaced by another one while in use");
+  }
+  return OkStatus();
+}
+
 Result<Keystore> Keystore::Unlock(const std::string& path, const SecretBytes& passphrase) {
   RETURN_IF_ERROR(InitCrypto());
   ASSIGN_OR_RETURN(json doc, ReadJson(path));
@@ -249,6 +264,7 @@ Result<Keystore> Keystore::Unlock(const std::string& path, const SecretBytes& pa
     if (kek_alg != "xchacha20-poly1305") return Unsupported("unknown key wrapping '" + kek_alg + "'");
     ASSIGN_OR_RETURN(std::vector<uint8_t> nonce, GetHex(*kek_json, "nonce", kWrapNonceBytes));
     ASSIGN_OR_RETURN(std::vector<uint8_t> wrapped, GetHex(*kek_json, "wrapped", 32 + kWrapTagBytes));
+    ks->kek_fields_ = KekFields(doc);
     auto entries = doc.find("data_keys");
     if (entries == doc.end() || !entries->is_array()) return InvalidInput("missing array 'data_keys'");
     for (size_t i = 0; i < entries->size(); ++i) {
@@ -342,10 +358,7 @@ Status Keystore::AddDataKey(const PendingDataKey& key) {
   RETURN_IF_ERROR(AcquireLock(path_, &lock));
   // Re-read under the lock: another process may have added keys since we unlocked.
   ASSIGN_OR_RETURN(json doc, ReadJson(path_));
-  auto on_disk_id = GetString(doc, "keystore_id");
-  if (!on_disk_id.ok() || *on_disk_id != HexEncode(id_)) {
-    return FailedPrecondition(path_ + ": keystore was replaced by another one while in use");
-  }
+  RETURN_IF_ERROR(CheckStillThisKeystore(doc));
   WrappedEntry w;
   w.entry = key.entry;
   Wrap(kek_, key.dek, DekAad(id_, w.entry), &w.nonce, &w.wrapped);
@@ -374,10 +387,7 @@ Result<ExportKeyEntry> Keystore::CreateExportKey(const std::string& name) {
   LockFile lock;
   RETURN_IF_ERROR(AcquireLock(path_, &lock));
   ASSIGN_OR_RETURN(json doc, ReadJson(path_));
-  auto on_disk_id = GetString(doc, "keystore_id");
-  if (!on_disk_id.ok() || *on_disk_id != HexEncode(id_)) {
-    return FailedPrecondition(path_ + ": keystore was replaced by another one while in use");
-  }
+  RETURN_IF_ERROR(CheckStillThisKeystore(doc));
   auto exports = doc.find("export_keys");
   if (exports == doc.end()) {
     doc["export_keys"] = json::array();

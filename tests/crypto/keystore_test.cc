@@ -178,6 +178,25 @@ TEST_F(KeystoreTest, NewDataKeyIsStoredOnlyByAddDataKey) {
   EXPECT_EQ(ReadText(path_), stored_text);
 }
 
+// keystore.md: hex in either case is read. A keystore whose id is written in capitals
+// unlocks and takes new keys (the replaced-while-in-use check compares the id's bytes).
+TEST_F(KeystoreTest, AnIdWrittenInCapitalsTakesNewKeys) {
+  json doc = ReadDoc();
+  std::string id = doc["keystore_id"];
+  for (char& c : id) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  ASSERT_NE(id, doc["keystore_id"].get<std::string>()) << "the random id has no letter; rerun";
+  doc["keystore_id"] = id;
+  WriteDoc(doc);
+  ASSERT_OK_AND_ASSIGN(Keystore ks, Keystore::Unlock(path_, Passphrase()));
+  Id128 key_id{};
+  ASSERT_OK_AND_ASSIGN(SecretBytes dek, ks.CreateDataKey("icu-2025", Suite::kAes256Gcm, &key_id));
+  ASSERT_OK(ks.CreateExportKey("tenant-export").status());
+  ASSERT_OK_AND_ASSIGN(Keystore again, Keystore::Unlock(path_, Passphrase()));
+  ASSERT_OK_AND_ASSIGN(SecretBytes stored, again.GetDataKey("icu-2025", key_id));
+  EXPECT_TRUE(ConstantTimeEquals(stored.ExposeSecret(), dek.ExposeSecret()));
+  EXPECT_EQ(again.export_keys().size(), 1u);
+}
+
 TEST_F(KeystoreTest, AlteredKdfOrKekIsPermissionDenied) {
   ExpectUnlockFails([](json& d) { d["kdf"]["opslimit"] = 3; }, Code::kPermissionDenied, "opslimit 2 -> 3");
   ExpectUnlockFails([](json& d) { d["kdf"]["opslimit"] = 1; }, Code::kPermissionDenied, "opslimit 2 -> 1");

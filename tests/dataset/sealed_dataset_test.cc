@@ -294,6 +294,27 @@ TEST_F(SealedDatasetTest, KeyThatCannotBeAddedRemovesTheCommittedFile) {
   EXPECT_FALSE(fs::exists(o.out_path)) << "a sealed file without its key was left";
 }
 
+// The same with a keystore of the same id under another KEK (what `enclave-attest attest`
+// makes as a partial copy): a key wrapped under the old KEK could never be unwrapped from
+// the new file, so the seal fails and leaves neither the file nor the key.
+TEST_F(SealedDatasetTest, AKeystoreReplacedByOneWithTheSameIdAndAnotherKekIsNoticed) {
+  SealOptions o = Options("f,y\n1,a\n2,b\n", "y");
+  const std::string other = (dir_ / "same-id.json").string();
+  ASSERT_TRUE(Keystore::InitWithId(other, Passphrase(), {2, 19ull << 20}, keystore_->id()).ok());
+  bool replaced = false;
+  o.progress = [&](uint64_t, uint64_t) {
+    if (!replaced) fs::rename(other, keystore_path_);
+    replaced = true;
+  };
+  auto r = SealCsv(o, *keystore_);
+  ASSERT_FALSE(r.ok()) << "a key was added under a KEK the keystore file no longer has";
+  EXPECT_EQ(r.status().code(), Code::kFailedPrecondition) << r.status().ToString();
+  EXPECT_FALSE(fs::exists(o.out_path)) << "a sealed file without its key was left";
+  auto reopened = crypto::Keystore::Unlock(keystore_path_, Passphrase());
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  EXPECT_TRUE(reopened->entries().empty());
+}
+
 TEST_F(SealedDatasetTest, FailedSealLeavesNoKeyInKeystore) {
   // Pass one succeeds; the output directory does not exist, so nothing can be written.
   SealOptions o = Options("f,y\n1,a\n2,b\n", "y");

@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "enclave/common/status.h"
 #include "enclave/crypto/aead.h"
 #include "enclave/crypto/sealed_file.h"
@@ -104,8 +106,12 @@ class Keystore {
     std::vector<uint8_t> nonce, wrapped;
   };
   Keystore() = default;
+  // Whether `doc` (the file re-read under its lock) is still the keystore unlocked: the
+  // same id and the same KDF and wrapped KEK (a copy with this id under another KEK is not).
+  Status CheckStillThisKeystore(const nlohmann::json& doc) const;
   std::string path_;
   Id128 id_{};
+  std::string kek_fields_;  // the unlocked file's "kdf" and "kek" members, serialized
   SecretBytes kek_;
   std::vector<DataKeyEntry> entries_;
   std::vector<WrappedEntry> wrapped_;
