@@ -392,11 +392,12 @@ Status VerifyQuoteOrigin(ByteSpan ak_public, const QuoteEvidence& quote, std::sp
   QuoteExpectations expect;
   expect.extra_data.assign(qd.begin(), qd.end());
   const Appraisal a = AppraiseQuote(*ak, quote, expect);
-  for (const char* check : {"quote.signature", "quote.extra_data"}) {
+  // A signed TPMS_ATTEST that is not a quote (wrong magic: TPM2_Sign over chosen bytes;
+  // wrong type: another attestation) is not evidence of anything.
+  for (const char* check : {"quote.magic", "quote.type", "quote.signature", "quote.extra_data"}) {
     if (std::find(a.passed().begin(), a.passed().end(), check) != a.passed().end()) continue;
     for (const Finding& f : a.failures()) {
-      if (f.check.starts_with(check) || f.check.starts_with("quote.attest") || f.check.starts_with("quote.magic"))
-        return PermissionDenied(f.check + " at " + f.where);
+      if (f.check.starts_with(check) || f.check.starts_with("quote.attest")) return PermissionDenied(f.check + " at " + f.where);
     }
     return PermissionDenied(std::string(check) + " did not pass");
   }

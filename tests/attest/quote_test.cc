@@ -2,6 +2,7 @@
 // TPMS_ATTEST (H(attest) then ECDSA P-256 / RSASSA / RSA-PSS, SHA-256), and every
 // verifier-side rejection from issue 3.
 #include "enclave/attest/quote.h"
+#include "enclave/attest/verifier.h"
 
 #include <gtest/gtest.h>
 
@@ -234,6 +235,37 @@ TEST(Quote, MagicTypeAndSelectionChecks) {
 
 // Issue 20 §4: a type mismatch must not hide the other failures. Only the PCR checks, which
 // need a TPMS_QUOTE_INFO, are skipped.
+// VerifyQuoteOrigin, the gate before a broker logs or archives evidence, also wants a
+// TPM-generated quote: the AK's signature over bytes with another magic (TPM2_Sign over
+// chosen bytes) or another attestation type, with the right qualifying data, is refused.
+TEST(Quote, OriginNeedsTheTpmGeneratedMagicAndTheQuoteType) {
+  Host h(MakeEcKey());
+  const Bytes tpmt = EncodeAkPublic(h.key.get());
+  Bytes tpm2b = {static_cast<uint8_t>(tpmt.size() >> 8), static_cast<uint8_t>(tpmt.size())};
+  tpm2b = Cat(tpm2b, tpmt);
+  const crypto::Digest256 bound = crypto::Sha256(AsBytes(std::string_view("request")));
+  auto qd = QualifyingData(kNonce, bound);
+  ASSERT_TRUE(qd.ok());
+  const Bytes extra(qd->begin(), qd->end());
+  EXPECT_TRUE(VerifyQuoteOrigin(tpm2b, h.Quote(extra), kNonce, bound).ok());
+  AttestFields f;
+  f.magic = 0;
+  Status magic = VerifyQuoteOrigin(tpm2b, h.Quote(extra, f), kNonce, bound);
+  EXPECT_EQ(magic.code(), Code::kPermissionDenied);
+  EXPECT_NE(magic.message().find("quote.magic.mismatch"), std::string::npos) << magic.ToString();
+  f = {};
+  f.type = 0x8017;  // TPM_ST_ATTEST_CERTIFY
+  Status type = VerifyQuoteOrigin(tpm2b, h.Quote(extra, f), kNonce, bound);
+  EXPECT_EQ(type.code(), Code::kPermissionDenied);
+  EXPECT_NE(type.message().find("quote.type.mismatch"), std::string::npos) << type.ToString();
+  // And the two it checked before.
+  EXPECT_NE(VerifyQuoteOrigin(tpm2b, h.Quote(kNonce), kNonce, bound).message().find("quote.extra_data"),
+            std::string::npos);
+  Host other(MakeEcKey());
+  EXPECT_NE(VerifyQuoteOrigin(tpm2b, other.Quote(extra), kNonce, bound).message().find("quote.signature"),
+            std::string::npos);
+}
+
 TEST(Quote, TypeMismatchStillReportsEveryIndependentCheck) {
   Host h(MakeEcKey()), other(MakeEcKey());
   AttestFields f;

@@ -71,8 +71,9 @@ struct Verdict {
 Result<Verdict> AppraiseEvidence(const Policy& policy, const EvidenceParts& evidence, const AppraisalContext& context);
 
 // Whether the AK (`ak_public`, a marshalled TPM2B_PUBLIC as enrolled) signed this quote for this nonce and
-// bound digest: the two checks that tie evidence to a host and to a request, and nothing
-// else (no policy, no logs). For callers that must not act on, log or archive evidence
+// bound digest: the checks that tie evidence to a host and to a request (a TPM-generated
+// quote: magic and type; the AK's signature; the qualifying data), and nothing else (no
+// policy, no logs). For callers that must not act on, log or archive evidence
 // before they know who made it. PermissionDenied naming the first failed check.
 Status VerifyQuoteOrigin(ByteSpan ak_public, const QuoteEvidence& quote, std::span<const uint8_t> nonce,
                          const std::optional<crypto::Digest256>& bound_digest);
