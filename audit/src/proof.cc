@@ -107,7 +107,8 @@ Result<Proof> Proof::FromJson(const json& j, const std::string& where) {
     return InvalidInput(where + ": not a proof (member 'format' is not \"enclave-audit-proof\")");
   }
   auto version = j.find("version");
-  if (version == j.end() || *version != 1) return Unsupported(where + ": unsupported proof version (know 1)");
+  if (version == j.end() || !version->is_number_integer() || *version != 1)
+    return Unsupported(where + ": unsupported proof version (know 1)");
   auto kind = j.find("proof");
   if (kind == j.end() || !kind->is_string() || (*kind != "inclusion" && *kind != "consistency")) {
     return InvalidInput(where + ": member 'proof' must be \"inclusion\" or \"consistency\"");

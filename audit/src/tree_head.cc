@@ -90,7 +90,8 @@ Result<LogPublicKey> LogPublicKey::FromJson(const nlohmann::json& j, const std::
   if (!j.is_object() || StringMember(j, "format") != "enclave-audit-log-public-key") {
     return InvalidInput(where + ": not an enclave audit log public key (format field)");
   }
-  if (!j.contains("version") || j["version"] != 1) return Unsupported(where + ": unsupported key file version");
+  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"] != 1)
+    return Unsupported(where + ": unsupported key file version");
   if (!j.contains("algorithm") || !j["algorithm"].is_string()) {
     return InvalidInput(where + ": field 'algorithm' missing or not a string");
   }

@@ -59,7 +59,8 @@ Result<std::optional<AuditorState>> AuditorState::Load(const std::string& path) 
   if (!j.is_object() || StringMember(j, "format") != "enclave-audit-auditor-state") {
     return InvalidInput(path + ": not an auditor state file (format field)");
   }
-  if (!j.contains("version") || j["version"] != 1) return Unsupported(path + ": unsupported state file version");
+  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"] != 1)
+    return Unsupported(path + ": unsupported state file version");
   AuditorState s;
   if (!j.contains("log_id")) return InvalidInput(path + ": field 'log_id' missing");
   ASSIGN_OR_RETURN(s.log_id, HashFromHex(j["log_id"], path + ": field 'log_id'"));
@@ -266,7 +267,8 @@ Result<InclusionBundle> InclusionBundle::FromJson(const json& j, const std::stri
   if (!j.is_object() || StringMember(j, "format") != "enclave-audit-inclusion-proof") {
     return InvalidInput(where + ": not an inclusion proof (format field)");
   }
-  if (!j.contains("version") || j["version"] != 1) return Unsupported(where + ": unsupported proof version");
+  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"] != 1)
+    return Unsupported(where + ": unsupported proof version");
   InclusionBundle b;
   if (!j.contains("log_id")) return InvalidInput(where + ": field 'log_id' missing");
   ASSIGN_OR_RETURN(b.log_id, HashFromHex(j["log_id"], where + ": field 'log_id'"));

@@ -9,6 +9,7 @@
 
 #include "audit_test_util.h"
 #include "enclave/audit/evidence_archive.h"
+#include "enclave/audit/proof.h"
 
 namespace enclave::audit {
 namespace {
@@ -122,6 +123,21 @@ TEST(UntrustedJson, WrongMemberTypesInKeyStateAndProofAreErrorsNotExceptions) {
     }) << m.dump();
   });
   EXPECT_GT(n, 300u);
+  // audit-log.md section 7: a version that is not the integer 1 is unsupported, also 1.0,
+  // 1e0 and -1 (JSON readers that compare numbers by value would take the first two).
+  auto section8 = ProveInclusion(log.dir.string(), log.pub, 1, std::nullopt);
+  ASSERT_TRUE(section8.ok()) << section8.status().ToString();
+  ASSERT_TRUE(Proof::FromJson(section8->ToJson(), "proof").ok());
+  for (const char* version : {"1.0", "1e0", "-1", "2", "\"1\""}) {
+    json key = log.pub.ToJson(), st = state.ToJson(), pr = proof->ToJson(), p8 = section8->ToJson();
+    for (json* m : {&key, &st, &pr, &p8}) (*m)["version"] = json::parse(version);
+    EXPECT_EQ(Proof::FromJson(p8, "proof").status().code(), Code::kUnsupported) << version;
+    EXPECT_EQ(LogPublicKey::FromJson(key, "key").status().code(), Code::kUnsupported) << version;
+    const std::string path = (dir / "state.json").string();
+    std::ofstream(path, std::ios::trunc) << st.dump();
+    EXPECT_EQ(AuditorState::Load(path).status().code(), Code::kUnsupported) << version;
+    EXPECT_EQ(InclusionBundle::FromJson(pr, "proof").status().code(), Code::kUnsupported) << version;
+  }
   // The reviewer's three files, through the loaders.
   const std::string key_path = (dir / "badkey.pub").string();
   std::ofstream(key_path) << R"({"format":1})";
