@@ -81,10 +81,28 @@ Result<uint64_t> ParseCanonicalDecimal(std::string_view s) {
   return v;
 }
 
+// The white space of Unicode beyond ASCII (Go's unicode.IsSpace, which Go's note package
+// applies to key names): U+0085, U+00A0, U+1680, U+2000..U+200A, U+2028, U+2029, U+202F,
+// U+205F, U+3000.
+static bool IsUnicodeSpace(uint32_t cp) {
+  return cp == 0x85 || cp == 0xa0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 ||
+         cp == 0x2029 || cp == 0x202f || cp == 0x205f || cp == 0x3000;
+}
+
 bool ValidNoteKeyName(std::string_view name) {
-  if (name.empty()) return false;
-  for (unsigned char c : name) {
-    if (c <= 0x20 || c == 0x7f || c == '+') return false;
+  if (name.empty() || !ValidUtf8(name)) return false;
+  for (size_t i = 0; i < name.size();) {
+    const auto c = static_cast<unsigned char>(name[i]);
+    if (c < 0x80) {
+      if (c <= 0x20 || c == 0x7f || c == '+') return false;
+      ++i;
+      continue;
+    }
+    const size_t n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;  // a valid sequence (checked above)
+    uint32_t cp = c & (0x7fu >> n);
+    for (size_t k = 1; k < n; ++k) cp = cp << 6 | (static_cast<unsigned char>(name[i + k]) & 0x3fu);
+    if (IsUnicodeSpace(cp)) return false;
+    i += n;
   }
   return true;
 }

@@ -207,6 +207,35 @@ TEST(Cosignature, KeyFileRoundTripAndRefusals) {
   EXPECT_EQ(WitnessSigningKey::Generate(std::string(256, 'n')).status().code(), Code::kInvalidInput);
 }
 
+// Key names as the signed-note specification (and Go's note package) have them: valid
+// UTF-8 without any of Unicode's white space; other non-ASCII letters are fine. Checked where
+// a name is made (keygen), read (a verifier key) and met on a signature line.
+TEST(NoteKeyNames, Utf8WithoutUnicodeSpace) {
+  for (const char* good : {"w\xc3\xa9", "\xe8\xa8\xbc\xe4\xba\xba/1", "w\xf0\x9f\x94\x91", "w\xc2\x80x"})
+    EXPECT_TRUE(ValidNoteKeyName(good)) << good;
+  for (const char* bad : {"w\xc2\x85x", "w\xc2\xa0x", "w\xe1\x9a\x80", "w\xe2\x80\x80", "w\xe2\x80\x8a",
+                          "w\xe2\x80\xa8", "w\xe2\x80\xa9", "w\xe2\x80\xaf", "w\xe2\x81\x9f", "w\xe3\x80\x80",
+                          "w\xff", "w\xc3", "w\xc0\xaf", "w\xed\xa0\x80", "w\tx", "w x", "w+x", ""}) {
+    EXPECT_FALSE(ValidNoteKeyName(bad)) << bad;
+    EXPECT_EQ(WitnessSigningKey::Generate(bad).status().code(), Code::kInvalidInput) << bad;
+  }
+  auto key = WitnessSigningKey::Generate("w\xc3\xa9");
+  ASSERT_TRUE(key.ok());
+  const std::string vkey = key->public_key().VerifierKey();
+  EXPECT_TRUE(WitnessPublicKey::Parse(vkey, "vkey").ok());
+  std::string spaced = vkey;
+  spaced.replace(0, 3, "w\xc2\xa0");  // "w\xc3\xa9" is 3 bytes: another name of the same length
+  const Status spaced_status = WitnessPublicKey::Parse(spaced, "vkey").status();
+  EXPECT_EQ(spaced_status.code(), Code::kInvalidInput);
+  EXPECT_NE(spaced_status.message().find("name"), std::string::npos) << spaced_status.ToString();
+  auto line = key->Cosign("t\n", 1);
+  ASSERT_TRUE(line.ok());
+  std::string note = "t\n\n" + *line;
+  ASSERT_TRUE(ParseNote(note, "note").ok());
+  note.replace(note.find("w\xc3\xa9"), 3, "w\xc2\xa0");
+  EXPECT_EQ(ParseNote(note, "note").status().code(), Code::kInvalidInput);
+}
+
 TEST(WitnessDecision, EveryRefusalOfTheSpec) {
   LogWithCheckpoints l = MakeCheckpoints("witness-decide", 10);
   const auto logs = l.witnessed();

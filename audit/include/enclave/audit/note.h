@@ -28,7 +28,8 @@ inline constexpr uint8_t kNoteAlgCosignatureV1 = 0x04;  // C2SP tlog-cosignature
 
 using KeyId = std::array<uint8_t, 4>;
 
-// Non-empty, no space, control character or '+' (C2SP signed-note key names).
+// C2SP signed-note key names: non-empty UTF-8, no space (also none of Unicode's), no
+// control character, no '+'.
 bool ValidNoteKeyName(std::string_view name);
 KeyId NoteKeyId(std::string_view name, uint8_t type, std::span<const uint8_t> key);
 
