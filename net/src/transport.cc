@@ -864,9 +864,7 @@ struct ServerSock {
   size_t io = 0;
   ClientHello ch;
   bool have_hello = false;  // ch was parsed (names the socket in log lines)
-  crypto::Digest256 transcript{};
-  crypto::SecretBytes client_finished_key;
-  crypto::SecretBytes data_key;
+  crypto::SecretBytes data_key;  // once the ClientFinished verified
   ~ServerSock() {
     if (fd >= 0) close(fd);
   }
@@ -938,19 +936,19 @@ Status ListenComm::Progress(ServerSock& s, Failure* failure) {
     sh.comm_id = ctx_->comm_id();
     sh.socket_index = s.ch.socket_index;
     sh.nsocks = s.ch.nsocks;
+    // The keys are derived for the ServerFinished MAC and dropped: a socket that has not
+    // proved the job key holds no locked memory while it waits (connections without the
+    // key cannot use up the listener's), and they are derived again from the same
+    // transcript when its ClientFinished comes.
     auto body = EncodeServerHelloBody(sh);
     auto derived = DeriveSocketKeys(ctx_->job_key(), s.hello, body);
     if (!derived.ok()) {
       *failure = Failure::kLocal;  // the keys' locked memory, say: it would fail the real peer too
       return derived.status().Annotate("deriving the socket's keys");
     }
-    SocketKeys keys = std::move(derived).value();
-    Mac sf = FinishedMac(keys.server_finished, keys.transcript);
+    Mac sf = FinishedMac(derived->server_finished, derived->transcript);
     std::memcpy(s.server.data(), body.data(), body.size());
     std::memcpy(s.server.data() + body.size(), sf.data(), sf.size());
-    s.transcript = keys.transcript;
-    s.client_finished_key = std::move(keys.client_finished);
-    s.data_key = std::move(keys.data);
     s.state = ServerSock::kSendHello;
     s.io = 0;
   }
@@ -966,10 +964,17 @@ Status ListenComm::Progress(ServerSock& s, Failure* failure) {
     if (!got.ok()) return AuthFailed(got.status().message() + " before it proved the job key");
     if (!*got) return OkStatus();
     ASSIGN_OR_RETURN(Mac cf, ParseClientFinished(s.finished));
-    Mac expect = FinishedMac(s.client_finished_key, s.transcript);
+    auto derived = DeriveSocketKeys(ctx_->job_key(), s.hello,
+                                    ByteSpan(s.server.data(), kServerHelloBodyBytes));
+    if (!derived.ok()) {
+      *failure = Failure::kLocal;
+      return derived.status().Annotate("deriving the socket's keys");
+    }
+    Mac expect = FinishedMac(derived->client_finished, derived->transcript);
     if (!crypto::ConstantTimeEquals(expect, cf)) {
       return AuthFailed("the connector did not prove the job key (ClientFinished MAC mismatch); refused before any payload");
     }
+    s.data_key = std::move(derived->data);
     s.state = ServerSock::kDone;
   }
   return OkStatus();

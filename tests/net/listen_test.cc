@@ -13,12 +13,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "loopback_pair.h"
 #include "transport.h"
+#include "wire.h"
 
 namespace enclave::net {
 namespace {
@@ -225,6 +227,78 @@ TEST_F(ListenTest, IdleConnectionsCannotHoldTheHandshakeSlots) {
   EXPECT_LE(count("pending-handshake limit"), 3u) << log;
   EXPECT_LE(count("handshake did not finish"), 4u) << log;
   for (int fd : idle) close(fd);
+}
+
+// Locked memory of this process, in KiB (VmLck: counted for root too).
+long LockedKiB() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmLck:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+// A ClientHello costs anyone who knows the listen id and the communicator (neither is
+// secret) a ServerHello, but no locked memory held: the listener keeps no key of a socket
+// that has not proved the job key, so connections without the key cannot use up the
+// RLIMIT_MEMLOCK that the real peer's keys and record layers need.
+TEST_F(ListenTest, HellosWithoutTheKeyHoldNoLockedMemory) {
+  auto listener = MakeLoopbackContext(4, AeadProtection());
+  ASSERT_TRUE(listener);
+  std::array<uint8_t, kHandleBytes> handle{};
+  auto l = listener->Listen(handle);
+  ASSERT_TRUE(l.ok()) << l.status().message();
+  auto decoded = DecodeHandle(handle);
+  ASSERT_TRUE(decoded.ok());
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(handle[6] | (handle[7] << 8)));
+  std::memcpy(&addr.sin_addr, handle.data() + 8, 4);
+  // One hello first, so that whatever the listener keeps for good is there before we count.
+  auto hello_on = [&](int fd) {
+    ClientHello ch;
+    ch.listen_id = decoded->listen_id;
+    crypto::RandomBytes(ch.client_random);
+    ch.comm_id = 7;
+    ch.nsocks = 1;
+    const auto bytes = EncodeClientHello(ch);
+    ASSERT_EQ(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+  };
+  auto answered = [&](const std::vector<int>& fds, size_t from) {
+    size_t n = 0;
+    for (size_t i = from; i < fds.size(); ++i) {
+      const int fd = fds[i];
+      std::array<uint8_t, kServerHelloBytes> got{};
+      size_t have = 0;
+      for (int tries = 0; tries < 200 && have < got.size(); ++tries) {
+        (void)(*l)->Accept();
+        const ssize_t r = recv(fd, got.data() + have, got.size() - have, MSG_DONTWAIT);
+        if (r > 0) have += static_cast<size_t>(r);
+        if (have < got.size()) usleep(2000);
+      }
+      n += have == got.size();
+    }
+    return n;
+  };
+  std::vector<int> fds;
+  auto open_one = [&] {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << std::strerror(errno);
+    hello_on(fd);
+    fds.push_back(fd);
+  };
+  open_one();
+  ASSERT_EQ(answered(fds, 0), 1u);
+  const long before = LockedKiB();
+  ASSERT_GE(before, 0);
+  for (size_t i = 1; i < kMaxPendingHandshakes - 4; ++i) open_one();
+  ASSERT_EQ(answered(fds, 1), fds.size() - 1) << "every hello got its ServerHello";
+  const long after = LockedKiB();
+  // Holding two keys per waiting socket would be 2 pages each: 480 KiB for 60 sockets.
+  EXPECT_LT(after - before, 64) << "KiB locked for " << fds.size() << " sockets that never proved the key";
+  for (int fd : fds) close(fd);
 }
 
 }  // namespace
