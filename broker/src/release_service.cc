@@ -213,9 +213,8 @@ Result<crypto::SecretBytes> Service::JobKey(const JobBinding& binding, int64_t n
   // (Only for a job stored before: the store kept its record, not our candidate.)
   const bool existing = job.key_wrapped != candidate.key_wrapped;
   if (existing) {
-    ASSIGN_OR_RETURN(int64_t leases, store_.CountLeasesOfJob(job.job_id));
-    ASSIGN_OR_RETURN(std::vector<LeaseRecord> active, store_.ActiveLeasesOfJob(job.job_id, now));
-    if (leases > 0 && active.empty()) {
+    ASSIGN_OR_RETURN(Store::JobLeaseCounts leases, store_.CountLeasesOfJob(job.job_id, now));
+    if (leases.ever > 0 && leases.active == 0) {
       RETURN_IF_ERROR(store_.EndJob(job.job_id, "its last lease ended", now));
       return FailedPrecondition(id + " has ended (its last lease ended); its key is never issued again: name a new job");
     }
@@ -326,6 +325,10 @@ void Service::Release(std::string_view body, std::function<void(Reply)> done,
           } catch (const std::exception& e) {  // answered anyway: the caller must not wait forever
             std::cerr << "enclave-broker: completing release of lease " << pending->lease.lease_id << ": " << e.what()
                       << "\n";
+            try {
+              AbandonRelease(pending->lease.lease_id, "release not completed: the broker failed to complete it");
+            } catch (const std::exception&) {  // the lease then lapses at its deadline
+            }
           }
           done(std::move(reply));
         });
@@ -348,18 +351,36 @@ Reply Service::CompleteWitnessedRelease(PendingRelease& p, const Result<audit::C
                                  " has ended; try again later")};
   }
   p.granted.audit_proofs = std::move(*proofs);
-  // A revocation acknowledged while the release waited ended its lease: then nothing is
-  // sent. Checked under the shared lock, so a revocation from here on comes after the keys.
+  // The lease and the job are read again: a revocation acknowledged while the release
+  // waited ended its lease, a report logged meanwhile ended its job (whose key is then
+  // never issued again). Either way nothing is sent. Checked under the shared lock, so a
+  // revocation from here on comes after the keys were sealed into the answer.
   std::shared_lock<std::shared_mutex> revocation_guard(revocation_mu_);
   auto current = store_.GetLease(lease.lease_id);
-  if (!current.ok()) return ErrorReply(current.status());
-  if (!current->ActiveAt(Now())) {
-    AbandonRelease(lease.lease_id, "release not completed: the lease ended while the release waited for its witnesses");
-    return Refused("release", "lease " + lease.lease_id + " ended (" +
-                                  (current->end_reason.empty() ? "not renewed in time" : current->end_reason) +
-                                  ") while the release waited for its witnesses; nothing was sent");
+  auto job = store_.GetJob(lease.job_id);
+  if (!current.ok() || !job.ok()) {
+    AbandonRelease(lease.lease_id, "release not completed: its lease or job could not be read again");
+    return ErrorReply(!current.ok() ? current.status() : job.status());
   }
-  return FinishRelease(p, revocation_guard);
+  std::string ended;
+  if (!current->ActiveAt(Now())) {
+    ended = "lease " + lease.lease_id + " ended (" +
+            (current->end_reason.empty() ? "not renewed in time" : current->end_reason) + ")";
+  } else if (!*job || (*job)->ended_at) {
+    ended = "job '" + lease.job_id + "' ended (" + (*job ? (*job)->end_reason : "no longer stored") + ")";
+  }
+  if (!ended.empty()) {
+    AbandonRelease(lease.lease_id, "release not completed: the lease or its job ended while the release waited for "
+                                   "its witnesses");
+    return Refused("release", ended + " while the release waited for its witnesses; nothing was sent");
+  }
+  return FinishOrAbandon(p, revocation_guard);
+}
+
+Reply Service::FinishOrAbandon(PendingRelease& p, const std::shared_lock<std::shared_mutex>& revocation_guard) {
+  Reply reply = FinishRelease(p, revocation_guard);
+  if (reply.status != 200) AbandonRelease(p.lease.lease_id, "release not completed: its answer could not be made");
+  return reply;
 }
 
 void Service::AbandonRelease(const std::string& lease_id, const std::string& why) {
@@ -554,7 +575,7 @@ std::optional<Reply> Service::DecideRelease(std::string_view body, PendingReleas
     if (i == 0) g.audit_index = *index;
   }
   // Without witnesses the keys are sealed into the answer before a revocation can land.
-  if (options_.witnessing == nullptr) return FinishRelease(p, revocation_guard);
+  if (options_.witnessing == nullptr) return FinishOrAbandon(p, revocation_guard);
   return std::nullopt;  // answered once witnessed (other releases of this host and job need not wait)
 }
 

@@ -873,12 +873,15 @@ Status Store::EndJob(const std::string& job_id, const std::string& reason, int64
   });
 }
 
-Result<int64_t> Store::CountLeasesOfJob(const std::string& job_id) {
+Result<Store::JobLeaseCounts> Store::CountLeasesOfJob(const std::string& job_id, int64_t now) {
   std::lock_guard<std::mutex> lock(mu_);
-  Stmt s(*stmts_, "SELECT count(*) FROM leases WHERE job_id = ?1 AND undelivered = 0");
-  s.Text(1, job_id);
+  Stmt s(*stmts_,
+         "SELECT count(*) FILTER (WHERE undelivered = 0), count(*) FILTER (WHERE ended_at IS NULL AND valid_until > ?2 "
+         "AND reattest_by > ?2) FROM leases WHERE job_id = ?1");
+  s.Text(1, job_id).Int(2, now);
   ASSIGN_OR_RETURN(bool row, s.Step());
-  return row ? s.ColInt(0) : 0;
+  if (!row) return JobLeaseCounts{};
+  return JobLeaseCounts{s.ColInt(0), s.ColInt(1)};
 }
 
 Status Store::PutLease(const LeaseRecord& l, int64_t now) {

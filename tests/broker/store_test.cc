@@ -313,7 +313,9 @@ TEST_F(StoreTest, AnUndeliveredLeaseDoesNotCountAsItsJobsAndAVersion5StoreMigrat
   auto store = OpenStore();
   ASSERT_TRUE(store);
   EXPECT_EQ(*store->SchemaVersion(), 6);
-  EXPECT_EQ(*store->CountLeasesOfJob("job-1"), 2);
+  EXPECT_EQ(store->CountLeasesOfJob("job-1", 30)->ever, 2);
+  EXPECT_EQ(store->CountLeasesOfJob("job-1", 30)->active, 2);
+  EXPECT_EQ(store->CountLeasesOfJob("job-1", 100)->active, 0) << "past reattest_by";
   ASSERT_TRUE(store->GetLease("lease-old").ok());
   EXPECT_FALSE(store->GetLease("lease-old")->undelivered);
   // An active lease ends undelivered; one a revocation ended keeps that reason.
@@ -328,7 +330,8 @@ TEST_F(StoreTest, AnUndeliveredLeaseDoesNotCountAsItsJobsAndAVersion5StoreMigrat
   EXPECT_TRUE(old->undelivered);
   EXPECT_EQ(old->ended_at, 21);
   EXPECT_EQ(old->end_reason, "job revoked: test");
-  EXPECT_EQ(*store->CountLeasesOfJob("job-1"), 0);
+  EXPECT_EQ(store->CountLeasesOfJob("job-1", 30)->ever, 0);
+  EXPECT_EQ(store->CountLeasesOfJob("job-1", 30)->active, 0);
 }
 
 // The child writes in a loop and reports each acknowledged write on a pipe; the parent

@@ -121,8 +121,10 @@ class Service {
   struct PendingRelease;
   std::optional<Reply> DecideRelease(std::string_view body, PendingRelease& p);
   Reply CompleteWitnessedRelease(PendingRelease& p, const Result<audit::CosignedCheckpoint>& cosigned);
-  // Seals the keys into the answer; the caller holds revocation_mu_ shared.
+  // Seals the keys into the answer; the caller holds revocation_mu_ shared. The second
+  // abandons the release (below) when the first fails.
   Reply FinishRelease(PendingRelease& p, const std::shared_lock<std::shared_mutex>& revocation_guard);
+  Reply FinishOrAbandon(PendingRelease& p, const std::shared_lock<std::shared_mutex>& revocation_guard);
   // A logged release that sends nothing: its lease ends, marked undelivered, and a lease
   // revocation entry with `why` says so in the audit log (failures go to the broker's log).
   void AbandonRelease(const std::string& lease_id, const std::string& why);

@@ -189,8 +189,14 @@ class Store {
   Result<std::optional<JobRecord>> GetJob(const std::string& job_id);
   // Marks the job ended (kept when it already was); its key is never issued again.
   Status EndJob(const std::string& job_id, const std::string& reason, int64_t now);
-  // How many leases the job ever had, not counting undelivered ones (EndUndeliveredLease).
-  Result<int64_t> CountLeasesOfJob(const std::string& job_id);
+  // How many leases the job ever had, not counting undelivered ones (EndUndeliveredLease),
+  // and how many are active at `now`: read together, so that a lease ended undelivered
+  // meanwhile is never counted in the first and missing from the second.
+  struct JobLeaseCounts {
+    int64_t ever = 0;
+    int64_t active = 0;
+  };
+  Result<JobLeaseCounts> CountLeasesOfJob(const std::string& job_id, int64_t now);
 
   // Inserts the lease, in one transaction that first checks that neither its host (nor a
   // host linked to it, see IsRevoked) nor its job is revoked (PermissionDenied) and that
