@@ -233,8 +233,6 @@ TEST(Quote, MagicTypeAndSelectionChecks) {
   EXPECT_TRUE(AppraiseQuote(h.ak, h.Quote(kNonce, f), Expect(kNonce)).ok());
 }
 
-// Issue 20 §4: a type mismatch must not hide the other failures. Only the PCR checks, which
-// need a TPMS_QUOTE_INFO, are skipped.
 // VerifyQuoteOrigin, the gate before a broker logs or archives evidence, also wants a
 // TPM-generated quote: the AK's signature over bytes with another magic (TPM2_Sign over
 // chosen bytes) or another attestation type, with the right qualifying data, is refused.
@@ -266,6 +264,8 @@ TEST(Quote, OriginNeedsTheTpmGeneratedMagicAndTheQuoteType) {
             std::string::npos);
 }
 
+// Issue 20 §4: a type mismatch must not hide the other failures. Only the PCR checks, which
+// need a TPMS_QUOTE_INFO, are skipped.
 TEST(Quote, TypeMismatchStillReportsEveryIndependentCheck) {
   Host h(MakeEcKey()), other(MakeEcKey());
   AttestFields f;
