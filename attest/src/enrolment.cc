@@ -22,11 +22,15 @@ Result<Appraisal> AppraiseEnrolment(const Policy& policy, const EnrolmentBundle&
     a.Fail("enrolment.ak_public.malformed", "ak_public", "a TPM2B_PUBLIC", ak.status().message());
     return a;
   }
-  ASSIGN_OR_RETURN(std::vector<uint8_t> name, ComputeName(*ak));
-  if (name == e.ak_name) {
+  // An AK whose nameAlg has no name here (SM3, NULL) is a finding like any other AK fault,
+  // reported with the rest of what CheckAkPublic finds, not an error before them.
+  auto name = ComputeName(*ak);
+  if (!name.ok()) {
+    a.Fail("enrolment.ak_name.uncomputable", "ak_name", "the name of the given AK", name.status().message());
+  } else if (*name == e.ak_name) {
     a.Pass("enrolment.ak_name");
   } else {
-    a.Fail("enrolment.ak_name.mismatch", "ak_name", HexEncode(name), HexEncode(e.ak_name));
+    a.Fail("enrolment.ak_name.mismatch", "ak_name", HexEncode(*name), HexEncode(e.ak_name));
   }
   a.Merge(CheckAkPublic(*ak, policy.ak));
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "boot_fixture.h"
+#include "enclave/attest/enrolment.h"
 #include "enclave/common/files.h"
 
 #ifndef ENCLAVE_POLICIES_DIR
@@ -45,6 +46,27 @@ class PolicyTest : public ::testing::Test {
   std::string dir_;
   json base_;
 };
+
+// An enrolment whose AK has a nameAlg with no name here (SM3) is judged, not an error: the
+// name is a finding beside what the AK checks find, so the operator sees every fault.
+TEST_F(PolicyTest, AnEnrolmentWithAnAkOfAnUnknownNameAlgIsFindingsNotAnError) {
+  auto p = Parse(base_);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  Pkey key = MakeEcKey();
+  AkOptions sm3;
+  sm3.name_alg = 0x0012;  // TPM_ALG_SM3_256
+  const Bytes tpmt = EncodeAkPublic(key.get(), sm3);
+  EnrolmentBundle e;
+  e.ak_public = {static_cast<uint8_t>(tpmt.size() >> 8), static_cast<uint8_t>(tpmt.size())};
+  e.ak_public.insert(e.ak_public.end(), tpmt.begin(), tpmt.end());
+  e.ak_name = {0x00, 0x12};
+  e.ek_public = {0x00, 0x00};
+  auto a = AppraiseEnrolment(*p, e, nullptr);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_TRUE(a->Failed("enrolment.ak_name.uncomputable")) << a->Summary();
+  EXPECT_TRUE(a->Failed("ak.name_alg.weak")) << a->Summary();
+  EXPECT_FALSE(a->ok());
+}
 
 TEST_F(PolicyTest, MinimalPolicyAndDefaults) {
   auto p = Parse(base_);
