@@ -64,6 +64,32 @@ class WitnessedReleaseTest : public ReleaseTest {
     testing::WriteText(path, audit::NoteVerifierKey(broker_->audit_key()) + "\n");
     return path;
   }
+  // A release of `request` that is logged and then waits for its witnesses: w2 is stopped
+  // (it keeps its port), the release runs on its own thread, and Start returns once its
+  // key.released entries are in the log. Finish lets w2 answer again and joins.
+  struct WaitingRelease {
+    std::thread thread;
+    Result<Release> result = Internal("not answered");
+    bool logged = false;
+  };
+  void StartWaitingRelease(WaitingRelease* w, const std::string& host, const ReleaseRequest& request,
+                           const ReleaseKeys& keys, const HostState& state) {
+    ASSERT_EQ(::kill(witnesses_[1]->pid(), SIGSTOP), 0);
+    const size_t released = CountType(audit::EventType::kKeyReleased);
+    w->thread = std::thread([this, w, host, request, &keys, &state] {
+      auto other = Client();
+      other->SetWitnessPolicy(Policy());
+      w->result = other->RequestRelease(host, request, keys, Quoter(state));
+    });
+    const auto until = std::chrono::steady_clock::now() + 20s;
+    while (CountType(audit::EventType::kKeyReleased) == released && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(5ms);
+    w->logged = CountType(audit::EventType::kKeyReleased) > released;
+  }
+  void FinishWaitingRelease(WaitingRelease* w) {
+    ::kill(witnesses_[1]->pid(), SIGCONT);  // the quorum's checkpoint can come now
+    if (w->thread.joinable()) w->thread.join();
+  }
   // Cuts audit.log back to the end of its last tree head of size <= `size` (what an
   // operator with the disk can do while the broker is stopped).
   void CutLogBackTo(uint64_t size) {
@@ -254,23 +280,12 @@ TEST_F(WitnessedReleaseTest, ARevocationWhileTheReleaseWaitsForWitnessesSendsNot
   auto client = Client();
   client->SetWitnessPolicy(Policy());
   ASSERT_TRUE(client->RequestRelease(host, Request("job-a"), *keys, Quoter(state)).ok()) << broker_->log();
-  // w2 stops answering (it keeps its port): the next release is logged, then waits.
-  ASSERT_EQ(::kill(witnesses_[1]->pid(), SIGSTOP), 0);
-  const size_t released = CountType(audit::EventType::kKeyReleased);
-  Result<Release> rel = Internal("not answered");
-  std::thread waiting([&] {
-    auto other = Client();
-    other->SetWitnessPolicy(Policy());
-    rel = other->RequestRelease(host, Request("job-b"), *keys, Quoter(state));
-  });
-  const auto until = std::chrono::steady_clock::now() + 20s;
-  while (CountType(audit::EventType::kKeyReleased) == released && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(5ms);
-  const bool logged = CountType(audit::EventType::kKeyReleased) > released;
+  WaitingRelease waiting;
+  ASSERT_NO_FATAL_FAILURE(StartWaitingRelease(&waiting, host, Request("job-b"), *keys, state));
   const BrokerProcess::Answer rev = PostAdmin("/v1/admin/revocations", EncodeRevocationRequest({"job", "job-b", "test"}));
-  ::kill(witnesses_[1]->pid(), SIGCONT);  // the quorum's checkpoint can come now
-  waiting.join();
-  ASSERT_TRUE(logged) << broker_->log();
+  FinishWaitingRelease(&waiting);
+  ASSERT_TRUE(waiting.logged) << broker_->log();
+  const Result<Release>& rel = waiting.result;
   ASSERT_EQ(rev.status, 200) << rev.body;
   EXPECT_EQ(rev.json()["leases_ended"], 1) << rev.body;
   ASSERT_FALSE(rel.ok()) << "keys were sent after the revocation of their job was acknowledged";
@@ -308,18 +323,8 @@ TEST_F(WitnessedReleaseTest, AJobThatEndsWhileARankWaitsForWitnessesSendsThatRan
       job_digest = e.event.fields["job_digest"];
   }
   ASSERT_EQ(job_digest.size(), 64u);
-  ASSERT_EQ(::kill(witnesses_[1]->pid(), SIGSTOP), 0);
-  const size_t released = CountType(audit::EventType::kKeyReleased);
-  Result<Release> rank1 = Internal("not answered");
-  std::thread waiting([&] {
-    auto other = Client();
-    other->SetWitnessPolicy(Policy());
-    rank1 = other->RequestRelease(host, Request("job-w", 1, 2), *keys, Quoter(state));
-  });
-  const auto until = std::chrono::steady_clock::now() + 20s;
-  while (CountType(audit::EventType::kKeyReleased) == released && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(5ms);
-  const bool logged = CountType(audit::EventType::kKeyReleased) > released;
+  WaitingRelease waiting;
+  ASSERT_NO_FATAL_FAILURE(StartWaitingRelease(&waiting, host, Request("job-w", 1, 2), *keys, state));
   // Rank 0 reports: the job ends (its report is logged).
   const std::string report = nlohmann::json{{"job", {{"sha256", job_digest}}},
                                             {"lease", {{"lease_id", rank0->lease.lease_id}}},
@@ -330,9 +335,9 @@ TEST_F(WitnessedReleaseTest, AJobThatEndsWhileARankWaitsForWitnessesSendsThatRan
   ASSERT_TRUE(sig.ok());
   const BrokerProcess::Answer reported =
       broker_->Post("/v1/jobs/job-w/reports", EncodeJobReport({rank0->lease.lease_id, report, *sig}));
-  ::kill(witnesses_[1]->pid(), SIGCONT);
-  waiting.join();
-  ASSERT_TRUE(logged) << broker_->log();
+  FinishWaitingRelease(&waiting);
+  ASSERT_TRUE(waiting.logged) << broker_->log();
+  const Result<Release>& rank1 = waiting.result;
   ASSERT_EQ(reported.status, 200) << reported.body;
   ASSERT_FALSE(rank1.ok()) << "the job key was sent after the job's report ended it";
   EXPECT_EQ(rank1.status().code(), Code::kPermissionDenied) << rank1.status().ToString();
