@@ -53,6 +53,30 @@ class StoreTest : public ::testing::Test {
     h.enrolled_at = 1000;
     return h;
   }
+  // Job "job-1" and a lease of it on host "aa", as the write and migration tests store them.
+  static JobRecord Job1() {
+    JobRecord j;
+    j.job_id = "job-1";
+    j.key_nonce.assign(12, 1);
+    j.key_wrapped.assign(48, 2);
+    j.binding = "b";
+    j.created_at = 10;
+    return j;
+  }
+  static LeaseRecord LeaseOfJob1(const std::string& lease_id) {
+    LeaseRecord l;
+    l.lease_id = lease_id;
+    l.host_id = "aa";
+    l.job_id = "job-1";
+    l.policy_id = "p";
+    l.issued_at = 10;
+    l.valid_until = 5000;
+    l.reattest_by = 100;
+    l.recipient.assign(32, 3);
+    l.datasets = {"d"};
+    l.report_key.assign(32, 4);
+    return l;
+  }
 
   std::filesystem::path dir_;
   std::string path_;
@@ -282,25 +306,9 @@ TEST_F(StoreTest, AnUndeliveredLeaseDoesNotCountAsItsJobsAndAVersion5StoreMigrat
     auto store = OpenStore();
     ASSERT_TRUE(store);
     ASSERT_TRUE(store->UpsertHost(Host("aa", 1)).ok());
-    JobRecord j;
-    j.job_id = "job-1";
-    j.key_nonce.assign(12, 1);
-    j.key_wrapped.assign(48, 2);
-    j.binding = "b";
-    j.created_at = 10;
-    ASSERT_TRUE(store->GetOrCreateJob(j).ok());
-    LeaseRecord l;
-    l.host_id = "aa";
-    l.job_id = "job-1";
-    l.policy_id = "p";
-    l.issued_at = 10;
-    l.valid_until = 5000;
-    l.reattest_by = 100;
-    l.recipient.assign(32, 3);
-    l.datasets = {"d"};
-    l.report_key.assign(32, 4);
+    ASSERT_TRUE(store->GetOrCreateJob(Job1()).ok());
     for (const char* id : {"lease-old", "lease-1"}) {
-      l.lease_id = id;
+      LeaseRecord l = LeaseOfJob1(id);
       l.rank = l.lease_id == "lease-old" ? 0 : 1;
       ASSERT_TRUE(store->PutLease(l, 10).ok());
     }
@@ -354,24 +362,8 @@ TEST_F(StoreTest, EveryWriteReturnsOnlyAfterASyncOfTheWalAndAReadSyncsNothing) {
   expect_one_sync(store->PutNonce({nonce, "aa", 10, 1000}), "PutNonce");
   expect_one_sync(store->ConsumeNonce(nonce, 11).status(), "ConsumeNonce");
   expect_one_sync(store->UpdateClockState("aa", "", "clock-1"), "UpdateClockState");
-  JobRecord j;
-  j.job_id = "job-1";
-  j.key_nonce.assign(12, 1);
-  j.key_wrapped.assign(48, 2);
-  j.binding = "b";
-  j.created_at = 10;
-  expect_one_sync(store->GetOrCreateJob(j).status(), "GetOrCreateJob");
-  LeaseRecord l;
-  l.lease_id = "lease-1";
-  l.host_id = "aa";
-  l.job_id = "job-1";
-  l.policy_id = "p";
-  l.issued_at = 10;
-  l.valid_until = 5000;
-  l.reattest_by = 100;
-  l.recipient.assign(32, 3);
-  l.datasets = {"d"};
-  l.report_key.assign(32, 4);
+  expect_one_sync(store->GetOrCreateJob(Job1()).status(), "GetOrCreateJob");
+  LeaseRecord l = LeaseOfJob1("lease-1");
   l.claims = "c";
   expect_one_sync(store->PutLease(l, 10), "PutLease");
   expect_one_sync(store->RenewLease("lease-1", 200, 20).status(), "RenewLease");
