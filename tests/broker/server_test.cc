@@ -187,6 +187,17 @@ size_t AuditEntryCount(const BrokerProcess& b) {
   return n;
 }
 
+// A fresh folder (`name` then the pid) for a test's own broker, with a self-signed EK
+// root that `s` names; "" when the root could not be made.
+std::string OwnBrokerDir(const std::string& name, BrokerSettings* s) {
+  const std::string dir = std::filesystem::temp_directory_path() / (name + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  if (!testing::MakeSelfSignedCa(dir, "ek-root")) return "";
+  s->ek_root_files = {dir + "/ek-root.pem"};
+  return dir;
+}
+
 class ServerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -720,12 +731,9 @@ TEST_F(ServerTest, ARefusalBeforeTheBodyClosesTheConnectionSoTheBodyIsNeverASeco
 // A second broker on a port another broker listens on does not start (exit 10): without
 // SO_REUSEPORT the bind fails, so two brokers never share a port's connections.
 TEST(ServerStart, ASecondBrokerOnABoundPortExits10) {
-  const std::string dir = std::filesystem::temp_directory_path() / ("broker-port-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  ASSERT_TRUE(testing::MakeSelfSignedCa(dir, "ek-root"));
   BrokerSettings s;
-  s.ek_root_files = {dir + "/ek-root.pem"};
+  const std::string dir = OwnBrokerDir("broker-port-", &s);
+  ASSERT_FALSE(dir.empty());
   auto first = BrokerProcess::Start(dir + "/a", s);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   {
@@ -763,12 +771,9 @@ TEST(ServerStart, ASecondBrokerOnABoundPortExits10) {
 }
 
 TEST(ServerStart, AWrongPassphraseABadConfigAndAMissingAuditLogStopTheStartWithDocumentedCodes) {
-  const std::string dir = std::filesystem::temp_directory_path() / ("broker-start-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  ASSERT_TRUE(testing::MakeSelfSignedCa(dir, "ek-root"));
   BrokerSettings s;
-  s.ek_root_files = {dir + "/ek-root.pem"};
+  const std::string dir = OwnBrokerDir("broker-start-", &s);
+  ASSERT_FALSE(dir.empty());
   {
     auto b = BrokerProcess::Start(dir + "/b", s);
     ASSERT_TRUE(b.ok()) << b.status().ToString();
@@ -834,12 +839,9 @@ namespace {
 // The audit log as C2SP tlog-tiles under /v1/audit-log/ (docs/protocol.md; audit-log.md
 // section 13): the exact files of DIR/tiles, only canonical tile paths, only when enabled.
 TEST(ServerTiles, ServesTheLogsTilesReadOnlyWhenEnabled) {
-  const std::string dir = std::filesystem::temp_directory_path() / ("broker-tiles-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  ASSERT_TRUE(testing::MakeSelfSignedCa(dir, "ek-root"));
   BrokerSettings s;
-  s.ek_root_files = {dir + "/ek-root.pem"};
+  const std::string dir = OwnBrokerDir("broker-tiles-", &s);
+  ASSERT_FALSE(dir.empty());
   s.audit_config = "serve_tiles = true\n";
   // 300 entries before the broker starts: a full tile, partial ones and bundles.
   s.before_launch = [](const std::string& d) -> Status {
@@ -883,12 +885,9 @@ TEST(ServerTiles, ServesTheLogsTilesReadOnlyWhenEnabled) {
 // them once, not each with all before it (n^2/2 comparisons: minutes here, more at the
 // default 16 MiB limit, a worker held per request before any authentication).
 TEST(LargeBodies, ABodyOfManyDistinctMembersIsRefusedPromptlyAndADuplicateAmongThemIsFound) {
-  const std::string dir = std::filesystem::temp_directory_path() / ("broker-large-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  ASSERT_TRUE(testing::MakeSelfSignedCa(dir, "ek-root"));
   BrokerSettings s;
-  s.ek_root_files = {dir + "/ek-root.pem"};
+  const std::string dir = OwnBrokerDir("broker-large-", &s);
+  ASSERT_FALSE(dir.empty());
   s.max_body_bytes = 16u << 20;
   auto b = BrokerProcess::Start(dir + "/b", s);
   ASSERT_TRUE(b.ok()) << b.status().ToString();

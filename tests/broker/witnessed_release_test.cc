@@ -52,6 +52,15 @@ class WitnessedReleaseTest : public ReleaseTest {
     EXPECT_TRUE(p.ok()) << p.status().ToString();
     return *p;
   }
+  // A client that checks every answer's witnesses under the broker's witness policy.
+  std::unique_ptr<BrokerClient> WitnessedClient() {
+    auto c = Client();
+    c->SetWitnessPolicy(Policy());
+    return c;
+  }
+  // A long wait for the quorum (the tests that stop a witness let it answer again first).
+  static constexpr char kLongWaitConfig[] =
+      "witness_policy = \"witnesses.policy\"\nwitness_wait_ms = 20000\nwitness_timeout_s = 2\n";
   // A job whose release must be witnessed under the broker's witness policy.
   std::string WitnessedJobToml(const std::string& output_dir, const std::string& job_id) {
     std::string job = JobToml(output_dir, job_id);
@@ -77,8 +86,7 @@ class WitnessedReleaseTest : public ReleaseTest {
     ASSERT_EQ(::kill(witnesses_[1]->pid(), SIGSTOP), 0);
     const size_t released = CountType(audit::EventType::kKeyReleased);
     w->thread = std::thread([this, w, host, request, &keys, &state] {
-      auto other = Client();
-      other->SetWitnessPolicy(Policy());
+      auto other = WitnessedClient();
       w->result = other->RequestRelease(host, request, keys, Quoter(state));
     });
     const auto until = std::chrono::steady_clock::now() + 20s;
@@ -140,8 +148,7 @@ TEST_F(WitnessedReleaseTest, AReleaseCarriesProofsInACheckpointTheQuorumCosigned
   const std::string host = Ready(state);
   ASSERT_FALSE(host.empty());
   auto keys = ReleaseKeys::Generate();
-  auto client = Client();
-  client->SetWitnessPolicy(Policy());
+  auto client = WitnessedClient();
   auto rel = client->RequestRelease(host, Request(), *keys, Quoter(state));
   ASSERT_TRUE(rel.ok()) << rel.status().ToString() << "\n" << broker_->log();
   ASSERT_EQ(rel->audit_proofs.size(), 1u);
@@ -224,15 +231,13 @@ TEST_F(WitnessedReleaseTest, AReleaseWaitingForWitnessesHoldsNoWorker) {
   const std::string host = Ready(state);
   ASSERT_FALSE(host.empty());
   auto keys = ReleaseKeys::Generate();
-  auto client = Client();
-  client->SetWitnessPolicy(Policy());
+  auto client = WitnessedClient();
   ASSERT_TRUE(client->RequestRelease(host, Request("job-a"), *keys, Quoter(state)).ok()) << broker_->log();
   // A round has just ended: the next starts a second from now at the earliest.
   const size_t released = CountType(audit::EventType::kKeyReleased);
   std::chrono::steady_clock::time_point release_answered{};
   std::thread waiting([&] {
-    auto other = Client();
-    other->SetWitnessPolicy(Policy());
+    auto other = WitnessedClient();
     auto r = other->RequestRelease(host, Request("job-b"), *keys, Quoter(state));
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     release_answered = std::chrono::steady_clock::now();
@@ -273,12 +278,11 @@ nlohmann::json LeaseOfJob(const BrokerProcess& broker, const std::vector<audit::
 TEST_F(WitnessedReleaseTest, ARevocationWhileTheReleaseWaitsForWitnessesSendsNothing) {
   HostState state = State("host");
   WitnessBroker(/*with_sample=*/false);
-  settings_.audit_config = "witness_policy = \"witnesses.policy\"\nwitness_wait_ms = 20000\nwitness_timeout_s = 2\n";
+  settings_.audit_config = kLongWaitConfig;
   const std::string host = Ready(state);
   ASSERT_FALSE(host.empty());
   auto keys = ReleaseKeys::Generate();
-  auto client = Client();
-  client->SetWitnessPolicy(Policy());
+  auto client = WitnessedClient();
   ASSERT_TRUE(client->RequestRelease(host, Request("job-a"), *keys, Quoter(state)).ok()) << broker_->log();
   WaitingRelease waiting;
   ASSERT_NO_FATAL_FAILURE(StartWaitingRelease(&waiting, host, Request("job-b"), *keys, state));
@@ -309,12 +313,11 @@ TEST_F(WitnessedReleaseTest, ARevocationWhileTheReleaseWaitsForWitnessesSendsNot
 TEST_F(WitnessedReleaseTest, AJobThatEndsWhileARankWaitsForWitnessesSendsThatRankNothing) {
   HostState state = State("host");
   WitnessBroker(/*with_sample=*/false);
-  settings_.audit_config = "witness_policy = \"witnesses.policy\"\nwitness_wait_ms = 20000\nwitness_timeout_s = 2\n";
+  settings_.audit_config = kLongWaitConfig;
   const std::string host = Ready(state);
   ASSERT_FALSE(host.empty());
   auto keys = ReleaseKeys::Generate();
-  auto client = Client();
-  client->SetWitnessPolicy(Policy());
+  auto client = WitnessedClient();
   auto rank0 = client->RequestRelease(host, Request("job-w", 0, 2), *keys, Quoter(state));
   ASSERT_TRUE(rank0.ok()) << rank0.status().ToString() << "\n" << broker_->log();
   std::string job_digest;
@@ -360,8 +363,7 @@ TEST_F(WitnessedReleaseTest, AJobWhoseOnlyReleaseWasNotCompletedCanBeReleasedAga
   const std::string host = Ready(state);
   ASSERT_FALSE(host.empty());
   auto keys = ReleaseKeys::Generate();
-  auto client = Client();
-  client->SetWitnessPolicy(Policy());
+  auto client = WitnessedClient();
   ASSERT_EQ(::kill(witnesses_[1]->pid(), SIGSTOP), 0);
   auto first = client->RequestRelease(host, Request("job-r"), *keys, Quoter(state));
   ::kill(witnesses_[1]->pid(), SIGCONT);
